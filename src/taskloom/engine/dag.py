@@ -1,0 +1,356 @@
+"""The public DAG API: a workflow is a named, versioned DAG of async nodes grouped in phases.
+
+```python
+class AuditInput(BaseModel):
+    path: str
+
+audit = Workflow("audit", version="1", input=AuditInput)
+
+@audit.node(phase="list")
+async def list_files(ctx: NodeContext[AuditInput]) -> list[str]:
+    return sorted(os.listdir(ctx.input.path))
+
+@audit.node(phase="report", deps=[list_files], retry=RetryPolicy(max_attempts=3))
+async def report(ctx: NodeContext[AuditInput]) -> int:
+    return len(ctx.output(list_files))
+```
+
+A definition is checked as it is built and again by :meth:`Workflow.validate`: unknown
+dependencies, duplicate names, cycles and outputs that cannot be stored as JSON raise
+:class:`WorkflowDefinitionError` naming the node.
+"""
+
+import graphlib
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar, get_type_hints, overload
+
+from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+
+from taskloom.engine.errors import WorkflowDefinitionError
+from taskloom.engine.retry import RetryPolicy
+
+InputT = TypeVar("InputT", bound=BaseModel)
+OutputT = TypeVar("OutputT")
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
+
+_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+TaskSupport = Literal["optional", "required"]
+
+
+class DependencyFailedError(Exception):
+    """A node read the output of a dependency that failed (allowed only with ``may_fail``)."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__(f"dependency {node!r} failed and has no output")
+        self.node = node
+
+
+class NodeRuntime(Protocol):
+    """What the runner lends a node through its context (implemented by the runner)."""
+
+    async def report(self, completed: float, total: float | None, message: str | None) -> None:
+        """Record the node's own progress."""
+        ...
+
+    async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue:
+        """Ask the requestor and wait for a valid answer."""
+        ...
+
+
+class NodeContext(Generic[InputT]):
+    """What a running node knows and can do."""
+
+    def __init__(
+        self,
+        *,
+        task_id: str,
+        node: "Node[Any]",
+        attempt: int,
+        input: InputT,
+        outputs: Mapping[str, JsonValue],
+        failed: frozenset[str],
+        runtime: NodeRuntime,
+    ) -> None:
+        self.task_id = task_id
+        self.node = node.name
+        self.phase = node.phase
+        self.attempt = attempt
+        """This attempt's number, from 1."""
+        self.input = input
+        self._definition = node
+        self._outputs = outputs
+        self._failed = failed
+        self._runtime = runtime
+
+    def output(self, node: "Node[OutputT]") -> OutputT:
+        """The stored output of *node*, one of this node's dependencies, as its type.
+
+        Raises:
+            DependencyFailedError: *node* was allowed to fail and did.
+            KeyError: *node* is not a dependency of this node.
+        """
+        if node.name not in self._definition.deps:
+            raise KeyError(f"{node.name!r} is not a dependency of {self.node!r}")
+        if node.name in self._failed:
+            raise DependencyFailedError(node.name)
+        return node.output_adapter.validate_python(self._outputs[node.name])
+
+    @property
+    def failed_dependencies(self) -> frozenset[str]:
+        """Dependencies that were allowed to fail and did."""
+        return self._failed
+
+    async def report(
+        self, completed: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report this node's progress, e.g. ``report(12, 40, "files")``."""
+        await self._runtime.report(completed, total, message)
+
+    @overload
+    async def ask(self, message: str, schema: type[AnswerT]) -> AnswerT: ...
+
+    @overload
+    async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue: ...
+
+    async def ask(self, message: str, schema: type[AnswerT] | dict[str, JsonValue]) -> Any:
+        """Ask the requestor a question and wait for an answer that matches *schema*.
+
+        The task shows ``input_required`` meanwhile; no thread is held. If the process
+        dies while waiting, the question survives, and the re-run node gets the answer.
+        """
+        if isinstance(schema, dict):
+            return await self._runtime.ask(message, schema)
+        answer = await self._runtime.ask(message, schema.model_json_schema())
+        return schema.model_validate(answer)
+
+
+NodeFunction = Callable[[NodeContext[Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class Node(Generic[OutputT]):
+    """One step of a workflow: an async function, its dependencies and its policies."""
+
+    name: str
+    function: NodeFunction
+    deps: tuple[str, ...]
+    phase: str
+    retry: RetryPolicy
+    timeout_s: float | None
+    may_fail: bool
+    output_adapter: TypeAdapter[OutputT] = field(repr=False)
+
+    def dump_output(self, value: Any) -> JsonValue:
+        """The JSON form of an output this node returned.
+
+        Raises:
+            ValueError: the value does not match the node's return annotation.
+        """
+        try:
+            dumped: JsonValue = self.output_adapter.dump_python(
+                self.output_adapter.validate_python(value), mode="json"
+            )
+        except ValidationError as error:
+            raise ValueError(
+                f"node {self.name!r} returned a value unlike its annotation"
+            ) from error
+        return dumped
+
+
+class Workflow(Generic[InputT]):
+    """A named, versioned DAG of nodes that taskloom runs as one durable task."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str,
+        input: type[InputT],
+        output: type[BaseModel] | None = None,
+        title: str | None = None,
+        description: str = "",
+        phases: Sequence[str] | None = None,
+        result: str | None = None,
+        task_support: TaskSupport = "optional",
+        max_concurrency: int | None = None,
+    ) -> None:
+        if not _NAME.match(name):
+            raise WorkflowDefinitionError(f"workflow name {name!r} is not a valid tool name")
+        if not version:
+            raise WorkflowDefinitionError(f"workflow {name!r} needs a version")
+        if not (isinstance(input, type) and issubclass(input, BaseModel)):
+            raise WorkflowDefinitionError(f"workflow {name!r}: input must be a pydantic model")
+        if max_concurrency is not None and max_concurrency < 1:
+            raise WorkflowDefinitionError(f"workflow {name!r}: max_concurrency must be >= 1")
+        self.name = name
+        self.version = version
+        self.input_model = input
+        self.output_model = output
+        self.title = title
+        self.description = description or (inspect.getdoc(input) or "")
+        self.task_support: TaskSupport = task_support
+        self.max_concurrency = max_concurrency
+        self._declared_phases = tuple(phases) if phases is not None else None
+        self._result = result
+        self._nodes: dict[str, Node[Any]] = {}
+        self._order: tuple[str, ...] | None = None
+
+    def node(
+        self,
+        *,
+        name: str | None = None,
+        deps: Sequence["Node[Any] | str"] = (),
+        phase: str = "main",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        may_fail: bool = False,
+    ) -> Callable[[Callable[[NodeContext[InputT]], Awaitable[OutputT]]], Node[OutputT]]:
+        """Decorate an async function ``(ctx) -> output`` to make it a node."""
+
+        def register(
+            function: Callable[[NodeContext[InputT]], Awaitable[OutputT]],
+        ) -> Node[OutputT]:
+            node_name = name or function.__name__
+            where = f"workflow {self.name!r}, node {node_name!r}"
+            if not _NAME.match(node_name):
+                raise WorkflowDefinitionError(f"{where}: not a valid node name")
+            if node_name in self._nodes:
+                raise WorkflowDefinitionError(f"{where}: a node with this name already exists")
+            if not inspect.iscoroutinefunction(function):
+                raise WorkflowDefinitionError(f"{where}: must be an async function")
+            if timeout is not None and timeout <= 0:
+                raise WorkflowDefinitionError(f"{where}: timeout must be positive")
+            if self._declared_phases is not None and phase not in self._declared_phases:
+                raise WorkflowDefinitionError(f"{where}: unknown phase {phase!r}")
+            dep_names = tuple(dep if isinstance(dep, str) else dep.name for dep in deps)
+            if len(set(dep_names)) != len(dep_names):
+                raise WorkflowDefinitionError(f"{where}: a dependency is listed twice")
+            node: Node[OutputT] = Node(
+                name=node_name,
+                function=function,
+                deps=dep_names,
+                phase=phase,
+                retry=retry or RetryPolicy(),
+                timeout_s=timeout,
+                may_fail=may_fail,
+                output_adapter=_output_adapter(function, where),
+            )
+            self._nodes[node_name] = node
+            self._order = None
+            return node
+
+        return register
+
+    @property
+    def nodes(self) -> Mapping[str, Node[Any]]:
+        """Every node by name, in definition order."""
+        return self._nodes
+
+    def graph(self) -> dict[str, tuple[str, ...]]:
+        """Each node's dependencies, the shape ``graphlib.TopologicalSorter`` takes."""
+        return {name: node.deps for name, node in self._nodes.items()}
+
+    def order(self) -> tuple[str, ...]:
+        """The nodes in a dependency order (from ``graphlib``).
+
+        Raises:
+            graphlib.CycleError: the nodes form a cycle (``validate`` reports it clearly).
+        """
+        if self._order is None:
+            self._order = tuple(graphlib.TopologicalSorter(self.graph()).static_order())
+        return self._order
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """Phase names in running order: as declared, or by first appearance in order()."""
+        if self._declared_phases is not None:
+            return self._declared_phases
+        seen: dict[str, None] = {}
+        for name in self.order():
+            seen.setdefault(self._nodes[name].phase, None)
+        return tuple(seen)
+
+    @property
+    def result_node(self) -> str | None:
+        """The node whose output is the workflow's result (``None``: all sinks, by name)."""
+        if self._result is not None:
+            return self._result
+        sinks = self.sinks()
+        return sinks[0] if len(sinks) == 1 else None
+
+    def sinks(self) -> tuple[str, ...]:
+        """Nodes no other node depends on, in definition order."""
+        needed = {dep for node in self._nodes.values() for dep in node.deps}
+        return tuple(name for name in self._nodes if name not in needed)
+
+    def dependents(self) -> dict[str, tuple[str, ...]]:
+        """For each node, the nodes that depend on it."""
+        found: dict[str, list[str]] = {name: [] for name in self._nodes}
+        for node in self._nodes.values():
+            for dep in node.deps:
+                found[dep].append(node.name)
+        return {name: tuple(names) for name, names in found.items()}
+
+    def validate(self) -> None:
+        """Check the whole definition.
+
+        Raises:
+            WorkflowDefinitionError: no nodes, an unknown dependency, a cycle, or an
+                unknown result node; the message names the node.
+        """
+        if not self._nodes:
+            raise WorkflowDefinitionError(f"workflow {self.name!r} has no nodes")
+        for node in self._nodes.values():
+            for dep in node.deps:
+                if dep not in self._nodes:
+                    raise WorkflowDefinitionError(
+                        f"workflow {self.name!r}, node {node.name!r}: unknown dependency {dep!r}"
+                    )
+        try:
+            self.order()
+        except graphlib.CycleError as error:
+            cycle = " -> ".join(str(name) for name in error.args[1])
+            raise WorkflowDefinitionError(f"workflow {self.name!r} has a cycle: {cycle}") from None
+        if self._result is not None and self._result not in self._nodes:
+            raise WorkflowDefinitionError(
+                f"workflow {self.name!r}: result node {self._result!r} does not exist"
+            )
+
+    def build_result(self, outputs: Mapping[str, JsonValue]) -> JsonValue:
+        """The workflow's result from its stored node outputs.
+
+        Raises:
+            ValueError: the result does not match the workflow's output model.
+        """
+        result_node = self.result_node
+        result: JsonValue
+        if result_node is not None:
+            result = outputs.get(result_node)
+        else:
+            result = {name: outputs.get(name) for name in self.sinks()}
+        if self.output_model is not None:
+            result = self.output_model.model_validate(result).model_dump(mode="json")
+        return result
+
+
+def _output_adapter(function: Callable[..., Any], where: str) -> TypeAdapter[Any]:
+    try:
+        hints = get_type_hints(function)
+    except (NameError, TypeError) as error:
+        raise WorkflowDefinitionError(f"{where}: cannot read its annotations: {error}") from None
+    if "return" not in hints:
+        raise WorkflowDefinitionError(
+            f"{where}: annotate the return type (outputs are stored as JSON)"
+        )
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(hints["return"])
+        adapter.json_schema(mode="serialization")
+    except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as error:
+        raise WorkflowDefinitionError(
+            f"{where}: its output type {hints['return']!r} cannot be stored as JSON"
+        ) from error
+    return adapter

@@ -1,0 +1,136 @@
+"""The engine's exceptions: one root, typed arguments, messages built here."""
+
+from typing import Any
+
+
+class TaskloomError(Exception):
+    """Root of every error taskloom raises on purpose."""
+
+
+class TaskNotFoundError(TaskloomError, LookupError):
+    """No visible task has this id (it never existed, expired, or belongs to someone else)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task not found: {task_id}")
+        self.task_id = task_id
+
+
+class TaskStateError(TaskloomError):
+    """The operation does not fit the task's current state."""
+
+
+class IllegalTransitionError(TaskStateError):
+    """A state change that the transition table does not allow."""
+
+    def __init__(self, *, task_id: str, current: Any, target: Any) -> None:
+        super().__init__(f"task {task_id} cannot move from {current!s} to {target!s}")
+        self.task_id = task_id
+        self.current = current
+        self.target = target
+
+
+class ConcurrencyError(TaskloomError):
+    """A compare-and-set lost a race: the stored row changed under the writer."""
+
+
+class StaleTaskError(ConcurrencyError):
+    """The task's stored version is not the one the write expected."""
+
+    def __init__(self, *, task_id: str, expected_version: int, found_version: int) -> None:
+        super().__init__(
+            f"task {task_id} changed concurrently "
+            f"(expected version {expected_version}, found {found_version})"
+        )
+        self.task_id = task_id
+        self.expected_version = expected_version
+        self.found_version = found_version
+
+
+class IdempotencyConflictError(TaskloomError):
+    """An idempotency key was reused with a different tool or different arguments."""
+
+    def __init__(self, *, key: str, existing_task_id: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was already used for task {existing_task_id} "
+            "with different arguments"
+        )
+        self.key = key
+        self.existing_task_id = existing_task_id
+
+
+class InvalidRequestError(TaskloomError, ValueError):
+    """A caller passed a value the engine cannot accept (bad cursor, bad limit, bad TTL...)."""
+
+
+class InvalidCursorError(InvalidRequestError):
+    """A list cursor that this engine did not issue, or that is damaged."""
+
+    def __init__(self, cursor: str) -> None:
+        shown = cursor if len(cursor) <= 40 else cursor[:37] + "..."
+        super().__init__(f"invalid cursor: {shown!r}")
+        self.cursor = cursor
+
+
+class InputNotRequestedError(InvalidRequestError):
+    """An answer for an input request that is not pending on the task."""
+
+    def __init__(self, *, task_id: str, key: str) -> None:
+        super().__init__(f"task {task_id} has no pending input request {key!r}")
+        self.task_id = task_id
+        self.key = key
+
+
+class WorkflowError(TaskloomError):
+    """A problem with a workflow rather than with one task."""
+
+
+class WorkflowDefinitionError(WorkflowError):
+    """A workflow definition is invalid: the message names the workflow and the node."""
+
+
+class UnknownWorkflowError(WorkflowError, KeyError):
+    """No registered workflow has this name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown workflow"
+
+
+class LeaseLostError(ConcurrencyError):
+    """A worker's lease on a run was taken over or ended; its writes no longer land."""
+
+
+class InvalidAnswerError(InvalidRequestError):
+    """An answer that does not match the question's schema; the task keeps waiting."""
+
+    def __init__(self, *, task_id: str, key: str, problems: list[str]) -> None:
+        super().__init__(
+            f"the answer to {key!r} on task {task_id} does not match the requested schema: "
+            + "; ".join(problems[:3])
+        )
+        self.task_id = task_id
+        self.key = key
+        self.problems = problems
+
+
+class PersistenceError(TaskloomError):
+    """The store failed; the driver's exception is kept as ``__cause__``."""
+
+
+class DatabaseBusyError(PersistenceError):
+    """The database stayed locked by another writer past every retry."""
+
+
+class CorruptDatabaseError(PersistenceError):
+    """The database file is damaged or is not a database at all."""
+
+
+class ForeignDatabaseError(PersistenceError):
+    """The database file belongs to some other application."""
+
+
+class SchemaVersionError(PersistenceError):
+    """The stored schema is newer than this taskloom understands."""
+
+
+class StoreClosedError(PersistenceError):
+    """The store was used after it was closed."""

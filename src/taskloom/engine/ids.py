@@ -1,0 +1,12 @@
+"""Task ids: unguessable, URL-safe, 144 random bits."""
+
+import secrets
+
+from taskloom.engine.models import TaskId
+
+_ID_BYTES = 18  # 144 bits, 24 URL-safe characters
+
+
+def new_task_id() -> TaskId:
+    """A fresh task id from the operating system's CSPRNG."""
+    return TaskId(secrets.token_urlsafe(_ID_BYTES))

@@ -1,0 +1,476 @@
+"""The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any, Final, Literal, TypeVar
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+
+from taskloom.engine.clock import SystemClock
+from taskloom.engine.cursor import decode_cursor, encode_cursor
+from taskloom.engine.errors import (
+    IdempotencyConflictError,
+    InputNotRequestedError,
+    InvalidAnswerError,
+    InvalidRequestError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from taskloom.engine.events import ChangeFeed, TaskSubscription
+from taskloom.engine.ids import new_task_id
+from taskloom.engine.models import (
+    MAX_KEY_LENGTH,
+    MAX_NAME_LENGTH,
+    InputRequest,
+    Progress,
+    Task,
+    TaskFailure,
+    TaskId,
+    TaskPage,
+    TaskQuery,
+)
+from taskloom.engine.ports import Clock, SchemaValidator, TaskMutation, TaskStore
+from taskloom.engine.runs import Lease
+from taskloom.engine.states import TERMINAL_STATES, TaskState, check_transition
+
+
+class Sentinel(Enum):
+    """Markers for "any owner" and "the default TTL" (distinct from None)."""
+
+    ANY = "any"
+    DEFAULT = "default"
+
+
+ANY_OWNER: Final = Sentinel.ANY
+"""Pass as ``owner`` to act on a task whoever owns it (workers, operators)."""
+DEFAULT: Final = Sentinel.DEFAULT
+"""Pass as ``ttl_ms`` to use the configured default retention."""
+
+OwnerScope = str | Literal[Sentinel.ANY] | None
+
+_ONE_MICROSECOND: Final = timedelta(microseconds=1)
+_JSON_OBJECT: Final = TypeAdapter(dict[str, JsonValue])
+_JSON_VALUE: Final = TypeAdapter(JsonValue)
+_M = TypeVar("_M", bound=BaseModel)
+_PROGRESS_STATES: Final = frozenset({TaskState.RUNNING, TaskState.INPUT_REQUIRED})
+
+
+class TaskManagerSettings(BaseModel):
+    """Retention, polling and paging policy of a TaskManager."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_ttl_ms: int | None = Field(default=3_600_000, gt=0)
+    """Retention when the caller asks for none: one hour. ``None`` keeps tasks forever."""
+    max_ttl_ms: int | None = Field(default=30 * 24 * 3_600_000, gt=0)
+    """Longest retention granted (requests above are lowered to it). ``None``: no cap."""
+    poll_interval_ms: int = Field(default=1_000, gt=0)
+    """Poll period suggested to requestors."""
+    default_page_size: int = Field(default=50, ge=1, le=1000)
+    max_page_size: int = Field(default=1000, ge=1, le=1000)
+    sweep_interval_s: float = Field(default=60.0, gt=0)
+    """How often the sweeper purges expired tasks."""
+    sweep_batch_size: int = Field(default=1000, ge=1)
+
+
+class TaskManager:
+    """Creates, reads, lists and moves tasks; the only writer of task state.
+
+    Every change goes through one store transaction that re-checks the transition
+    table against the stored state, and is then published on :attr:`feed`.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        clock: Clock | None = None,
+        settings: TaskManagerSettings | None = None,
+        validator: SchemaValidator | None = None,
+    ) -> None:
+        self._store = store
+        self._validator = validator
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self.settings = settings if settings is not None else TaskManagerSettings()
+        self.feed = ChangeFeed()
+
+    @property
+    def clock(self) -> Clock:
+        """The manager's source of time."""
+        return self._clock
+
+    # -- creating and reading -------------------------------------------------------------
+
+    async def create(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        owner: str | None = None,
+        ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
+        poll_interval_ms: int | None = None,
+        idempotency_key: str | None = None,
+        workflow_version: str | None = None,
+    ) -> Task:
+        """Create a queued task and return it once it is durably committed.
+
+        With an *idempotency_key*, a second call by the same owner with the same name and
+        arguments returns the first task instead of creating another.
+
+        Raises:
+            InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
+            IdempotencyConflictError: the key was used with another name or arguments.
+        """
+        now = self._clock.now()
+        task = _validated_task(
+            id=new_task_id(),
+            name=name,
+            arguments=_json_object(arguments or {}),
+            owner=owner,
+            state=TaskState.QUEUED,
+            created_at=now,
+            updated_at=now,
+            ttl_ms=self._granted_ttl(ttl_ms),
+            poll_interval_ms=poll_interval_ms or self.settings.poll_interval_ms,
+            idempotency_key=idempotency_key,
+            workflow_version=workflow_version,
+            version=1,
+        )
+        stored, created = await self._store.create(task, now)
+        if created:
+            self.feed.publish(stored)
+        elif stored.name != task.name or stored.arguments != task.arguments:
+            raise IdempotencyConflictError(key=idempotency_key or "", existing_task_id=stored.id)
+        return stored
+
+    async def get(self, task_id: str, *, owner: OwnerScope = ANY_OWNER) -> Task:
+        """The task with this id, as visible to *owner*.
+
+        Raises:
+            TaskNotFoundError: no such task, it expired, or another owner has it.
+        """
+        task = await self._store.get(TaskId(task_id), self._clock.now())
+        if task is None or not _visible_to(task, owner):
+            raise TaskNotFoundError(task_id)
+        return task
+
+    async def list(
+        self,
+        *,
+        owner: OwnerScope = ANY_OWNER,
+        states: Iterable[TaskState] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """A page of tasks, newest first; pass ``next_cursor`` back for the next page.
+
+        Paging is stable under concurrent inserts: no task is skipped or repeated.
+
+        Raises:
+            InvalidCursorError: the cursor was not issued here.
+            InvalidRequestError: the limit is out of range.
+        """
+        size = self.settings.default_page_size if limit is None else limit
+        if not 1 <= size <= self.settings.max_page_size:
+            raise InvalidRequestError(
+                f"limit must be between 1 and {self.settings.max_page_size}, got {size}"
+            )
+        query = TaskQuery(
+            owner=None if owner is ANY_OWNER else owner,
+            match_owner=owner is not ANY_OWNER,
+            states=frozenset(states) if states is not None else None,
+            before=decode_cursor(cursor) if cursor is not None else None,
+            limit=size,
+        )
+        page = await self._store.list(query, self._clock.now())
+        next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None
+        return TaskPage(tasks=page.tasks, next_cursor=next_cursor)
+
+    # -- moving ---------------------------------------------------------------------------
+
+    async def start(self, task_id: str, *, status_message: str | None = None) -> Task:
+        """Queued to running: a worker took the task."""
+        return await self._transition(
+            task_id, TaskState.RUNNING, ANY_OWNER, None, status_message=status_message
+        )
+
+    async def requeue(self, task_id: str, *, status_message: str | None = None) -> Task:
+        """Back to queued: a retry wait, or work reclaimed from a dead worker."""
+        return await self._transition(
+            task_id, TaskState.QUEUED, ANY_OWNER, None, status_message=status_message
+        )
+
+    async def report_progress(
+        self,
+        task_id: str,
+        *,
+        completed: float,
+        total: float | None = None,
+        message: str | None = None,
+        lease: Lease | None = None,
+    ) -> Task:
+        """Record progress (and a status message) on a running task.
+
+        Raises:
+            TaskStateError: the task is not running or waiting for input.
+        """
+        progress = _validated(Progress, completed=completed, total=total)
+        now = self._clock.now()
+
+        def mutate(task: Task) -> Task:
+            if task.state not in _PROGRESS_STATES:
+                raise TaskStateError(f"task {task.id} is {task.state}; only running tasks report")
+            changes: dict[str, Any] = {"progress": progress}
+            if message is not None:
+                changes["status_message"] = message
+            return _next_version(task, now, changes)
+
+        return await self._write(task_id, mutate, lease)
+
+    async def require_input(
+        self, task_id: str, key: str, request: InputRequest, *, lease: Lease | None = None
+    ) -> Task:
+        """Ask the requestor a question; the task waits in ``input_required``.
+
+        Several questions (by distinct keys) may be pending at once.
+        """
+        if not 1 <= len(key) <= MAX_KEY_LENGTH:
+            raise InvalidRequestError(f"input key must be 1 to {MAX_KEY_LENGTH} characters")
+        now = self._clock.now()
+
+        def mutate(task: Task) -> Task:
+            if task.state is not TaskState.INPUT_REQUIRED:
+                check_transition(task.id, task.state, TaskState.INPUT_REQUIRED)
+            requests = {**task.input_requests, key: request}
+            return _next_version(
+                task,
+                now,
+                {
+                    "state": TaskState.INPUT_REQUIRED,
+                    "input_requests": requests,
+                    "status_message": request.message,
+                },
+            )
+
+        return await self._write(task_id, mutate, lease)
+
+    async def provide_input(
+        self, task_id: str, key: str, value: Any, *, owner: OwnerScope = ANY_OWNER
+    ) -> Task:
+        """Answer a pending question; when none is left the task runs again.
+
+        The answer is checked against the question's schema when the manager has a
+        validator; a bad answer changes nothing and the task keeps waiting.
+
+        Raises:
+            TaskNotFoundError: no such task visible to *owner*.
+            InputNotRequestedError: no question with this key is pending.
+            InvalidAnswerError: the answer does not match the question's schema.
+        """
+        answer = _json_value(value)
+        now = self._clock.now()
+
+        def mutate(task: Task) -> Task:
+            if not _visible_to(task, owner):
+                raise TaskNotFoundError(task.id)
+            if key not in task.input_requests:
+                raise InputNotRequestedError(task_id=task.id, key=key)
+            if self._validator is not None:
+                schema = task.input_requests[key].requested_schema
+                problems = self._validator.problems(schema, answer)
+                if problems:
+                    raise InvalidAnswerError(task_id=task.id, key=key, problems=problems)
+            requests = {k: v for k, v in task.input_requests.items() if k != key}
+            changes: dict[str, Any] = {
+                "input_requests": requests,
+                "input_responses": {**task.input_responses, key: answer},
+            }
+            if not requests and task.state is TaskState.INPUT_REQUIRED:
+                check_transition(task.id, task.state, TaskState.RUNNING)
+                changes["state"] = TaskState.RUNNING
+                changes["status_message"] = "input received"
+            return _next_version(task, now, changes)
+
+        return await self._write(task_id, mutate)
+
+    async def complete(
+        self,
+        task_id: str,
+        result: Any = None,
+        *,
+        status_message: str | None = None,
+        progress: Progress | None = None,
+        lease: Lease | None = None,
+    ) -> Task:
+        """Running to completed, storing the raw *result* (any JSON value)."""
+        changes: dict[str, Any] = {"result": _json_value(result), "status_message": status_message}
+        if progress is not None:
+            changes["progress"] = progress
+        return await self._transition(task_id, TaskState.COMPLETED, ANY_OWNER, lease, **changes)
+
+    async def fail(self, task_id: str, error: TaskFailure, *, lease: Lease | None = None) -> Task:
+        """To failed, with the reason as *error* (its message becomes the status message)."""
+        return await self._transition(
+            task_id, TaskState.FAILED, ANY_OWNER, lease, error=error, status_message=error.message
+        )
+
+    async def cancel(
+        self, task_id: str, *, reason: str | None = None, owner: OwnerScope = ANY_OWNER
+    ) -> Task:
+        """To cancelled; it stays cancelled whatever its work does later.
+
+        Raises:
+            TaskNotFoundError: no such task visible to *owner*.
+            IllegalTransitionError: the task is already terminal.
+        """
+        return await self._transition(
+            task_id, TaskState.CANCELLED, owner, None, status_message=reason or "cancelled"
+        )
+
+    # -- waiting and housekeeping ---------------------------------------------------------
+
+    def subscribe(self, task_ids: Iterable[str] | None = None) -> TaskSubscription:
+        """Changes committed in this process, for all tasks or only *task_ids*."""
+        ids = None if task_ids is None else [TaskId(task_id) for task_id in task_ids]
+        return self.feed.subscribe(ids)
+
+    async def wait_until_terminal(
+        self,
+        task_id: str,
+        *,
+        owner: OwnerScope = ANY_OWNER,
+        recheck_every: float | None = None,
+    ) -> Task:
+        """Wait for the task to reach a terminal state; bound the wait with a cancel scope.
+
+        Changes made in this process wake the waiter at once. With *recheck_every*, the
+        store is read again at that period too, for changes made by other processes.
+        """
+        with self.subscribe([task_id]) as subscription:
+            task = await self.get(task_id, owner=owner)
+            while not task.is_terminal:
+                with anyio.move_on_after(recheck_every or math.inf) as scope:
+                    task = await subscription.receive()
+                if scope.cancelled_caught:
+                    task = await self.get(task_id, owner=owner)
+            return task
+
+    async def purge_expired(self) -> int:
+        """Delete every expired task now; return how many."""
+        batch = self.settings.sweep_batch_size
+        purged = 0
+        while True:
+            count = await self._store.purge_expired(self._clock.now(), batch)
+            purged += count
+            if count < batch:
+                return purged
+
+    async def run_sweeper(self) -> None:
+        """Purge expired tasks every ``sweep_interval_s`` until cancelled."""
+        while True:
+            await self.purge_expired()
+            await anyio.sleep(self.settings.sweep_interval_s)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _granted_ttl(self, requested: int | Literal[Sentinel.DEFAULT] | None) -> int | None:
+        ttl = self.settings.default_ttl_ms if requested is DEFAULT else requested
+        if ttl is not None and ttl <= 0:
+            raise InvalidRequestError(f"ttl must be a positive number of milliseconds, got {ttl}")
+        cap = self.settings.max_ttl_ms
+        if cap is None:
+            return ttl
+        return cap if ttl is None else min(ttl, cap)
+
+    def start_mutation(self, status_message: str | None = None) -> TaskMutation:
+        """The queued-to-running change, for stores that start tasks as they are claimed."""
+        now = self._clock.now()
+        changes = {} if status_message is None else {"status_message": status_message}
+
+        def mutate(task: Task) -> Task:
+            check_transition(task.id, task.state, TaskState.RUNNING)
+            return _next_version(task, now, {**changes, "state": TaskState.RUNNING})
+
+        return mutate
+
+    def publish(self, task: Task) -> None:
+        """Announce a change committed outside the manager (e.g. by a claim)."""
+        self.feed.publish(task)
+
+    async def _transition(
+        self,
+        task_id: str,
+        target: TaskState,
+        owner: OwnerScope,
+        lease: Lease | None,
+        **changes: Any,
+    ) -> Task:
+        now = self._clock.now()
+        if target in TERMINAL_STATES:
+            changes["input_requests"] = {}
+        if changes.get("status_message") is None:
+            changes.pop("status_message", None)
+
+        def mutate(task: Task) -> Task:
+            if not _visible_to(task, owner):
+                raise TaskNotFoundError(task.id)
+            check_transition(task.id, task.state, target)
+            return _next_version(task, now, {**changes, "state": target})
+
+        return await self._write(task_id, mutate, lease)
+
+    async def _write(self, task_id: str, mutate: TaskMutation, lease: Lease | None = None) -> Task:
+        task = await self._store.update(TaskId(task_id), self._clock.now(), mutate, lease)
+        self.feed.publish(task)
+        return task
+
+
+def _visible_to(task: Task, owner: OwnerScope) -> bool:
+    return owner is ANY_OWNER or task.owner == owner
+
+
+def _next_version(task: Task, now: datetime, changes: Mapping[str, Any]) -> Task:
+    """The task after *changes*, one version later, with a strictly later ``updated_at``."""
+    updated_at = max(now, task.updated_at + _ONE_MICROSECOND)
+    return task.model_copy(
+        update={**changes, "updated_at": updated_at, "version": task.version + 1}
+    )
+
+
+def _validated_task(**fields: Any) -> Task:
+    name = fields["name"]
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_LENGTH:
+        raise InvalidRequestError(f"task name must be 1 to {MAX_NAME_LENGTH} characters")
+    return _validated(Task, **fields)
+
+
+def _validated(model: type[_M], **fields: Any) -> _M:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as error:
+        raise InvalidRequestError(_first_problem(error)) from error
+
+
+def _json_object(value: Mapping[str, Any]) -> dict[str, JsonValue]:
+    try:
+        return _JSON_OBJECT.validate_python(dict(value))
+    except ValidationError as error:
+        raise InvalidRequestError("arguments must be a JSON object") from error
+
+
+def _json_value(value: Any) -> JsonValue:
+    try:
+        return _JSON_VALUE.validate_python(value)
+    except ValidationError as error:
+        raise InvalidRequestError(
+            "value must be JSON (objects, arrays, strings, numbers)"
+        ) from error
+
+
+def _first_problem(error: ValidationError) -> str:
+    problem = error.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "value"
+    return f"{where}: {problem['msg']}"

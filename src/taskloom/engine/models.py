@@ -1,0 +1,155 @@
+"""The task as the engine sees it: immutable pydantic models, no wire names."""
+
+from datetime import datetime, timedelta
+from typing import Annotated, Final, NewType
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+
+from taskloom.engine.states import TaskState, is_terminal
+
+TaskId = NewType("TaskId", str)
+"""An unguessable task id (at least 128 random bits)."""
+
+
+def _utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() != timedelta(0):
+        raise ValueError("timestamps must be timezone-aware UTC")
+    return value
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+MAX_NAME_LENGTH: Final = 200
+MAX_KEY_LENGTH: Final = 200
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Progress(_Frozen):
+    """How far a task has come, in the units its workflow chooses."""
+
+    completed: float = Field(ge=0)
+    total: float | None = Field(default=None, gt=0)
+
+
+class TaskFailure(_Frozen):
+    """Why a task failed: shown to a person, grouped by fingerprint (a record, not an exception)."""
+
+    code: str
+    """A stable machine-readable kind, e.g. ``node_failed`` or ``interrupted``."""
+    message: str
+    error_type: str | None = None
+    """The exception class name, when the failure came from code."""
+    fingerprint: str | None = None
+    """A stable hash that groups failures with the same cause."""
+    details: JsonValue = None
+
+
+class InputRequest(_Frozen):
+    """A question the task waits on: a message and the JSON schema an answer must match."""
+
+    message: str
+    requested_schema: dict[str, JsonValue]
+
+
+class Task(_Frozen):
+    """One durable task: a tool call turned into a unit of work that outlives the request."""
+
+    id: TaskId
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    """The tool or workflow that runs it."""
+    arguments: dict[str, JsonValue]
+    owner: str | None = Field(min_length=1, max_length=MAX_KEY_LENGTH)
+    """The principal that created it; ``None`` for an unauthenticated local caller."""
+    state: TaskState
+    status_message: str | None = None
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    """Time of the last change (never of a read); strictly increases with every write."""
+    ttl_ms: int | None = Field(gt=0)
+    """Retention from creation in milliseconds; ``None`` keeps the task forever."""
+    poll_interval_ms: int | None = Field(default=None, gt=0)
+    progress: Progress | None = None
+    result: JsonValue = None
+    """The raw outcome of a completed task, stored once; each wire derives its view."""
+    error: TaskFailure | None = None
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_LENGTH)
+    workflow_version: str | None = None
+    input_requests: dict[str, InputRequest] = Field(default_factory=dict)
+    """Questions still waiting for an answer, by key."""
+    input_responses: dict[str, JsonValue] = Field(default_factory=dict)
+    """Answers received, by key, kept so a re-run node can read them."""
+    version: int = Field(ge=1)
+    """Row version: 1 at creation, +1 on every write (the compare-and-set token)."""
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the task may be purged, or ``None`` if never."""
+        if self.ttl_ms is None:
+            return None
+        return self.created_at + timedelta(milliseconds=self.ttl_ms)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the task can never change state again."""
+        return is_terminal(self.state)
+
+    def is_expired(self, now: datetime) -> bool:
+        """True when the TTL has run out at *now*."""
+        expires_at = self.expires_at
+        return expires_at is not None and now >= expires_at
+
+
+_IMMUTABLE_FIELDS: Final = (
+    "id",
+    "name",
+    "arguments",
+    "owner",
+    "created_at",
+    "ttl_ms",
+    "idempotency_key",
+)
+
+
+def ensure_successor(current: Task, new: Task) -> None:
+    """Check that *new* is a legal next version of *current* (a programming-error guard).
+
+    Raises:
+        ValueError: the version does not advance by one, time goes backwards, or a field
+            that never changes after creation was changed.
+    """
+    if new.version != current.version + 1:
+        raise ValueError(f"task {current.id}: version must go from {current.version} to +1")
+    if new.updated_at <= current.updated_at:
+        raise ValueError(f"task {current.id}: updated_at must increase")
+    for field in _IMMUTABLE_FIELDS:
+        if getattr(new, field) != getattr(current, field):
+            raise ValueError(f"task {current.id}: {field} cannot change after creation")
+
+
+class TaskQuery(_Frozen):
+    """What a store's ``list`` returns: newest first, after a position, with filters."""
+
+    owner: str | None = None
+    """Only this owner's tasks, when ``match_owner`` is set."""
+    match_owner: bool = False
+    states: frozenset[TaskState] | None = None
+    before: int | None = None
+    """Store position to continue from (exclusive); ``None`` starts at the newest task."""
+    limit: int = Field(default=50, ge=1, le=1000)
+
+
+class StorePage(_Frozen):
+    """One page from a store: the tasks and the position to continue from, if any remain."""
+
+    tasks: tuple[Task, ...]
+    next_before: int | None
+
+
+class TaskPage(_Frozen):
+    """One page for a caller: the tasks and an opaque cursor for the next page."""
+
+    tasks: tuple[Task, ...]
+    next_cursor: str | None

@@ -1,0 +1,79 @@
+"""What the engine needs from the outside world, as Protocols. Adapters do not inherit."""
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery
+from taskloom.engine.runs import Lease
+
+
+class Clock(Protocol):
+    """A source of the current time."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait *seconds* of this clock's time (retry backoff)."""
+        ...
+
+
+TaskMutation = Callable[[Task], Task]
+"""A pure function from the stored task to its next version; may raise an engine error."""
+
+
+class SchemaValidator(Protocol):
+    """Checks a value against a JSON schema (used for answers to input requests)."""
+
+    def problems(self, schema: Mapping[str, JsonValue], value: JsonValue) -> list[str]:
+        """Human-readable reasons why *value* does not match *schema*; empty if it does."""
+        ...
+
+
+class TaskStore(Protocol):
+    """Durable task storage. Every method is one atomic transaction.
+
+    Expired tasks (``now >= created_at + ttl``) are invisible to every method except
+    :meth:`purge_expired`, which deletes them.
+    """
+
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """Store *task* durably, unless its owner already has a live task with its key.
+
+        Returns the stored task and ``True``, or the existing task with the same
+        ``(owner, idempotency_key)`` and ``False``. An expired holder of the key is
+        replaced. Returns only after the write is committed.
+        """
+        ...
+
+    async def get(self, task_id: TaskId, now: datetime) -> Task | None:
+        """The task with this id, or ``None`` if there is none or it has expired."""
+        ...
+
+    async def list(self, query: TaskQuery, now: datetime) -> StorePage:
+        """A page of tasks, newest first, stable under concurrent inserts."""
+        ...
+
+    async def update(
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+    ) -> Task:
+        """Apply *mutate* to the stored task and commit the result atomically.
+
+        The write is a compare-and-set on the task's version: the new task must carry
+        ``version + 1`` and only lands if the stored version is still the one read. With
+        a *fence*, it lands only while that lease is the task's current lease.
+
+        Raises:
+            TaskNotFoundError: no live task has this id.
+            LeaseLostError: *fence* is no longer the task's lease.
+            TaskloomError: whatever *mutate* raised; nothing is written then.
+        """
+        ...
+
+    async def purge_expired(self, now: datetime, limit: int) -> int:
+        """Delete up to *limit* expired tasks; return how many were deleted."""
+        ...

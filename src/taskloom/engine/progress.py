@@ -1,0 +1,85 @@
+"""Progress of one run: which phase it is in, how many nodes are done, what nodes report.
+
+Messages read like ``phase 2/3 analyse: 120/400 files`` (the nodes of a phase that report
+are summed) or ``phase 2/3 analyse: 5/8 nodes``. Writes are coalesced: the newest state
+is written at most once per interval.
+"""
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from taskloom.engine.dag import Node, Workflow
+
+ProgressWrite = Callable[[float, float, str], Awaitable[None]]
+
+
+class RunProgress:
+    """Counts settled nodes per phase and turns node reports into one status line."""
+
+    def __init__(self, workflow: Workflow[Any]) -> None:
+        self._phases = workflow.phases
+        self._total = len(workflow.nodes)
+        self._sizes = dict.fromkeys(self._phases, 0)
+        for node in workflow.nodes.values():
+            self._sizes[node.phase] += 1
+        self._done = dict.fromkeys(self._phases, 0)
+        self._reports: dict[str, tuple[float, float | None]] = {}
+        self._sums: dict[str, list[float]] = {}
+        """Per phase: completed and total summed over reporting nodes, and how many of
+        them report no total."""
+        self._latest: tuple[float, float, str] | None = None
+        self._changed = anyio.Event()
+
+    @property
+    def summary(self) -> str:
+        """The closing line of a completed run."""
+        return f"completed {self._total} nodes in {len(self._phases)} phases"
+
+    def settled(self, node: Node[Any]) -> None:
+        """*node* completed or failed for good."""
+        self._done[node.phase] += 1
+
+    def phase_moved(self) -> None:
+        """A node finished: say how far the current phase is."""
+        phase = self._current_phase()
+        self._say(phase, f"{self._done[phase]}/{self._sizes[phase]} nodes")
+
+    def node_reported(
+        self, node: Node[Any], completed: float, total: float | None, unit: str | None
+    ) -> None:
+        """A node's own progress, summed with the other reports of its phase."""
+        sums = self._sums.setdefault(node.phase, [0.0, 0.0, 0])
+        old_completed, old_total = self._reports.get(node.name, (0.0, None))
+        sums[0] += completed - old_completed
+        sums[1] += (total or 0.0) - (old_total or 0.0)
+        sums[2] += (total is None) - (old_total is None and node.name in self._reports)
+        self._reports[node.name] = (completed, total)
+        done, planned, without_total = sums
+        amount = f"{done:g}" if without_total else f"{done:g}/{planned:g}"
+        self._say(node.phase, amount + (f" {unit}" if unit else ""))
+
+    def status(self, message: str) -> None:
+        """Show *message* as it is (e.g. a retry wait)."""
+        self._latest = (float(sum(self._done.values())), float(self._total), message)
+        self._changed.set()
+
+    async def publish(self, write: ProgressWrite, interval_s: float) -> None:
+        """Write the newest state whenever it changes, at most once per *interval_s*."""
+        while True:
+            await self._changed.wait()
+            self._changed = anyio.Event()
+            if self._latest is not None:
+                await write(*self._latest)
+            await anyio.sleep(interval_s)
+
+    def _say(self, phase: str, detail: str) -> None:
+        number = self._phases.index(phase) + 1
+        self.status(f"phase {number}/{len(self._phases)} {phase}: {detail}")
+
+    def _current_phase(self) -> str:
+        for phase in self._phases:
+            if self._done[phase] < self._sizes[phase]:
+                return phase
+        return self._phases[-1]

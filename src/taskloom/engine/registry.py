@@ -1,0 +1,76 @@
+"""The workflows a process can run, by name: built-ins, modules and entry points."""
+
+import importlib
+from collections.abc import Iterator, Mapping
+from importlib.metadata import entry_points
+from typing import Any, Final
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import UnknownWorkflowError, WorkflowDefinitionError
+
+ENTRY_POINT_GROUP: Final = "taskloom.workflows"
+
+
+class WorkflowRegistry(Mapping[str, Workflow[Any]]):
+    """Validated workflows by name."""
+
+    def __init__(self, workflows: Mapping[str, Workflow[Any]] | None = None) -> None:
+        self._workflows: dict[str, Workflow[Any]] = {}
+        for workflow in (workflows or {}).values():
+            self.register(workflow)
+
+    def register(self, workflow: Workflow[Any]) -> None:
+        """Validate and add *workflow*.
+
+        Raises:
+            WorkflowDefinitionError: it is invalid, or another workflow has its name.
+        """
+        workflow.validate()
+        existing = self._workflows.get(workflow.name)
+        if existing is not None and existing is not workflow:
+            raise WorkflowDefinitionError(f"two workflows are named {workflow.name!r}")
+        self._workflows[workflow.name] = workflow
+
+    def load_module(self, module_name: str) -> list[str]:
+        """Import *module_name* and register every workflow defined at its top level.
+
+        Raises:
+            WorkflowDefinitionError: the module cannot be imported, defines no
+                workflow, or defines an invalid one.
+        """
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise WorkflowDefinitionError(
+                f"cannot import workflow module {module_name!r}: {error}"
+            ) from error
+        found = [value for value in vars(module).values() if isinstance(value, Workflow)]
+        if not found:
+            raise WorkflowDefinitionError(f"module {module_name!r} defines no workflow")
+        for workflow in found:
+            self.register(workflow)
+        return [workflow.name for workflow in found]
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register the workflows (or modules of workflows) that packages advertise."""
+        names: list[str] = []
+        for entry_point in entry_points(group=group):
+            loaded = entry_point.load()
+            if isinstance(loaded, Workflow):
+                self.register(loaded)
+                names.append(loaded.name)
+            else:
+                names += self.load_module(entry_point.value.split(":")[0])
+        return names
+
+    def __getitem__(self, name: str) -> Workflow[Any]:
+        try:
+            return self._workflows[name]
+        except KeyError:
+            raise UnknownWorkflowError(f"no workflow is named {name!r}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._workflows)
+
+    def __len__(self) -> int:
+        return len(self._workflows)

@@ -1,0 +1,440 @@
+"""Executes one claimed run: its DAG in dependency order, each node checkpointed.
+
+Ready nodes run in parallel (up to the workflow's concurrency) in one anyio task group,
+ordered by ``graphlib``. Every attempt's start and end are committed (the output with
+the end, in one transaction); a completed node is never run again. Retry waits are
+stored, so a crash during a backoff neither loses nor resets the count. The run's cancel
+scope is cancelled when the task is cancelled or the lease is lost: the running nodes
+see the cancellation at their next await, and no further node starts.
+"""
+
+import contextlib
+import graphlib
+import math
+from collections.abc import Awaitable
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+from pydantic import JsonValue, ValidationError
+
+from taskloom.engine.dag import Node, NodeContext, Workflow
+from taskloom.engine.errors import (
+    IllegalTransitionError,
+    LeaseLostError,
+    TaskloomError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from taskloom.engine.fingerprint import describe
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import InputRequest, Progress, TaskFailure
+from taskloom.engine.progress import RunProgress
+from taskloom.engine.runs import (
+    AttemptOutcome,
+    ClaimedRun,
+    ErrorInfo,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+    RunStore,
+)
+
+MAX_INTERRUPTIONS: Final = 3
+"""A node whose worker died this many times while running it fails instead of re-running."""
+_FINAL_WRITE_S: Final = 10.0
+
+
+class _NodeFailed(Exception):
+    def __init__(self, node: Node[Any], attempts: int, error: ErrorInfo) -> None:
+        super().__init__(node.name)
+        self.node = node
+        self.attempts = attempts
+        self.error = error
+
+
+class RunExecution:
+    """One run of a workflow, owned by this process through its lease."""
+
+    def __init__(
+        self,
+        *,
+        claimed: ClaimedRun,
+        workflow: Workflow[Any],
+        manager: TaskManager,
+        runs: RunStore,
+        node_concurrency: int,
+        progress_interval_s: float,
+        input_recheck_s: float | None,
+    ) -> None:
+        self.task_id = claimed.task.id
+        self.lease = claimed.lease
+        self.workflow = workflow
+        self._task = claimed.task
+        self._manager = manager
+        self._runs = runs
+        self._nodes: dict[str, NodeRun] = dict(claimed.nodes)
+        self._outputs: dict[str, JsonValue] = {}
+        self._failed: set[str] = set()
+        self.progress = RunProgress(workflow)
+        for run in claimed.nodes.values():
+            self._remember(run)
+        self._limiter = anyio.CapacityLimiter(workflow.max_concurrency or node_concurrency)
+        self._progress_interval_s = progress_interval_s
+        self._input_recheck_s = input_recheck_s
+        self.cancel_scope = anyio.CancelScope()
+        self.lost_lease = False
+        self.task_ended = False
+
+    def stop(self, *, lost_lease: bool = False) -> None:
+        """Cancel the running nodes because the task ended elsewhere (a cancel) or, with
+        *lost_lease*, because another worker owns the run now. Cancelling the worker
+        without calling this is a shutdown: attempts in flight are recorded as
+        interrupted and the run is handed back for another worker to resume."""
+        if lost_lease:
+            self.lost_lease = True
+        else:
+            self.task_ended = True
+        self.cancel_scope.cancel()
+
+    async def execute(self) -> None:
+        """Run the DAG to its end and record the task's outcome (if still ours to record)."""
+        try:
+            with self.cancel_scope:
+                try:
+                    await self._execute()
+                except* LeaseLostError:
+                    self.lost_lease = True
+                except* (TaskStateError, TaskNotFoundError):
+                    pass  # the task ended or vanished under us: its state says why
+        finally:
+            if not self.lost_lease:  # also on shutdown: hand the run back at once
+                with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
+                    await self._runs.release_lease(self.lease)
+
+    async def _execute(self) -> None:
+        if self._task.workflow_version != self.workflow.version:
+            await self._fail(
+                "version_mismatch",
+                f"this run was started by {self.workflow.name} version "
+                f"{self._task.workflow_version}; this process has version "
+                f"{self.workflow.version}, so it cannot resume it",
+            )
+            return
+        try:
+            workflow_input = self.workflow.input_model.model_validate(self._task.arguments)
+        except ValidationError as error:
+            await self._fail("invalid_input", f"invalid input: {error.errors()[0]['msg']}")
+            return
+        failures: list[_NodeFailed] = []
+        try:
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(
+                    self.progress.publish, self._write_progress, self._progress_interval_s
+                )
+                await self._run_dag(task_group, workflow_input)
+                task_group.cancel_scope.cancel()
+        except* _NodeFailed as group:
+            failures = [error for error in group.exceptions if isinstance(error, _NodeFailed)]
+        if failures:
+            await self._fail_node(failures[0])
+            return
+        try:
+            result = self.workflow.build_result(self._outputs)
+        except ValueError as error:
+            await self._fail("invalid_output", f"the workflow's result is invalid: {error}")
+            return
+        with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
+            await self._final_write(
+                self._manager.complete(
+                    self.task_id,
+                    result,
+                    status_message=self.progress.summary,
+                    progress=Progress(completed=len(self._nodes), total=len(self._nodes)),
+                    lease=self.lease,
+                )
+            )
+
+    # -- scheduling ---------------------------------------------------------------------
+
+    async def _run_dag(self, task_group: TaskGroup, workflow_input: Any) -> None:
+        sorter = graphlib.TopologicalSorter(self.workflow.graph())
+        sorter.prepare()
+        send, receive = anyio.create_memory_object_stream[str](math.inf)
+        with send, receive:
+            while sorter.is_active():
+                settled_any = False
+                for name in sorter.get_ready():
+                    if self._settled(name):
+                        sorter.done(name)
+                        settled_any = True
+                    else:
+                        task_group.start_soon(self._run_node, name, workflow_input, send.clone())
+                if settled_any:
+                    continue
+                finished = await receive.receive()
+                sorter.done(finished)
+                self.progress.phase_moved()
+
+    def _remember(self, run: NodeRun) -> None:
+        """Keep the outputs and counters in step with a node's newest checkpoint."""
+        self._nodes[run.node] = run
+        if run.state is NodeState.COMPLETED:
+            self._outputs[run.node] = run.output
+        elif run.state is NodeState.FAILED:
+            self._failed.add(run.node)
+        else:
+            return
+        self.progress.settled(self.workflow.nodes[run.node])
+
+    def _settled(self, name: str) -> bool:
+        run = self._nodes.get(name)
+        if run is None:
+            return False
+        if run.state is NodeState.COMPLETED:
+            return True
+        if run.state is NodeState.FAILED:
+            node = self.workflow.nodes[name]
+            if node.may_fail:
+                return True
+            self.task_ended = True
+            raise _NodeFailed(node, run.attempt, run.error or _unknown_error())
+        return False
+
+    async def _run_node(
+        self, name: str, workflow_input: Any, done: MemoryObjectSendStream[str]
+    ) -> None:
+        node = self.workflow.nodes[name]
+        with done:
+            async with self._limiter:
+                await self._attempts(node, workflow_input)
+            await done.send(name)
+
+    async def _attempts(self, node: Node[Any], workflow_input: Any) -> None:
+        previous = self._nodes.get(node.name)
+        attempt = previous.attempt if previous is not None else 0
+        interruptions = previous.interruptions if previous is not None else 0
+        interrupted: int | None = None
+        if previous is not None and previous.state is NodeState.RUNNING:
+            interrupted = previous.attempt  # its worker died mid-attempt
+            interruptions += 1
+            if interruptions >= MAX_INTERRUPTIONS:
+                await self._give_up_interrupted(node, previous)
+                return
+        elif previous is not None and previous.state is NodeState.RETRYING:
+            await self._sleep_until_due(previous)
+        while True:
+            attempt += 1
+            start = NodeStart(
+                node=node.name,
+                attempt=attempt,
+                interruptions=interruptions,
+                interrupted_attempt=interrupted,
+            )
+            self._nodes[node.name] = await self._runs.start_node(self.lease, start, self._now())
+            interrupted = None
+            end = await self._attempt(node, attempt, workflow_input)
+            with anyio.CancelScope(shield=True):
+                self._remember(await self._runs.end_node(self.lease, end, self._now()))
+            if end.state is NodeState.COMPLETED:
+                return
+            if end.state is NodeState.RETRYING:
+                self.progress.status(f"retrying {node.name} (attempt {attempt + 1})")
+                await self._sleep_until_due(self._nodes[node.name])
+                continue
+            if node.may_fail:
+                return
+            self.task_ended = True  # the siblings stopped now are cancelled, not interrupted
+            raise _NodeFailed(node, attempt, end.error or _unknown_error())
+
+    async def _attempt(self, node: Node[Any], attempt: int, workflow_input: Any) -> NodeEnd:
+        context: NodeContext[Any] = NodeContext(
+            task_id=self.task_id,
+            node=node,
+            attempt=attempt,
+            input=workflow_input,
+            outputs=self._outputs,
+            failed=frozenset(self._failed.intersection(node.deps)),
+            runtime=_Runtime(self, node),
+        )
+        error: BaseException | None = None
+        try:
+            with anyio.move_on_after(node.timeout_s or math.inf) as scope:
+                output = node.dump_output(await node.function(context))
+            if not scope.cancelled_caught:
+                return NodeEnd(
+                    node=node.name,
+                    attempt=attempt,
+                    outcome=AttemptOutcome.COMPLETED,
+                    state=NodeState.COMPLETED,
+                    output=output,
+                )
+        except anyio.get_cancelled_exc_class():
+            with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
+                await self._record_stopped(node, attempt)
+            raise
+        except (LeaseLostError, TaskStateError):
+            raise
+        except Exception as exception:  # noqa: BLE001  # a node's failure is data
+            error = exception
+        info = describe(
+            error, workflow=self.workflow.name, node=node.name, timeout_s=node.timeout_s
+        )
+        outcome = AttemptOutcome.TIMED_OUT if error is None else AttemptOutcome.FAILED
+        if node.retry.allows_another(attempt, error):
+            delay = node.retry.delay_after(attempt)
+            return NodeEnd(
+                node=node.name,
+                attempt=attempt,
+                outcome=outcome,
+                state=NodeState.RETRYING,
+                error=info,
+                not_before=self._now() + timedelta(seconds=delay),
+            )
+        return NodeEnd(
+            node=node.name, attempt=attempt, outcome=outcome, state=NodeState.FAILED, error=info
+        )
+
+    async def _record_stopped(self, node: Node[Any], attempt: int) -> None:
+        if self.lost_lease:
+            return  # the run is someone else's now: nothing here is ours to record
+        if self.task_ended:
+            end = NodeEnd(
+                node=node.name,
+                attempt=attempt,
+                outcome=AttemptOutcome.CANCELLED,
+                state=NodeState.FAILED,
+                error=ErrorInfo(
+                    error_type="Cancelled",
+                    message="the task was cancelled",
+                    fingerprint="cancelled",
+                ),
+            )
+        else:  # this worker is shutting down: the next worker re-runs the node
+            end = NodeEnd(
+                node=node.name,
+                attempt=attempt,
+                outcome=AttemptOutcome.INTERRUPTED,
+                state=NodeState.RETRYING,
+            )
+        with contextlib.suppress(TaskloomError):
+            await self._runs.end_node(self.lease, end, self._now())
+
+    async def _give_up_interrupted(self, node: Node[Any], previous: NodeRun) -> None:
+        info = ErrorInfo(
+            error_type="WorkerLost",
+            message=f"its worker stopped {MAX_INTERRUPTIONS} times while running it",
+            fingerprint=describe(
+                RuntimeError("worker lost"),
+                workflow=self.workflow.name,
+                node=node.name,
+                timeout_s=None,
+            ).fingerprint,
+        )
+        end = NodeEnd(
+            node=node.name,
+            attempt=previous.attempt,
+            outcome=AttemptOutcome.INTERRUPTED,
+            state=NodeState.FAILED,
+            error=info,
+        )
+        self._remember(await self._runs.end_node(self.lease, end, self._now()))
+        if not node.may_fail:
+            self.task_ended = True
+            raise _NodeFailed(node, previous.attempt, info)
+
+    async def _sleep_until_due(self, run: NodeRun) -> None:
+        if run.not_before is not None:
+            delay = (run.not_before - self._now()).total_seconds()
+            if delay > 0:
+                await self._manager.clock.sleep(delay)
+
+    # -- outcome --------------------------------------------------------------------------
+
+    async def _fail_node(self, failure: _NodeFailed) -> None:
+        node, error = failure.node, failure.error
+        await self._fail(
+            "node_failed",
+            f"node {node.name!r} failed after {failure.attempts} attempt(s): "
+            f"{error.error_type}: {error.message}",
+            error_type=error.error_type,
+            fingerprint=error.fingerprint,
+            details={"node": node.name, "phase": node.phase, "attempts": failure.attempts},
+        )
+
+    async def _fail(
+        self,
+        code: str,
+        message: str,
+        *,
+        error_type: str | None = None,
+        fingerprint: str | None = None,
+        details: JsonValue = None,
+    ) -> None:
+        failure = TaskFailure(
+            code=code,
+            message=message,
+            error_type=error_type,
+            fingerprint=fingerprint,
+            details=details,
+        )
+        with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
+            await self._final_write(self._manager.fail(self.task_id, failure, lease=self.lease))
+
+    async def _final_write(self, write: Awaitable[object]) -> None:
+        try:
+            await write
+        except IllegalTransitionError:
+            pass  # cancelled meanwhile: the cancellation stands
+        except LeaseLostError:
+            self.lost_lease = True
+
+    async def _write_progress(self, completed: float, total: float, message: str) -> None:
+        with contextlib.suppress(TaskStateError):  # ended meanwhile: its final status says it
+            await self._manager.report_progress(
+                self.task_id, completed=completed, total=total, message=message, lease=self.lease
+            )
+
+    def _now(self) -> datetime:
+        return self._manager.clock.now()
+
+
+class _Runtime:
+    """The runner's side of a node's context: progress and questions."""
+
+    def __init__(self, run: RunExecution, node: Node[Any]) -> None:
+        self._run = run
+        self._node = node
+        self._questions = 0
+
+    async def report(self, completed: float, total: float | None, message: str | None) -> None:
+        self._run.progress.node_reported(self._node, completed, total, message)
+
+    async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue:
+        self._questions += 1
+        key = f"{self._node.name}#{self._questions}"
+        run = self._run
+        manager = run._manager
+        with manager.subscribe([run.task_id]) as changes:
+            task = await manager.get(run.task_id)
+            if key not in task.input_responses and key not in task.input_requests:
+                request = InputRequest(message=message, requested_schema=schema)
+                task = await manager.require_input(run.task_id, key, request, lease=run.lease)
+            while key not in task.input_responses:
+                if task.is_terminal:
+                    raise TaskStateError(f"task {task.id} ended while waiting for input")
+                with anyio.move_on_after(run._input_recheck_s or math.inf) as scope:
+                    task = await changes.receive()
+                if scope.cancelled_caught:
+                    task = await manager.get(run.task_id)
+        return task.input_responses[key]
+
+
+def _unknown_error() -> ErrorInfo:
+    return ErrorInfo(error_type="Unknown", message="no error was recorded", fingerprint="unknown")
+
+
+__all__ = ("MAX_INTERRUPTIONS", "RunExecution")

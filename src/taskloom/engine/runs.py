@@ -1,0 +1,184 @@
+"""The durable state of workflow runs: leases, node checkpoints and node attempts."""
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Final, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from taskloom.engine.models import Task, TaskId, UtcDatetime
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeState(StrEnum):
+    """A node's checkpointed state within one run."""
+
+    RUNNING = "running"
+    """An attempt started and has not ended (or its worker died)."""
+    RETRYING = "retrying"
+    """An attempt failed; the next may not start before ``not_before``."""
+    COMPLETED = "completed"
+    """The node's output is stored; it never runs again."""
+    FAILED = "failed"
+    """Every allowed attempt failed."""
+
+
+class AttemptOutcome(StrEnum):
+    """How one node attempt ended."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    """Its worker stopped (crash, kill -9) before the attempt ended."""
+
+
+FAILURE_OUTCOMES: Final = frozenset({AttemptOutcome.FAILED, AttemptOutcome.TIMED_OUT})
+"""Outcomes that use up a node's retry budget."""
+
+
+class ErrorInfo(_Frozen):
+    """An exception as it is stored: type, message and a stable fingerprint."""
+
+    error_type: str
+    message: str
+    fingerprint: str
+
+
+class NodeRun(_Frozen):
+    """A node's checkpoint: its state, attempts so far, and its output once completed."""
+
+    node: str
+    state: NodeState
+    attempt: int = Field(ge=1)
+    """Attempts started so far."""
+    failures: int = Field(default=0, ge=0)
+    """Attempts that failed or timed out (what the retry policy counts)."""
+    interruptions: int = Field(default=0, ge=0)
+    """Attempts whose worker died while running them (they use no retry budget)."""
+    not_before: UtcDatetime | None = None
+    output: JsonValue = None
+    error: ErrorInfo | None = None
+    updated_at: UtcDatetime
+
+
+class NodeAttempt(_Frozen):
+    """One attempt at a node, for the execution history."""
+
+    task_id: TaskId
+    node: str
+    attempt: int = Field(ge=1)
+    worker: str
+    started_at: UtcDatetime
+    ended_at: UtcDatetime | None = None
+    outcome: AttemptOutcome | None = None
+    error: ErrorInfo | None = None
+
+    @property
+    def duration(self) -> timedelta | None:
+        """How long the attempt took, once it ended."""
+        return self.ended_at - self.started_at if self.ended_at is not None else None
+
+
+class Lease(_Frozen):
+    """A worker's claim on a run, extended by heartbeat; the token fences every write."""
+
+    task_id: TaskId
+    worker: str
+    token: str
+    expires_at: UtcDatetime
+
+
+class ClaimedRun(_Frozen):
+    """A run a worker now owns: the task, the lease, and the checkpoints to resume from."""
+
+    task: Task
+    lease: Lease
+    nodes: dict[str, NodeRun]
+    resumed: bool
+    """True when the run had been started before (by this or another worker)."""
+
+
+class NodeStart(_Frozen):
+    """What a worker records as it starts an attempt."""
+
+    node: str
+    attempt: int = Field(ge=1)
+    interruptions: int = Field(default=0, ge=0)
+    interrupted_attempt: int | None = None
+    """An earlier attempt of this node that a dead worker left open, to close as interrupted."""
+
+
+class NodeEnd(_Frozen):
+    """What a worker records as an attempt ends."""
+
+    node: str
+    attempt: int = Field(ge=1)
+    outcome: AttemptOutcome
+    state: NodeState
+    """The node's state after this attempt (``retrying`` if another attempt follows)."""
+    output: JsonValue = None
+    error: ErrorInfo | None = None
+    not_before: UtcDatetime | None = None
+
+
+StartTask = Callable[[Task], Task]
+"""How a claim moves a queued task to running (the TaskManager's transition)."""
+
+
+class RunStore(Protocol):
+    """Durable run state. Every method is one atomic transaction; writes that carry a
+    lease only land while that lease is the task's current one."""
+
+    async def claim_runs(
+        self,
+        *,
+        worker: str,
+        workflows: frozenset[str],
+        now: datetime,
+        lease_for: timedelta,
+        limit: int,
+        start: StartTask,
+        reclaim_from: str | None = None,
+    ) -> Sequence[ClaimedRun]:
+        """Claim up to *limit* runs of *workflows*: queued tasks, and active tasks whose
+        lease expired (or belongs to *reclaim_from*, a dead earlier incarnation of this
+        worker). Queued tasks are moved to running with *start*, oldest first."""
+        ...
+
+    async def renew_leases(
+        self, *, worker: str, now: datetime, lease_for: timedelta
+    ) -> dict[TaskId, Task | None]:
+        """Extend every lease *worker* holds; return each leased task as it is now
+        (``None`` if it vanished), so the worker can notice cancellations."""
+        ...
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give a run back (if the lease is still this one)."""
+        ...
+
+    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+        """Checkpoint that an attempt starts, and open its history record.
+
+        Raises:
+            LeaseLostError: the lease is no longer the task's.
+            TaskStateError: the task has ended (cancelled, failed): no node may start.
+        """
+        ...
+
+    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """Checkpoint an attempt's end (output and state in one transaction).
+
+        Raises:
+            LeaseLostError: the lease is no longer the task's.
+        """
+        ...
+
+    async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
+        """Every attempt of every node of a task, oldest first."""
+        ...

@@ -1,0 +1,47 @@
+"""Starting a workflow run: validate its input, then create its task durably."""
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import InvalidRequestError
+from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
+from taskloom.engine.models import Task
+
+
+async def submit(
+    manager: TaskManager,
+    workflow: Workflow[Any],
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    owner: str | None = None,
+    ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
+    idempotency_key: str | None = None,
+) -> Task:
+    """Create a queued task that runs *workflow* with *arguments*; a worker picks it up.
+
+    The arguments are validated against the workflow's input model first and stored
+    with its defaults filled in.
+
+    Raises:
+        InvalidRequestError: the arguments do not match the input model (the message
+            says which field and why).
+    """
+    try:
+        validated = workflow.input_model.model_validate(dict(arguments or {}))
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        raise InvalidRequestError(
+            f"invalid arguments for {workflow.name}: {where}: {problem['msg']}"
+        ) from error
+    return await manager.create(
+        workflow.name,
+        validated.model_dump(mode="json"),
+        owner=owner,
+        ttl_ms=ttl_ms,
+        idempotency_key=idempotency_key,
+        workflow_version=workflow.version,
+    )

@@ -1,0 +1,169 @@
+"""A worker: claims runs from the store, executes them, and keeps their leases alive.
+
+Any number of workers (threads of one process or many processes) may share a store:
+claims are atomic, and every write of a run is fenced by its lease token, so a run is
+executed by one worker at a time even when a presumed-dead worker wakes up.
+"""
+
+import secrets
+import socket
+from datetime import timedelta
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.runner import RunExecution
+from taskloom.engine.runs import ClaimedRun, RunStore
+from taskloom.engine.states import TaskState
+
+
+class WorkerSettings(BaseModel):
+    """How many runs a worker takes on, and how it keeps and finds them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_runs: int = Field(default=100, ge=1)
+    """Runs executed at once by this worker."""
+    node_concurrency: int = Field(default=16, ge=1)
+    """Nodes run at once within one run, unless its workflow says otherwise."""
+    lease_s: float = Field(default=10.0, gt=0)
+    """How long a run stays claimed without a heartbeat; another worker may then take it."""
+    heartbeat_s: float | None = Field(default=None, gt=0)
+    """Heartbeat period; a third of ``lease_s`` by default."""
+    poll_s: float = Field(default=1.0, gt=0)
+    """How often to look for work that no in-process notification announced (other
+    processes' tasks, expired leases)."""
+    progress_interval_s: float = Field(default=0.1, ge=0)
+    """Shortest time between two progress writes of one run."""
+    input_recheck_s: float | None = Field(default=1.0, gt=0)
+    """How often a node waiting for an answer re-reads the task (answers given through
+    another process); ``None`` relies on this process's notifications alone."""
+
+
+def default_worker_id() -> str:
+    """A worker id that says where the worker runs and tells incarnations apart."""
+    return f"{socket.gethostname()}-{secrets.token_hex(4)}"
+
+
+class Worker:
+    """Runs workflows' tasks from a store until cancelled."""
+
+    def __init__(
+        self,
+        manager: TaskManager,
+        runs: RunStore,
+        workflows: dict[str, Workflow[Any]],
+        *,
+        settings: WorkerSettings | None = None,
+        worker_id: str | None = None,
+        reclaim_from: str | None = None,
+    ) -> None:
+        self.manager = manager
+        self.runs = runs
+        self.workflows = dict(workflows)
+        self.settings = settings or WorkerSettings()
+        self.worker_id = worker_id or default_worker_id()
+        self._reclaim_from = reclaim_from
+        self._executions: dict[TaskId, RunExecution] = {}
+        self._wake = anyio.Event()
+
+    @property
+    def active_runs(self) -> int:
+        """Runs this worker is executing now."""
+        return len(self._executions)
+
+    def wake(self) -> None:
+        """Look for work now rather than at the next poll."""
+        self._wake.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Claim and execute runs until cancelled (the runs in flight are then cancelled
+        too; their leases expire and another worker resumes them from their checkpoints)."""
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(self._heartbeat)
+            await task_group.start(self._watch)
+            task_status.started()
+            while True:
+                await self._claim(task_group)
+                with anyio.move_on_after(self.settings.poll_s):
+                    await self._wake.wait()
+                self._wake = anyio.Event()
+
+    async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
+        free = self.settings.max_runs - len(self._executions)
+        if free <= 0:
+            return
+        claimed = await self.runs.claim_runs(
+            worker=self.worker_id,
+            workflows=frozenset(self.workflows),
+            now=self.manager.clock.now(),
+            lease_for=timedelta(seconds=self.settings.lease_s),
+            limit=free,
+            start=self.manager.start_mutation("started"),
+            reclaim_from=self._reclaim_from,
+        )
+        self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
+        for run in claimed:
+            self.manager.publish(run.task)
+            execution = self._execution(run)
+            self._executions[run.task.id] = execution
+            task_group.start_soon(self._execute, execution)
+        if len(claimed) == free:
+            self.wake()  # there may be more
+
+    def _execution(self, claimed: ClaimedRun) -> RunExecution:
+        return RunExecution(
+            claimed=claimed,
+            workflow=self.workflows[claimed.task.name],
+            manager=self.manager,
+            runs=self.runs,
+            node_concurrency=self.settings.node_concurrency,
+            progress_interval_s=self.settings.progress_interval_s,
+            input_recheck_s=self.settings.input_recheck_s,
+        )
+
+    async def _execute(self, execution: RunExecution) -> None:
+        try:
+            await execution.execute()
+        finally:
+            self._executions.pop(execution.task_id, None)
+            self.wake()
+
+    async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """React to this process's changes at once: new work, and cancellations."""
+        with self.manager.subscribe() as changes:
+            task_status.started()
+            async for task in changes:
+                self._react(task)
+
+    def _react(self, task: Task | None, task_id: TaskId | None = None) -> None:
+        if task is None:
+            execution = self._executions.get(task_id) if task_id is not None else None
+            if execution is not None:
+                execution.stop()
+            return
+        execution = self._executions.get(task.id)
+        if execution is not None and task.is_terminal:
+            execution.stop()
+        elif task.state is TaskState.QUEUED and task.name in self.workflows:
+            self.wake()
+
+    async def _heartbeat(self) -> None:
+        period = self.settings.heartbeat_s or self.settings.lease_s / 3
+        while True:
+            await anyio.sleep(period)
+            held = await self.runs.renew_leases(
+                worker=self.worker_id,
+                now=self.manager.clock.now(),
+                lease_for=timedelta(seconds=self.settings.lease_s),
+            )
+            for task_id, execution in list(self._executions.items()):
+                if task_id not in held:
+                    execution.stop(lost_lease=True)
+                else:
+                    self._react(held[task_id], task_id)

@@ -1,0 +1,1 @@
+"""Adapters that implement the engine's ports: an in-memory store and SQLite."""

@@ -1,0 +1,293 @@
+"""The in-memory TaskStore: the reference model for every other store, and a test fake."""
+
+import secrets
+from bisect import bisect_left
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import anyio
+
+from taskloom.engine.errors import (
+    LeaseLostError,
+    StaleTaskError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
+from taskloom.engine.ports import TaskMutation
+from taskloom.engine.runs import (
+    FAILURE_OUTCOMES,
+    AttemptOutcome,
+    ClaimedRun,
+    Lease,
+    NodeAttempt,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+    StartTask,
+)
+from taskloom.engine.states import TaskState
+
+_Key = tuple[str | None, str]
+
+
+class InMemoryTaskStore:
+    """Keeps tasks in dicts. Each method runs without awaiting after its first checkpoint,
+    so it is atomic on the event loop. Nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[int, Task] = {}
+        self._positions: dict[TaskId, int] = {}
+        self._order: list[int] = []
+        self._keys: dict[_Key, TaskId] = {}
+        self._next_position = 1
+        self._leases: dict[TaskId, Lease] = {}
+        self._nodes: dict[TaskId, dict[str, NodeRun]] = {}
+        self._attempts: dict[TaskId, list[NodeAttempt]] = {}
+
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """See :meth:`taskloom.engine.ports.TaskStore.create`."""
+        await anyio.lowlevel.checkpoint()
+        if task.idempotency_key is not None:
+            holder_id = self._keys.get((task.owner, task.idempotency_key))
+            if holder_id is not None:
+                holder = self._live(holder_id, now)
+                if holder is not None:
+                    return holder, False
+                self._remove(self._positions[holder_id])  # an expired holder frees the key
+        position = self._next_position
+        self._next_position += 1
+        self._tasks[position] = task
+        self._positions[task.id] = position
+        self._order.append(position)
+        if task.idempotency_key is not None:
+            self._keys[(task.owner, task.idempotency_key)] = task.id
+        return task, True
+
+    async def get(self, task_id: TaskId, now: datetime) -> Task | None:
+        """See :meth:`taskloom.engine.ports.TaskStore.get`."""
+        await anyio.lowlevel.checkpoint()
+        return self._live(task_id, now)
+
+    async def list(self, query: TaskQuery, now: datetime) -> StorePage:
+        """See :meth:`taskloom.engine.ports.TaskStore.list`."""
+        await anyio.lowlevel.checkpoint()
+        end = len(self._order) if query.before is None else bisect_left(self._order, query.before)
+        found: list[Task] = []
+        last_position: int | None = None
+        for index in range(end - 1, -1, -1):
+            position = self._order[index]
+            task = self._tasks[position]
+            if task.is_expired(now) or not _matches(task, query):
+                continue
+            if len(found) == query.limit:
+                return StorePage(tasks=tuple(found), next_before=last_position)
+            found.append(task)
+            last_position = position
+        return StorePage(tasks=tuple(found), next_before=None)
+
+    async def update(
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+    ) -> Task:
+        """See :meth:`taskloom.engine.ports.TaskStore.update`."""
+        await anyio.lowlevel.checkpoint()
+        current = self._live(task_id, now)
+        if current is None:
+            raise TaskNotFoundError(task_id)
+        if fence is not None:
+            self._check_fence(fence)
+        new = mutate(current)
+        ensure_successor(current, new)
+        stored = self._tasks[self._positions[task_id]]
+        if stored.version != current.version:  # cannot happen here; kept as the CAS verdict
+            raise StaleTaskError(
+                task_id=task_id, expected_version=current.version, found_version=stored.version
+            )
+        self._tasks[self._positions[task_id]] = new
+        return new
+
+    async def purge_expired(self, now: datetime, limit: int) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
+        await anyio.lowlevel.checkpoint()
+        expired = [position for position, task in self._tasks.items() if task.is_expired(now)][
+            :limit
+        ]
+        for position in expired:
+            self._remove(position)
+        return len(expired)
+
+    # -- runs (RunStore) ------------------------------------------------------------------
+
+    async def claim_runs(
+        self,
+        *,
+        worker: str,
+        workflows: frozenset[str],
+        now: datetime,
+        lease_for: timedelta,
+        limit: int,
+        start: StartTask,
+        reclaim_from: str | None = None,
+    ) -> Sequence[ClaimedRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
+        await anyio.lowlevel.checkpoint()
+        claimed: list[ClaimedRun] = []
+        for position in self._order:
+            if len(claimed) >= limit:
+                break
+            task = self._tasks[position]
+            lease = self._leases.get(task.id)
+            if (
+                task.is_terminal
+                or task.is_expired(now)
+                or task.name not in workflows
+                or (lease is not None and lease.expires_at > now and lease.worker != reclaim_from)
+            ):
+                continue
+            started = task
+            if task.state is TaskState.QUEUED:
+                started = start(task)
+                ensure_successor(task, started)
+                self._tasks[position] = started
+            new_lease = Lease(
+                task_id=task.id,
+                worker=worker,
+                token=secrets.token_hex(16),
+                expires_at=now + lease_for,
+            )
+            self._leases[task.id] = new_lease
+            nodes = dict(self._nodes.get(task.id, {}))
+            resumed = lease is not None or bool(nodes) or task.state is not TaskState.QUEUED
+            claimed.append(ClaimedRun(task=started, lease=new_lease, nodes=nodes, resumed=resumed))
+        return claimed
+
+    async def renew_leases(
+        self, *, worker: str, now: datetime, lease_for: timedelta
+    ) -> dict[TaskId, Task | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
+        await anyio.lowlevel.checkpoint()
+        held: dict[TaskId, Task | None] = {}
+        for task_id, lease in list(self._leases.items()):
+            if lease.worker == worker:
+                self._leases[task_id] = lease.model_copy(update={"expires_at": now + lease_for})
+                position = self._positions.get(task_id)
+                held[task_id] = self._tasks[position] if position is not None else None
+        return held
+
+    async def release_lease(self, lease: Lease) -> None:
+        """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
+        await anyio.lowlevel.checkpoint()
+        current = self._leases.get(lease.task_id)
+        if current is not None and current.token == lease.token:
+            del self._leases[lease.task_id]
+
+    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
+        await anyio.lowlevel.checkpoint()
+        self._check_fence(lease)
+        task = self._tasks[self._positions[lease.task_id]]
+        if task.is_terminal:
+            raise TaskStateError(f"task {task.id} is {task.state}; no node may start")
+        history = self._attempts.setdefault(lease.task_id, [])
+        if start.interrupted_attempt is not None:
+            for index, attempt in enumerate(history):
+                if (attempt.node, attempt.attempt) == (start.node, start.interrupted_attempt) and (
+                    attempt.ended_at is None
+                ):
+                    history[index] = attempt.model_copy(
+                        update={"ended_at": now, "outcome": AttemptOutcome.INTERRUPTED}
+                    )
+        previous = self._nodes.get(lease.task_id, {}).get(start.node)
+        run = NodeRun(
+            node=start.node,
+            state=NodeState.RUNNING,
+            attempt=start.attempt,
+            failures=previous.failures if previous is not None else 0,
+            interruptions=start.interruptions,
+            updated_at=now,
+        )
+        self._nodes.setdefault(lease.task_id, {})[start.node] = run
+        history.append(
+            NodeAttempt(
+                task_id=lease.task_id,
+                node=start.node,
+                attempt=start.attempt,
+                worker=lease.worker,
+                started_at=now,
+            )
+        )
+        return run
+
+    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
+        await anyio.lowlevel.checkpoint()
+        self._check_fence(lease)
+        nodes = self._nodes.get(lease.task_id, {})
+        current = nodes.get(end.node)
+        if (
+            current is None
+            or current.state is not NodeState.RUNNING
+            or (current.attempt != end.attempt)
+        ):
+            raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
+        run = current.model_copy(
+            update={
+                "state": end.state,
+                "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
+                "output": end.output if end.state is NodeState.COMPLETED else None,
+                "error": end.error,
+                "not_before": end.not_before,
+                "updated_at": now,
+            }
+        )
+        nodes[end.node] = run
+        history = self._attempts[lease.task_id]
+        for index, attempt in enumerate(history):
+            if (attempt.node, attempt.attempt) == (end.node, end.attempt):
+                history[index] = attempt.model_copy(
+                    update={"ended_at": now, "outcome": end.outcome, "error": end.error}
+                )
+        return run
+
+    async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
+        """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(
+            self._attempts.get(task_id, []), key=lambda a: (a.started_at, a.node, a.attempt)
+        )
+
+    def _check_fence(self, lease: Lease) -> None:
+        current = self._leases.get(lease.task_id)
+        if current is None or current.token != lease.token:
+            raise LeaseLostError(
+                f"the lease of worker {lease.worker} on task {lease.task_id} is gone"
+            )
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """Every stored task, expired ones included, oldest first (for inspection)."""
+        return tuple(self._tasks[position] for position in self._order)
+
+    def _live(self, task_id: TaskId | None, now: datetime) -> Task | None:
+        position = self._positions.get(task_id) if task_id is not None else None
+        if position is None:
+            return None
+        task = self._tasks[position]
+        return None if task.is_expired(now) else task
+
+    def _remove(self, position: int) -> None:
+        task = self._tasks.pop(position)
+        del self._positions[task.id]
+        self._leases.pop(task.id, None)
+        self._nodes.pop(task.id, None)
+        self._attempts.pop(task.id, None)
+        del self._order[bisect_left(self._order, position)]
+        if task.idempotency_key is not None:
+            self._keys.pop((task.owner, task.idempotency_key), None)
+
+
+def _matches(task: Task, query: TaskQuery) -> bool:
+    if query.match_owner and task.owner != query.owner:
+        return False
+    return query.states is None or task.state in query.states

@@ -1,0 +1,98 @@
+"""Everything that touches the driver directly: running a function in a connection's
+thread, translating driver errors into engine errors, and retrying lock contention."""
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+import aiosqlite
+import anyio
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from taskloom.engine.errors import (
+    CorruptDatabaseError,
+    DatabaseBusyError,
+    PersistenceError,
+)
+
+_T = TypeVar("_T")
+
+_BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_CORRUPT_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+async def connect(path: Path) -> aiosqlite.Connection:
+    """An autocommit connection (transactions are explicit) with its own thread."""
+    try:
+        return await aiosqlite.connect(path, isolation_level=None)
+    except sqlite3.Error as error:
+        raise translate(error, path) from error
+
+
+async def run_in_thread(
+    connection: aiosqlite.Connection, function: Callable[[sqlite3.Connection], _T]
+) -> _T:
+    """Run *function* with the raw connection in the connection's own thread.
+
+    A whole transaction then costs one hop between the event loop and the thread instead
+    of one per statement. This uses ``aiosqlite.Connection._execute``, the method every
+    public aiosqlite call goes through; aiosqlite is pinned for that reason (ADR 0003).
+    """
+    raw = connection._conn  # the sqlite3 connection aiosqlite wraps
+    value: _T = await connection._execute(function, raw)  # type: ignore[no-untyped-call]  # see docstring
+    return value
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for lock contention, the only driver error worth retrying."""
+    return isinstance(error, sqlite3.Error) and _base_code(error) in _BUSY_CODES
+
+
+async def retry_transient(
+    attempt: Callable[[], Awaitable[_T]], *, path: Path, within_s: float
+) -> _T:
+    """Await *attempt*, retrying lock contention for *within_s* seconds with jittered backoff.
+
+    Raises:
+        PersistenceError: a translated driver error (``DatabaseBusyError`` once retries run out).
+    """
+    try:
+        return await attempt()  # the fast path: no retry machinery unless it is needed
+    except sqlite3.Error as error:
+        if not is_transient(error):
+            raise translate(error, path) from error
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_delay(within_s),
+        wait=wait_exponential_jitter(multiplier=0.005, max=0.5, jitter=0.01),
+        sleep=anyio.sleep,
+        reraise=True,
+    )
+    try:
+        async for try_ in retrying:
+            with try_:
+                return await attempt()
+    except sqlite3.Error as error:
+        raise translate(error, path) from error
+    raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+
+def translate(error: sqlite3.Error, path: Path) -> PersistenceError:
+    """The engine error for a driver error (the caller chains it as ``__cause__``)."""
+    code = _base_code(error)
+    if code in _BUSY_CODES:
+        return DatabaseBusyError(f"database {path} stayed locked by another writer: {error}")
+    if code in _CORRUPT_CODES:
+        return CorruptDatabaseError(f"{path} is not a readable taskloom database: {error}")
+    return PersistenceError(f"database {path}: {error}")
+
+
+def _base_code(error: sqlite3.Error) -> int | None:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None

@@ -1,0 +1,96 @@
+"""Recognising a taskloom database and migrating it with numbered SQL files."""
+
+import re
+import sqlite3
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+from taskloom.engine.errors import ForeignDatabaseError, SchemaVersionError
+
+APPLICATION_ID: Final = 0x544C4F4D  # "TLOM" in the database header
+_MIGRATION_NAME: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@cache
+def migrations() -> tuple[tuple[int, str], ...]:
+    """Every migration as ``(number, sql)``, numbered 1, 2, 3... without gaps."""
+    folder = resources.files("taskloom.persistence.sqlite") / "migrations"
+    found: list[tuple[int, str]] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
+    found.sort()
+    numbers = [number for number, _ in found]
+    if numbers != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations must be numbered 1..N without gaps, found {numbers}")
+    return tuple(found)
+
+
+def latest_version() -> int:
+    """The schema version this taskloom writes."""
+    return len(migrations())
+
+
+def check_identity(raw: sqlite3.Connection, path: Path) -> None:
+    """Refuse a database that some other application made.
+
+    Raises:
+        ForeignDatabaseError: the file holds tables but is not marked as taskloom's.
+        sqlite3.DatabaseError: the file is not a database (translated by the caller).
+    """
+    application_id = raw.execute("PRAGMA application_id").fetchone()[0]
+    if application_id == APPLICATION_ID:
+        return
+    objects = raw.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if application_id != 0 or objects:
+        raise ForeignDatabaseError(
+            f"{path} is an SQLite database of another application, not taskloom's; "
+            "point taskloom at a new file"
+        )
+
+
+def migrate(raw: sqlite3.Connection, path: Path) -> int:
+    """Bring the schema up to date in one write transaction; return the version.
+
+    Raises:
+        SchemaVersionError: the database was written by a newer taskloom.
+    """
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        check_identity(raw, path)  # again, now under the write lock
+        current: int = raw.execute("PRAGMA user_version").fetchone()[0]
+        latest = latest_version()
+        if current > latest:
+            raise SchemaVersionError(
+                f"{path} has schema version {current}, newer than this taskloom "
+                f"understands ({latest}); upgrade taskloom"
+            )
+        for number, sql in migrations()[current:]:
+            for statement in _statements(sql):
+                raw.execute(statement)
+            raw.execute(f"PRAGMA user_version = {number:d}")
+        raw.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
+        raw.execute("COMMIT")
+    except BaseException:
+        raw.execute("ROLLBACK")
+        raise
+    return max(current, latest)
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration file into complete statements."""
+    statements: list[str] = []
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+    ):
+        raise RuntimeError(f"incomplete statement in migration: {pending.strip()[:60]}")
+    return statements

@@ -1,0 +1,22 @@
+"""Settings of the SQLite store."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SqliteSettings(BaseModel):
+    """Where the database lives and how hard it works to keep every commit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Path
+    synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
+    """``FULL`` (the default) survives power loss; ``NORMAL`` may lose the last commits then."""
+    busy_timeout_ms: int = Field(default=5_000, ge=0)
+    """How long SQLite itself waits for another process's write lock."""
+    lock_retry_s: float = Field(default=30.0, ge=0)
+    """How long taskloom keeps retrying a write that found the database locked."""
+    max_batch: int = Field(default=256, ge=1)
+    """Most writes committed together in one transaction (group commit)."""

@@ -1,0 +1,291 @@
+"""SqliteTaskStore: the embedded default store (WAL, group commit, ``synchronous=FULL``)."""
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Self, TypeVar
+
+import aiosqlite
+import anyio
+
+from taskloom.engine.errors import PersistenceError, StaleTaskError, TaskNotFoundError
+from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
+from taskloom.engine.ports import TaskMutation
+from taskloom.engine.runs import (
+    ClaimedRun,
+    Lease,
+    NodeAttempt,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    StartTask,
+)
+from taskloom.persistence.sqlite import rows, runs, schema
+from taskloom.persistence.sqlite.driver import connect, retry_transient, run_in_thread
+from taskloom.persistence.sqlite.settings import SqliteSettings
+from taskloom.persistence.sqlite.writer import GroupCommitWriter
+
+_T = TypeVar("_T")
+_MAX_POSITION = 2**63 - 1
+
+
+class SqliteTaskStore:
+    """Tasks in one SQLite file, shared safely by several processes.
+
+    Writes go through one group-committing writer connection; reads use a second
+    connection, so they never wait behind an fsync. Open it with :meth:`open`.
+    """
+
+    def __init__(
+        self,
+        settings: SqliteSettings,
+        writer: GroupCommitWriter,
+        reader: aiosqlite.Connection,
+    ) -> None:
+        self.settings = settings
+        self.writer = writer
+        self._reader = reader
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: SqliteSettings | Path | str) -> AsyncIterator[Self]:
+        """Open (creating and migrating if needed) the database, and close it on exit.
+
+        Raises:
+            CorruptDatabaseError: the file is damaged or not a database.
+            ForeignDatabaseError: the file is another application's database.
+            SchemaVersionError: the file was written by a newer taskloom.
+            PersistenceError: any other failure to open it.
+        """
+        if not isinstance(settings, SqliteSettings):
+            settings = SqliteSettings(path=Path(settings))
+        path = settings.path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise PersistenceError(f"cannot create the folder of {path}: {error}") from error
+        writer_connection = await connect(path)
+        reader_connection: aiosqlite.Connection | None = None
+        try:
+            await retry_transient(
+                partial(run_in_thread, writer_connection, partial(_prepare_writer, settings)),
+                path=path,
+                within_s=settings.lock_retry_s,
+            )
+            reader_connection = await connect(path)
+            await retry_transient(
+                partial(run_in_thread, reader_connection, partial(_prepare_reader, settings)),
+                path=path,
+                within_s=settings.lock_retry_s,
+            )
+            writer = GroupCommitWriter(
+                writer_connection,
+                path=path,
+                max_batch=settings.max_batch,
+                lock_retry_s=settings.lock_retry_s,
+            )
+            async with anyio.create_task_group() as task_group:
+                await task_group.start(writer.run)
+                try:
+                    yield cls(settings, writer, reader_connection)
+                finally:
+                    writer.close()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if reader_connection is not None:
+                    await reader_connection.close()
+                await writer_connection.close()
+
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """See :meth:`taskloom.engine.ports.TaskStore.create`."""
+        return await self.writer.submit(partial(_create, task, rows.micros(now)))
+
+    async def get(self, task_id: TaskId, now: datetime) -> Task | None:
+        """See :meth:`taskloom.engine.ports.TaskStore.get`."""
+        return await self._read(partial(_get, task_id, rows.micros(now)))
+
+    async def list(self, query: TaskQuery, now: datetime) -> StorePage:
+        """See :meth:`taskloom.engine.ports.TaskStore.list`."""
+        return await self._read(partial(_list, query, rows.micros(now)))
+
+    async def update(
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+    ) -> Task:
+        """See :meth:`taskloom.engine.ports.TaskStore.update`."""
+        return await self.writer.submit(partial(_update, task_id, rows.micros(now), mutate, fence))
+
+    async def purge_expired(self, now: datetime, limit: int) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
+        return await self.writer.submit(partial(_purge_expired, rows.micros(now), limit))
+
+    # -- runs (RunStore) ------------------------------------------------------------------
+
+    async def claim_runs(
+        self,
+        *,
+        worker: str,
+        workflows: frozenset[str],
+        now: datetime,
+        lease_for: timedelta,
+        limit: int,
+        start: StartTask,
+        reclaim_from: str | None = None,
+    ) -> Sequence[ClaimedRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
+        return await self.writer.submit(
+            partial(
+                _call_with_raw,
+                partial(
+                    runs.claim_runs,
+                    worker=worker,
+                    workflows=workflows,
+                    now=now,
+                    lease_for=lease_for,
+                    limit=limit,
+                    start=start,
+                    reclaim_from=reclaim_from,
+                ),
+            )
+        )
+
+    async def renew_leases(
+        self, *, worker: str, now: datetime, lease_for: timedelta
+    ) -> dict[TaskId, Task | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
+        return await self.writer.submit(
+            partial(
+                _call_with_raw,
+                partial(runs.renew_leases, worker=worker, now=now, lease_for=lease_for),
+            )
+        )
+
+    async def release_lease(self, lease: Lease) -> None:
+        """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
+        await self.writer.submit(partial(_call_with_raw, partial(runs.release_lease, lease=lease)))
+
+    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
+        return await self.writer.submit(
+            partial(_call_with_raw, partial(runs.start_node, lease=lease, start=start, now=now))
+        )
+
+    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
+        return await self.writer.submit(
+            partial(_call_with_raw, partial(runs.end_node, lease=lease, end=end, now=now))
+        )
+
+    async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
+        """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
+        return await self._read(partial(_call_with_raw, partial(runs.attempts, task_id=task_id)))
+
+    async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await retry_transient(
+            partial(run_in_thread, self._reader, function),
+            path=self.settings.path,
+            within_s=self.settings.lock_retry_s,
+        )
+
+
+# -- connection set-up (in the connection's thread) -------------------------------------
+
+
+def _prepare_writer(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
+    raw.execute(f"PRAGMA busy_timeout = {settings.busy_timeout_ms:d}")
+    schema.check_identity(raw, settings.path)
+    mode = raw.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise PersistenceError(f"{settings.path}: cannot use write-ahead logging (got {mode})")
+    raw.execute(f"PRAGMA synchronous = {settings.synchronous}")
+    raw.execute("PRAGMA foreign_keys = ON")
+    schema.migrate(raw, settings.path)
+
+
+def _prepare_reader(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
+    raw.execute(f"PRAGMA busy_timeout = {settings.busy_timeout_ms:d}")
+    raw.execute("PRAGMA query_only = ON")
+
+
+# -- transactions (in the connection's thread) ------------------------------------------
+
+
+def _create(task: Task, now: int, raw: sqlite3.Connection) -> tuple[Task, bool]:
+    if task.idempotency_key is not None:
+        holder = raw.execute(
+            "SELECT seq, expires_at, body FROM tasks"
+            " WHERE coalesce(owner, '') = ? AND idempotency_key = ?",
+            (task.owner or "", task.idempotency_key),
+        ).fetchone()
+        if holder is not None:
+            seq, expires_at, body = holder
+            if expires_at is None or expires_at > now:
+                return rows.task_from_body(body), False
+            raw.execute("DELETE FROM tasks WHERE seq = ?", (seq,))  # expired: frees the key
+    raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    return task, True
+
+
+def _get(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task | None:
+    row = raw.execute(
+        f"SELECT body FROM tasks WHERE id = ? AND {rows.LIVE}", (task_id, now)
+    ).fetchone()
+    return rows.task_from_body(row[0]) if row is not None else None
+
+
+def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
+    where = ["seq < ?", rows.LIVE]
+    params: list[object] = [query.before if query.before is not None else _MAX_POSITION, now]
+    if query.match_owner:
+        if query.owner is None:
+            where.append("owner IS NULL")
+        else:
+            where.append("owner = ?")
+            params.append(query.owner)
+    if query.states is not None:
+        states = sorted(state.value for state in query.states)
+        where.append(f"state IN ({', '.join('?' * len(states))})")
+        params.extend(states)
+    params.append(query.limit + 1)
+    found = raw.execute(
+        f"SELECT seq, body FROM tasks WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+        params,
+    ).fetchall()
+    page = found[: query.limit]
+    tasks = tuple(rows.task_from_body(body) for _, body in page)
+    next_before = page[-1][0] if len(found) > query.limit else None
+    return StorePage(tasks=tasks, next_before=next_before)
+
+
+def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:
+    return function(raw=raw)
+
+
+def _update(
+    task_id: TaskId, now: int, mutate: TaskMutation, fence: Lease | None, raw: sqlite3.Connection
+) -> Task:
+    current = _get(task_id, now, raw)
+    if current is None:
+        raise TaskNotFoundError(task_id)
+    if fence is not None:
+        runs.check_fence(raw, fence)
+    new = mutate(current)
+    ensure_successor(current, new)
+    if raw.execute(rows.UPDATE_SQL, rows.update_row(new, current.version)).rowcount != 1:
+        found = raw.execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if found is None:
+            raise TaskNotFoundError(task_id)
+        raise StaleTaskError(
+            task_id=task_id, expected_version=current.version, found_version=found[0]
+        )
+    return new
+
+
+def _purge_expired(now: int, limit: int, raw: sqlite3.Connection) -> int:
+    return raw.execute(
+        "DELETE FROM tasks WHERE seq IN"
+        " (SELECT seq FROM tasks WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
+        (now, limit),
+    ).rowcount

@@ -1,0 +1,41 @@
+"""Shared fixtures: the anyio backend and a task store of every kind."""
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.ports import TaskStore
+from taskloom.persistence.sqlite import SqliteTaskStore
+from taskloom.testing import FakeClock, InMemoryTaskStore
+
+STORE_KINDS = ("memory", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """aiosqlite is asyncio-only, so every async test runs on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    """A fresh, empty store of each kind (SQLite in a new file per test)."""
+    if request.param == "memory":
+        yield InMemoryTaskStore()
+    else:
+        async with SqliteTaskStore.open(tmp_path / "tasks.db") as sqlite_store:
+            yield sqlite_store
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock that moves only when a test says so."""
+    return FakeClock()
+
+
+@pytest.fixture
+def manager(store: TaskStore, clock: FakeClock) -> TaskManager:
+    """A TaskManager over each kind of store, on the fake clock."""
+    return TaskManager(store, clock=clock)

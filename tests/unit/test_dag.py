@@ -1,0 +1,207 @@
+"""Workflow definitions: what is accepted, and the clear errors for what is not."""
+
+import socket
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.errors import UnknownWorkflowError, WorkflowDefinitionError
+from taskloom.engine.registry import WorkflowRegistry
+from taskloom.engine.retry import RetryPolicy
+
+
+class Empty(BaseModel):
+    pass
+
+
+def _workflow(name: str = "flow") -> Workflow[Empty]:
+    return Workflow(name, version="1", input=Empty)
+
+
+def test_a_diamond_is_ordered_by_its_dependencies() -> None:
+    flow = _workflow()
+
+    @flow.node(phase="one")
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    @flow.node(phase="two", deps=[a])
+    async def b(ctx: NodeContext[Empty]) -> int:
+        return 2
+
+    @flow.node(phase="two", deps=["a"])
+    async def c(ctx: NodeContext[Empty]) -> int:
+        return 3
+
+    @flow.node(phase="three", deps=[b, c])
+    async def d(ctx: NodeContext[Empty]) -> int:
+        return 4
+
+    flow.validate()
+    order = flow.order()
+    assert order.index("a") < order.index("b") < order.index("d")
+    assert order.index("c") < order.index("d")
+    assert flow.phases == ("one", "two", "three")
+    assert flow.sinks() == ("d",)
+    assert flow.result_node == "d"
+    assert flow.dependents()["a"] == ("b", "c")
+
+
+def test_a_cycle_is_named() -> None:
+    flow = _workflow()
+
+    @flow.node(deps=["b"])
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    @flow.node(deps=[a])
+    async def b(ctx: NodeContext[Empty]) -> int:
+        return 2
+
+    with pytest.raises(WorkflowDefinitionError, match=r"cycle: (a -> b -> a|b -> a -> b)"):
+        flow.validate()
+
+
+def test_an_unknown_dependency_names_the_node() -> None:
+    flow = _workflow()
+
+    @flow.node(deps=["ghost"])
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    with pytest.raises(WorkflowDefinitionError, match="node 'a': unknown dependency 'ghost'"):
+        flow.validate()
+
+
+def test_a_duplicate_name_is_refused() -> None:
+    flow = _workflow()
+
+    @flow.node()
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    with pytest.raises(WorkflowDefinitionError, match="node 'a': a node with this name"):
+
+        @flow.node(name="a")
+        async def other(ctx: NodeContext[Empty]) -> int:
+            return 2
+
+
+def test_an_output_that_cannot_be_stored_as_json_is_refused() -> None:
+    flow = _workflow()
+    with pytest.raises(WorkflowDefinitionError, match=r"node 'sock'.*cannot be stored as JSON"):
+
+        @flow.node()
+        async def sock(ctx: NodeContext[Empty]) -> socket.socket:
+            return socket.socket()
+
+
+def test_a_node_needs_a_return_annotation_and_must_be_async() -> None:
+    flow = _workflow()
+    with pytest.raises(WorkflowDefinitionError, match="annotate the return type"):
+
+        @flow.node()
+        async def bare(ctx):  # type: ignore[no-untyped-def]  # the mistake under test
+            return 1
+
+    def sync(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    with pytest.raises(WorkflowDefinitionError, match="must be an async function"):
+        flow.node()(sync)  # type: ignore[arg-type]  # the mistake under test
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"name": "has space"}, "not a valid tool name"),
+        ({"name": "ok", "version": ""}, "needs a version"),
+        ({"name": "ok", "input": dict}, "input must be a pydantic model"),
+        ({"name": "ok", "max_concurrency": 0}, "max_concurrency"),
+    ],
+)
+def test_bad_workflow_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    arguments: dict[str, Any] = {"version": "1", "input": Empty, **kwargs}
+    with pytest.raises(WorkflowDefinitionError, match=message):
+        Workflow(**arguments)
+
+
+def test_unknown_phase_and_bad_timeout_are_refused() -> None:
+    flow = Workflow("flow", version="1", input=Empty, phases=["one"])
+    with pytest.raises(WorkflowDefinitionError, match="unknown phase 'two'"):
+
+        @flow.node(phase="two")
+        async def a(ctx: NodeContext[Empty]) -> int:
+            return 1
+
+    with pytest.raises(WorkflowDefinitionError, match="timeout must be positive"):
+
+        @flow.node(phase="one", timeout=0)
+        async def b(ctx: NodeContext[Empty]) -> int:
+            return 1
+
+
+def test_an_empty_workflow_and_an_unknown_result_node_are_refused() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="has no nodes"):
+        _workflow().validate()
+    flow = Workflow("flow", version="1", input=Empty, result="ghost")
+
+    @flow.node()
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    with pytest.raises(WorkflowDefinitionError, match="result node 'ghost'"):
+        flow.validate()
+
+
+def test_several_sinks_make_a_result_keyed_by_node() -> None:
+    flow = _workflow()
+
+    @flow.node()
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    @flow.node()
+    async def b(ctx: NodeContext[Empty]) -> str:
+        return "x"
+
+    assert flow.result_node is None
+    assert flow.build_result({"a": 1, "b": "x"}) == {"a": 1, "b": "x"}
+
+
+def test_the_registry_validates_and_finds_workflows() -> None:
+    registry = WorkflowRegistry()
+    registry.load_module("taskloom.workflows.countdown")
+    assert "countdown" in registry
+    assert registry["countdown"].version == "1"
+    with pytest.raises(UnknownWorkflowError, match="no workflow is named 'nope'"):
+        registry["nope"]
+    with pytest.raises(WorkflowDefinitionError, match="cannot import workflow module"):
+        registry.load_module("no.such.module")
+    with pytest.raises(WorkflowDefinitionError, match="defines no workflow"):
+        registry.load_module("taskloom.engine.retry")
+    with pytest.raises(WorkflowDefinitionError, match="has no nodes"):
+        registry.register(_workflow("empty"))
+
+
+def test_retry_delays_grow_exponentially_up_to_the_cap() -> None:
+    policy = RetryPolicy(max_attempts=6, initial_delay_s=1, backoff=2, max_delay_s=5, jitter=False)
+    assert [policy.delay_after(n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
+    assert policy.allows_another(5, RuntimeError())
+    assert not policy.allows_another(6, RuntimeError())
+
+
+def test_jitter_keeps_half_the_delay_fixed_and_spreads_the_rest() -> None:
+    policy = RetryPolicy(max_attempts=3, initial_delay_s=2, backoff=2, max_delay_s=60)
+    delays = [policy.delay_after(2) for _ in range(200)]
+    assert all(2.0 <= delay <= 4.0 for delay in delays)
+    assert len(set(delays)) > 100
+
+
+def test_only_the_listed_exceptions_earn_a_retry() -> None:
+    policy = RetryPolicy(max_attempts=3, retry_on=(ConnectionError,))
+    assert policy.allows_another(1, ConnectionResetError())
+    assert not policy.allows_another(1, ValueError())
+    assert policy.allows_another(1, None)  # a timeout

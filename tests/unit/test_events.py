@@ -1,0 +1,103 @@
+"""The in-process change feed."""
+
+import anyio
+import pytest
+
+from taskloom.engine.errors import IllegalTransitionError
+from taskloom.engine.events import ChangeFeed
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import TaskFailure
+from taskloom.testing import FakeClock, InMemoryTaskStore
+
+
+@pytest.fixture
+def memory_manager() -> TaskManager:
+    return TaskManager(InMemoryTaskStore(), clock=FakeClock())
+
+
+async def test_a_subscriber_sees_every_committed_change_in_order(
+    memory_manager: TaskManager,
+) -> None:
+    with memory_manager.subscribe() as subscription:
+        first = await memory_manager.create("a")
+        second = await memory_manager.create("b")
+        await memory_manager.start(first.id)
+        with anyio.fail_after(5):
+            seen = [await subscription.receive() for _ in range(2)]
+    # `first` changed twice before it was read: only its newest version is delivered.
+    assert [(task.id, task.version) for task in seen] == [(first.id, 2), (second.id, 1)]
+
+
+async def test_a_slow_subscriber_keeps_only_the_newest_version_of_each_task(
+    memory_manager: TaskManager,
+) -> None:
+    task = await memory_manager.create("a")
+    with memory_manager.subscribe([task.id]) as subscription:
+        await memory_manager.start(task.id)
+        for step in range(100):
+            await memory_manager.report_progress(task.id, completed=step)
+        await memory_manager.complete(task.id, "done")
+        with anyio.fail_after(5):
+            latest = await subscription.receive()
+    assert latest.is_terminal
+    assert latest.result == "done"
+
+
+async def test_a_filtered_subscription_ignores_other_tasks(memory_manager: TaskManager) -> None:
+    watched = await memory_manager.create("watched")
+    other = await memory_manager.create("other")
+    with memory_manager.subscribe([watched.id]) as subscription:
+        await memory_manager.start(other.id)
+        await memory_manager.start(watched.id)
+        with anyio.fail_after(5):
+            seen = await subscription.receive()
+    assert seen.id == watched.id
+
+
+async def test_closing_a_subscription_ends_a_waiting_receive() -> None:
+    feed = ChangeFeed()
+    subscription = feed.subscribe()
+    received: list[object] = []
+
+    async def consume() -> None:
+        received.extend([task async for task in subscription])
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(consume)
+            await anyio.wait_all_tasks_blocked()
+            subscription.close()
+    assert received == []
+    assert feed.subscriber_count == 0
+
+
+async def test_refused_writes_are_not_published(memory_manager: TaskManager) -> None:
+    task = await memory_manager.create("a")
+    await memory_manager.start(task.id)
+    await memory_manager.complete(task.id)
+    with memory_manager.subscribe() as subscription:
+        with pytest.raises(IllegalTransitionError):
+            await memory_manager.cancel(task.id)
+        assert subscription.pending_count == 0  # nothing committed, nothing delivered
+    assert memory_manager.feed.subscriber_count == 0
+
+
+async def test_wait_until_terminal_wakes_on_the_change_not_by_polling(
+    memory_manager: TaskManager,
+) -> None:
+    task = await memory_manager.create("a")
+    outcome: list[str] = []
+
+    async def waiter() -> None:
+        finished = await memory_manager.wait_until_terminal(task.id)
+        outcome.append(finished.state)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            await memory_manager.start(task.id)
+            await anyio.wait_all_tasks_blocked()
+            assert outcome == []
+            await memory_manager.fail(task.id, TaskFailure(code="boom", message="it broke"))
+    assert outcome == ["failed"]
