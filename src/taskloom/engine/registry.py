@@ -52,10 +52,21 @@ class WorkflowRegistry(Mapping[str, Workflow[Any]]):
         return [workflow.name for workflow in found]
 
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
-        """Register the workflows (or modules of workflows) that packages advertise."""
+        """Register the workflows (or modules of workflows) that packages advertise.
+
+        Raises:
+            WorkflowDefinitionError: an entry point cannot be loaded, or what it names
+                is invalid; the message names the entry point.
+        """
         names: list[str] = []
         for entry_point in entry_points(group=group):
-            loaded = entry_point.load()
+            try:
+                loaded = entry_point.load()
+            except Exception as error:  # any import-time failure of a plugin
+                raise WorkflowDefinitionError(
+                    f"entry point {entry_point.name!r} ({entry_point.value}) in group "
+                    f"{group!r} cannot be loaded: {type(error).__name__}: {error}"
+                ) from error
             if isinstance(loaded, Workflow):
                 self.register(loaded)
                 names.append(loaded.name)
