@@ -12,6 +12,7 @@ DEFAULT_DATABASE = Path("taskloom.db")
 BUILTIN_WORKFLOWS = (
     "taskloom.workflows.countdown",
     "taskloom.workflows.repo_audit",
+    "taskloom.workflows.command_matrix",  # refuses every call until programs are allowed
 )
 
 
