@@ -50,3 +50,12 @@ def test_a_star_allows_any_program() -> None:
 def test_entries_are_names_or_absolute_paths(entry: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         check_entries([entry])
+
+
+def test_a_relative_path_is_made_absolute_so_the_checked_file_is_the_one_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "py").symlink_to(PYTHON)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_program("./py", [PYTHON], cwd="sub") == str(tmp_path / "sub" / "py")

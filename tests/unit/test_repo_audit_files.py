@@ -126,7 +126,7 @@ async def test_a_shard_reads_its_share_and_reports_progress(tmp_path: Path) -> N
     assert [stats.path for stats in found] == names
     assert found[-1].status == "vanished"
     assert sum(stats.markers.get("TODO", 0) for stats in found) == 149
-    assert recorder.reports == [(64, 150, "files"), (128, 150, "files"), (150, 150, "files")]
+    assert recorder.reports == [(done, 150, "files") for done in (*range(16, 150, 16), 150)]
     second = repo_audit.nodes["shard_1"]
     context = NodeContext(
         task_id="t",

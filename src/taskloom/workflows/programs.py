@@ -58,6 +58,6 @@ def resolve_program(program: str, allowed: Sequence[str], *, cwd: str | None = N
 
 
 def _locate(program: str, cwd: str | None) -> str | None:
-    if "/" in program:
-        return os.path.normpath(os.path.join(cwd or os.getcwd(), program))
-    return shutil.which(program)  # the worker's PATH
+    """The absolute path *program* names (a relative ``cwd`` is the worker's)."""
+    found = os.path.join(cwd or "", program) if "/" in program else shutil.which(program)
+    return os.path.abspath(found) if found is not None else None

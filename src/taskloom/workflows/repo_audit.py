@@ -37,8 +37,9 @@ from taskloom.workflows.reports import write_atomically
 
 SHARDS: Final = 8
 """Analysis nodes: the most files read at once (a DAG is static; ``shards`` uses fewer)."""
-BATCH: Final = 64
-"""Files read per trip to a worker thread; progress is reported after each."""
+BATCH: Final = 16
+"""Files read per trip to a worker thread: progress is reported, and a cancel is seen,
+after each."""
 DEFAULT_REPORTS_DIR: Final = "taskloom-reports"
 
 
