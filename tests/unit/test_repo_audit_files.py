@@ -10,11 +10,11 @@ from pydantic import JsonValue
 
 from taskloom.engine.dag import NodeContext
 from taskloom.workflows import files, reports
-from taskloom.workflows.files import Listing, list_tree, marker_pattern, scan_file
+from taskloom.workflows.files import Listing, compile_markers, list_tree, scan_file
 from taskloom.workflows.languages import language_of
 from taskloom.workflows.repo_audit import RepoAuditInput, repo_audit
 
-MARKERS = marker_pattern(["TODO", "FIXME"])
+MARKERS = compile_markers(["TODO", "FIXME"])
 AS_ROOT = os.geteuid() == 0
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from pydantic import BaseModel
@@ -185,12 +186,30 @@ def _kind(entry: os.DirEntry[str], follow: bool, seen: set[tuple[int, int]]) -> 
     return "special"
 
 
-def marker_pattern(markers: Sequence[str]) -> re.Pattern[bytes] | None:
-    """A pattern matching any of *markers* as a whole word."""
+@dataclass(frozen=True)
+class Markers:
+    """Words to count in text, as whole words."""
+
+    words: tuple[bytes, ...]
+    pattern: re.Pattern[bytes]
+
+    def count(self, data: bytes, counts: dict[str, int]) -> None:
+        """Add the occurrences in *data* to *counts* (a plain search first: most text has
+        none, and the pattern is slower)."""
+        if not any(word in data for word in self.words):
+            return
+        for match in self.pattern.finditer(data):
+            word = match.group(1).decode()
+            counts[word] = counts.get(word, 0) + 1
+
+
+def compile_markers(markers: Sequence[str]) -> Markers | None:
+    """The :class:`Markers` for these words (``None`` for none)."""
     if not markers:
         return None
-    words = b"|".join(re.escape(marker.encode()) for marker in markers)
-    return re.compile(rb"\b(" + words + rb")\b")
+    words = tuple(marker.encode() for marker in markers)
+    pattern = re.compile(rb"\b(" + b"|".join(re.escape(word) for word in words) + rb")\b")
+    return Markers(words, pattern)
 
 
 def scan_file(
@@ -199,7 +218,7 @@ def scan_file(
     *,
     follow_symlinks: bool,
     max_bytes: int,
-    markers: re.Pattern[bytes] | None,
+    markers: Markers | None,
 ) -> FileStats:
     """Size, SHA-256, lines and markers of one file; a file that cannot be read is
     described (``unreadable`` or ``vanished``), never raised."""
@@ -228,7 +247,7 @@ def scan_file(
     return stats
 
 
-def _read(file: io.FileIO, stats: FileStats, markers: re.Pattern[bytes] | None) -> None:
+def _read(file: io.FileIO, stats: FileStats, markers: Markers | None) -> None:
     digest = hashlib.sha256()
     counts: dict[str, int] = {}
     size = newlines = 0
@@ -244,18 +263,12 @@ def _read(file: io.FileIO, stats: FileStats, markers: re.Pattern[bytes] | None) 
         cut = data.rfind(b"\n") + 1
         complete, tail = data[:cut], data[cut:]
         newlines += complete.count(b"\n")
-        _count(complete, markers, counts)
+        if markers is not None:
+            markers.count(complete, counts)
     stats.size = size  # what was read, should the file have changed since fstat
     stats.sha256 = digest.hexdigest()
     if not stats.binary:
-        _count(tail, markers, counts)
+        if markers is not None:
+            markers.count(tail, counts)
         stats.lines = newlines + (1 if tail else 0)
         stats.markers = counts
-
-
-def _count(data: bytes, markers: re.Pattern[bytes] | None, counts: dict[str, int]) -> None:
-    if markers is None or not data:
-        return
-    for match in markers.finditer(data):
-        word = match.group(1).decode()
-        counts[word] = counts.get(word, 0) + 1

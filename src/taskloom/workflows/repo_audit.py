@@ -28,9 +28,9 @@ from taskloom.workflows.files import (
     DEFAULT_IGNORE,
     FileStats,
     Listing,
+    compile_markers,
     inside,
     list_tree,
-    marker_pattern,
     scan_file,
 )
 from taskloom.workflows.reports import write_atomically
@@ -159,7 +159,7 @@ def _shard(index: int) -> Node[list[FileStats]]:
     async def analyse(ctx: NodeContext[RepoAuditInput]) -> list[FileStats]:
         listing = ctx.output(list_files)
         mine = listing.files[index :: ctx.input.shards] if index < ctx.input.shards else []
-        markers = marker_pattern(ctx.input.markers)
+        markers = compile_markers(ctx.input.markers)
 
         def scan(batch: list[str]) -> list[FileStats]:
             return [
