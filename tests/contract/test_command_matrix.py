@@ -1,5 +1,7 @@
 """The built-in `command_matrix` on a real Worker over every store, with real processes."""
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,30 @@ async def test_cancelling_the_task_kills_running_commands(
         await eventually(cancellations_recorded)
     assert (await manager.get(task.id)).state is TaskState.CANCELLED
     await _all_gone([*_pids(first), *_pids(second)])
+
+
+ESCAPER = """
+import os, pathlib, subprocess, sys
+daemon = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+)
+pathlib.Path(sys.argv[1]).write_text(str(daemon.pid))
+print("left a daemon holding stdout")
+"""
+
+
+async def test_a_program_that_exits_is_done_even_if_a_daemon_holds_its_output(
+    manager: TaskManager, store: TaskStore, matrix: Workflow[Any], tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "daemon"
+    try:
+        result = await _run(manager, store, matrix, commands=[py(ESCAPER, pid_file, timeout_s=60)])
+    finally:
+        for pid in _pids(pid_file) if pid_file.exists() else ():
+            os.kill(pid, signal.SIGKILL)
+    (outcome,) = result.commands
+    assert (outcome.status, outcome.exit_code) == ("passed", 0)
+    assert outcome.stdout_tail == "left a daemon holding stdout"
 
 
 @pytest.mark.parametrize("answer", [True, False])

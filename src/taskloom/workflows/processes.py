@@ -2,7 +2,8 @@
 
 The program starts in a session of its own, so it and every process it starts form a
 process group: on a timeout or a cancel the group gets SIGTERM, then SIGKILL after a grace
-period; when the program exits, whatever it left running in its group is killed too.
+period; when the program exits, whatever it left running in its group is killed too. (A
+process that leaves the group on purpose, e.g. with ``setsid``, is beyond reach.)
 """
 
 import contextlib
@@ -20,6 +21,9 @@ from anyio.abc import ByteReceiveStream, Process
 TAIL_BYTES: Final = 64 * 1024
 """Output kept per stream (the tail), whatever the program writes."""
 MAX_LINE: Final = 2000
+DRAIN_AFTER_EXIT_S: Final = 1.0
+"""How long output is still read once the program exited (a process it started in a
+session of its own may hold its pipes open; it is not waited for)."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,14 @@ async def run_program(
     stdout, stderr = bytearray(), bytearray()
     try:
         with anyio.move_on_after(timeout_s) as deadline:
-            async with anyio.create_task_group() as task_group:
+            async with anyio.create_task_group() as readers:
                 for stream, into in ((process.stdout, stdout), (process.stderr, stderr)):
                     if stream is not None:
-                        task_group.start_soon(_drain, stream, into)
+                        readers.start_soon(_drain, stream, into)
                 await process.wait()
                 _signal_group(process, signal.SIGKILL)  # what it left behind closes the pipes
+                # ...unless it left its group: then its output is cut short, not waited for
+                readers.cancel_scope.deadline = anyio.current_time() + DRAIN_AFTER_EXIT_S
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process, kill_grace_s)

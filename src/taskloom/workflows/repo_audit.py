@@ -187,21 +187,21 @@ shards = [_shard(index) for index in range(SHARDS)]
 
 @repo_audit.node(phase="report", deps=[list_files, *shards])
 async def report(ctx: NodeContext[RepoAuditInput]) -> RepoAuditResult:
-    """Add the shards up; write the report files (each replaced whole, never half written)."""
-    listing = ctx.output(list_files)
-    files = [stats for shard in shards for stats in ctx.output(shard)]
-    result = summarise(listing, files, markers=ctx.input.markers, top=ctx.input.top)
-    if not ctx.input.write_report:
-        return result
+    """Add the shards up and write the report files (each replaced whole, never half
+    written), in a worker thread: a large tree takes seconds."""
     folder = Path(await anyio.Path(_settings(ctx).reports_dir).absolute()) / ctx.task_id
-    result.report_markdown = str(folder / "report.md")
-    result.report_json = str(folder / "report.json")
-    markdown = render_markdown(ctx.task_id, result, files, top=ctx.input.top)
-    document = render_json(ctx.task_id, result, files)
 
-    def write() -> None:
-        write_atomically(folder / "report.json", document)
-        write_atomically(folder / "report.md", markdown)
+    def build() -> RepoAuditResult:
+        files = [stats for shard in shards for stats in ctx.output(shard)]
+        result = summarise(
+            ctx.output(list_files), files, markers=ctx.input.markers, top=ctx.input.top
+        )
+        if ctx.input.write_report:
+            result.report_markdown = str(folder / "report.md")
+            result.report_json = str(folder / "report.json")
+            write_atomically(folder / "report.json", render_json(ctx.task_id, result, files))
+            markdown = render_markdown(ctx.task_id, result, files, top=ctx.input.top)
+            write_atomically(folder / "report.md", markdown)
+        return result
 
-    await anyio.to_thread.run_sync(write)
-    return result
+    return await anyio.to_thread.run_sync(build)
