@@ -68,7 +68,7 @@ class CommandMatrixSettings(BaseModel):
 
 
 class CommandSpec(BaseModel):
-    """One command: a program and its arguments (``argv``), or a ``shell`` line."""
+    """One command: a program and its arguments (`argv`), or a `shell` line."""
 
     model_config = ConfigDict(extra="forbid")
 
