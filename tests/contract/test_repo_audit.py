@@ -62,7 +62,7 @@ async def test_an_audit_counts_hashes_and_reports(
     assert (result.ignored, result.symlinks_skipped) == (4, 2)
     assert result.markers == {"TODO": 2, "FIXME": 1}  # not in binary or ignored files
     languages = {row.language: row for row in result.languages}
-    assert set(languages) == {"Python", "JavaScript", "Markdown", "Other", "Text"}
+    assert set(languages) == {"Python", "JavaScript", "Markdown", "Binary", "Text"}
     assert languages["JavaScript"] == LanguageStats(
         language="JavaScript", files=1, bytes=len(JS), lines=10
     )
@@ -79,7 +79,7 @@ async def test_an_audit_counts_hashes_and_reports(
         assert by_path[path]["sha256"] == hashlib.sha256((tree / path).read_bytes()).hexdigest()
     assert by_path["data.bin"] | {"sha256": None} == {
         "path": "data.bin",
-        "language": "Other",
+        "language": "Binary",
         "status": "read",
         "size": len(BINARY),
         "sha256": None,

@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel
 
-from taskloom.workflows.languages import language_of
+from taskloom.workflows.languages import BINARY, OTHER, language_of
 
 DEFAULT_IGNORE: Final = (
     ".git",
@@ -267,6 +267,8 @@ def _read(file: io.FileIO, stats: FileStats, markers: Markers | None) -> None:
             markers.count(complete, counts)
     stats.size = size  # what was read, should the file have changed since fstat
     stats.sha256 = digest.hexdigest()
+    if stats.binary and stats.language == OTHER:
+        stats.language = BINARY
     if not stats.binary:
         if markers is not None:
             markers.count(tail, counts)

@@ -4,6 +4,8 @@ from pathlib import PurePosixPath
 from typing import Final
 
 OTHER: Final = "Other"
+BINARY: Final = "Binary"
+"""What repo_audit calls a binary file whose name says no language."""
 
 _BY_NAME: Final = {
     "makefile": "Makefile",
