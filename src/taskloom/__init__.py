@@ -23,7 +23,7 @@ from taskloom.engine import (
     TaskStore,
     WorkflowDefinitionError,
 )
-from taskloom.engine.dag import DependencyFailedError, Node, NodeContext, Workflow
+from taskloom.engine.dag import DependencyFailedError, Node, NodeContext, Workflow, settings_of
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.retry import RetryPolicy
 from taskloom.engine.submit import submit
@@ -62,5 +62,6 @@ __all__ = (
     "WorkflowDefinitionError",
     "WorkflowRegistry",
     "__version__",
+    "settings_of",
     "submit",
 )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import anyio
 
 from taskloom.config import TaskloomSettings
+from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
@@ -28,12 +29,22 @@ class Engine:
 
 
 def load_workflows(settings: TaskloomSettings) -> WorkflowRegistry:
-    """The workflows named by *settings* (modules, then entry points), validated."""
+    """The workflows named by *settings* (modules, then entry points), validated and
+    configured with ``settings.workflow_settings``.
+
+    Raises:
+        WorkflowDefinitionError: a module cannot be loaded, or settings name a workflow
+            that is not loaded or do not fit its settings model.
+    """
     registry = WorkflowRegistry()
     for module in settings.workflow_modules:
         registry.load_module(module)
     if settings.load_entry_points:
         registry.load_entry_points()
+    for name, values in settings.workflow_settings.items():
+        if name not in registry:
+            raise WorkflowDefinitionError(f"settings are given for {name!r}, which is not loaded")
+        registry.configure(name, values)
     return registry
 
 

@@ -2,14 +2,18 @@
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from taskloom.engine.manager import TaskManagerSettings
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.sqlite import SqliteSettings
 
 DEFAULT_DATABASE = Path("taskloom.db")
-BUILTIN_WORKFLOWS = ("taskloom.workflows.countdown",)
+BUILTIN_WORKFLOWS = (
+    "taskloom.workflows.countdown",
+    "taskloom.workflows.repo_audit",
+    "taskloom.workflows.command_matrix",  # refuses every call until programs are allowed
+)
 
 
 class TaskloomSettings(BaseModel):
@@ -22,6 +26,9 @@ class TaskloomSettings(BaseModel):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     workflow_modules: tuple[str, ...] = BUILTIN_WORKFLOWS
     """Modules whose top-level workflows this process serves and runs."""
+    workflow_settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    """Operator settings by workflow name, e.g. ``{"command_matrix": {"allowed_programs":
+    ["make", "pytest"]}}``; each is validated by that workflow's settings model at start."""
     load_entry_points: bool = True
     """Also load the workflows that installed packages advertise (``taskloom.workflows``)."""
     run_worker: bool = True

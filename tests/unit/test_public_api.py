@@ -18,6 +18,7 @@ EXPECTED_TOP_LEVEL = {
     "Workflow",
     "WorkflowDefinitionError",
     "WorkflowRegistry",
+    "settings_of",
     "submit",
     "IdempotencyConflictError",
     "IllegalTransitionError",

@@ -18,8 +18,14 @@ async def report(ctx: NodeContext[AuditInput]) -> int:
 A definition is checked as it is built and again by :meth:`Workflow.validate`: unknown
 dependencies, duplicate names, cycles and outputs that cannot be stored as JSON raise
 :class:`WorkflowDefinitionError` naming the node.
+
+A workflow may declare operator **settings** (``Workflow(..., settings=Model)``): the
+process configures them once (:meth:`Workflow.configure`), nodes read them as
+``ctx.settings``, and the input model's validators see them through
+:func:`settings_of`, so a call that the settings forbid is refused before a task exists.
 """
 
+import copy
 import graphlib
 import inspect
 import re
@@ -27,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar, get_type_hints, overload
 
-from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
+from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError, ValidationInfo
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from taskloom.engine.errors import WorkflowDefinitionError
@@ -36,9 +42,22 @@ from taskloom.engine.retry import RetryPolicy
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 TaskSupport = Literal["optional", "required"]
+_SETTINGS_CONTEXT: Final = "taskloom_settings"
+
+
+def settings_of(info: ValidationInfo, model: type[SettingsT]) -> SettingsT:
+    """In a validator of a workflow's input model: the operator's settings of the workflow.
+
+    taskloom validates every call's arguments with them (at submit and again before the
+    run starts); anywhere else, e.g. a bare ``model_validate``, this is *model*'s defaults.
+    """
+    context = info.context
+    found = context.get(_SETTINGS_CONTEXT) if isinstance(context, dict) else None
+    return found if isinstance(found, model) else model()
 
 
 class DependencyFailedError(Exception):
@@ -74,6 +93,7 @@ class NodeContext(Generic[InputT]):
         outputs: Mapping[str, JsonValue],
         failed: frozenset[str],
         runtime: NodeRuntime,
+        settings: BaseModel | None = None,
     ) -> None:
         self.task_id = task_id
         self.node = node.name
@@ -81,6 +101,8 @@ class NodeContext(Generic[InputT]):
         self.attempt = attempt
         """This attempt's number, from 1."""
         self.input = input
+        self.settings = settings
+        """The workflow's operator settings (an instance of its ``settings`` model), if any."""
         self._definition = node
         self._outputs = outputs
         self._failed = failed
@@ -177,6 +199,7 @@ class Workflow(Generic[InputT]):
         result: str | None = None,
         task_support: TaskSupport = "optional",
         max_concurrency: int | None = None,
+        settings: type[BaseModel] | None = None,
     ) -> None:
         if not _NAME.match(name):
             raise WorkflowDefinitionError(f"workflow name {name!r} is not a valid tool name")
@@ -186,6 +209,10 @@ class Workflow(Generic[InputT]):
             raise WorkflowDefinitionError(f"workflow {name!r}: input must be a pydantic model")
         if max_concurrency is not None and max_concurrency < 1:
             raise WorkflowDefinitionError(f"workflow {name!r}: max_concurrency must be >= 1")
+        if settings is not None and not (
+            isinstance(settings, type) and issubclass(settings, BaseModel)
+        ):
+            raise WorkflowDefinitionError(f"workflow {name!r}: settings must be a pydantic model")
         self.name = name
         self.version = version
         self.input_model = input
@@ -194,6 +221,10 @@ class Workflow(Generic[InputT]):
         self.description = description or (inspect.getdoc(input) or "")
         self.task_support: TaskSupport = task_support
         self.max_concurrency = max_concurrency
+        self.settings_model = settings
+        self._settings = self._validated_settings({}) if settings is not None else None
+        """Its defaults until :meth:`configure`: they must describe a safe, unconfigured
+        workflow (e.g. one that refuses every call), so every field needs a default."""
         self._declared_phases = tuple(phases) if phases is not None else None
         self._result = result
         self._nodes: dict[str, Node[Any]] = {}
@@ -319,6 +350,47 @@ class Workflow(Generic[InputT]):
             raise WorkflowDefinitionError(
                 f"workflow {self.name!r}: result node {self._result!r} does not exist"
             )
+
+    @property
+    def settings(self) -> BaseModel | None:
+        """The operator's settings (:meth:`configure`), else the settings model's defaults."""
+        return self._settings
+
+    def configure(self, values: Mapping[str, Any]) -> "Workflow[InputT]":
+        """A copy of this workflow that runs with *values* as its settings.
+
+        The copy shares the nodes; this definition is left as it was.
+
+        Raises:
+            WorkflowDefinitionError: the workflow takes no settings, or *values* do not
+                match its settings model (the message names the field).
+        """
+        configured = copy.copy(self)
+        configured._nodes = dict(self._nodes)
+        configured._settings = self._validated_settings(values)
+        return configured
+
+    def parse_input(self, arguments: Mapping[str, Any]) -> InputT:
+        """A call's *arguments* as the input model, validated with this workflow's settings.
+
+        Raises:
+            pydantic.ValidationError: the arguments do not fit the model or the settings.
+        """
+        return self.input_model.model_validate(
+            dict(arguments), context={_SETTINGS_CONTEXT: self.settings}
+        )
+
+    def _validated_settings(self, values: Mapping[str, Any]) -> BaseModel:
+        if self.settings_model is None:
+            raise WorkflowDefinitionError(f"workflow {self.name!r} takes no settings")
+        try:
+            return self.settings_model.model_validate(dict(values))
+        except ValidationError as error:
+            problem = error.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"]) or "settings"
+            raise WorkflowDefinitionError(
+                f"workflow {self.name!r}: invalid settings: {where}: {problem['msg']}"
+            ) from None
 
     def build_result(self, outputs: Mapping[str, JsonValue]) -> JsonValue:
         """The workflow's result from its stored node outputs.

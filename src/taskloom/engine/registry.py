@@ -31,6 +31,17 @@ class WorkflowRegistry(Mapping[str, Workflow[Any]]):
             raise WorkflowDefinitionError(f"two workflows are named {workflow.name!r}")
         self._workflows[workflow.name] = workflow
 
+    def configure(self, name: str, values: Mapping[str, Any]) -> Workflow[Any]:
+        """Replace the workflow *name* by a copy configured with *values* (its settings).
+
+        Raises:
+            UnknownWorkflowError: no workflow has this name.
+            WorkflowDefinitionError: it takes no settings, or *values* do not fit them.
+        """
+        configured = self[name].configure(values)
+        self._workflows[name] = configured
+        return configured
+
     def load_module(self, module_name: str) -> list[str]:
         """Import *module_name* and register every workflow defined at its top level.
 

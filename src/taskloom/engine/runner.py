@@ -125,7 +125,7 @@ class RunExecution:
             )
             return
         try:
-            workflow_input = self.workflow.input_model.model_validate(self._task.arguments)
+            workflow_input = self.workflow.parse_input(self._task.arguments)
         except ValidationError as error:
             await self._fail("invalid_input", f"invalid input: {error.errors()[0]['msg']}")
             return
@@ -259,6 +259,7 @@ class RunExecution:
             outputs=self._outputs,
             failed=frozenset(self._failed.intersection(node.deps)),
             runtime=_Runtime(self, node),
+            settings=self.workflow.settings,
         )
         error: BaseException | None = None
         try:

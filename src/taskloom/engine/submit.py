@@ -22,15 +22,15 @@ async def submit(
 ) -> Task:
     """Create a queued task that runs *workflow* with *arguments*; a worker picks it up.
 
-    The arguments are validated against the workflow's input model first and stored
-    with its defaults filled in.
+    The arguments are validated against the workflow's input model (and its operator
+    settings, see ``Workflow.parse_input``) first and stored with its defaults filled in.
 
     Raises:
-        InvalidRequestError: the arguments do not match the input model (the message
-            says which field and why).
+        InvalidRequestError: the arguments do not match the input model or are refused by
+            the workflow's settings (the message says which field and why).
     """
     try:
-        validated = workflow.input_model.model_validate(dict(arguments or {}))
+        validated = workflow.parse_input(arguments or {})
     except ValidationError as error:
         problem = error.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "arguments"

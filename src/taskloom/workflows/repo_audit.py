@@ -1,0 +1,207 @@
+"""`repo_audit`: list a directory tree, analyse its files in parallel shards, write a report.
+
+Phase ``list`` walks the tree (``.git``, ``node_modules``, virtualenvs and caches are
+skipped by default; symbolic links are not followed). Phase ``analyse`` reads the files in
+:data:`SHARDS` parallel nodes, each checkpointed on its own: the sorted listing is dealt
+round robin, so a shard's files are the same on every re-run. Each file's size, SHA-256,
+line count, language (by name) and ``TODO``/``FIXME`` counts are taken; binary files get
+no line count. Phase ``report`` adds it up and writes ``report.md`` and ``report.json``
+atomically to ``<reports_dir>/<task id>/`` (``reports_dir`` is an operator setting).
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import Final
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from taskloom.engine.dag import Node, NodeContext, Workflow, settings_of
+from taskloom.workflows.audit_report import (
+    RepoAuditResult,
+    render_json,
+    render_markdown,
+    summarise,
+)
+from taskloom.workflows.files import (
+    DEFAULT_IGNORE,
+    FileStats,
+    Listing,
+    compile_markers,
+    inside,
+    list_tree,
+    scan_file,
+)
+from taskloom.workflows.reports import write_atomically
+
+SHARDS: Final = 8
+"""Analysis nodes: the most files read at once (a DAG is static; ``shards`` uses fewer)."""
+BATCH: Final = 16
+"""Files read per trip to a worker thread: progress is reported, and a cancel is seen,
+after each."""
+DEFAULT_REPORTS_DIR: Final = "taskloom-reports"
+
+
+class RepoAuditSettings(BaseModel):
+    """What the operator decides for every audit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reports_dir: str = DEFAULT_REPORTS_DIR
+    """Where reports go, as ``<reports_dir>/<task id>/report.{md,json}``; a relative path is
+    taken from the worker's working directory. Callers cannot choose it."""
+    allowed_roots: tuple[str, ...] = ()
+    """If not empty, only directories inside one of these may be audited."""
+
+
+class RepoAuditInput(BaseModel):
+    """Audit a directory tree: files, bytes, lines, languages, SHA-256, TODO/FIXME markers,
+    largest files; writes a markdown and a JSON report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="the directory to audit (relative: from the worker's working directory)",
+    )
+    ignore: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="more fnmatch patterns to skip: a name (`*.log`), or a relative path "
+        "if it has a `/` (`docs/build`)",
+    )
+    default_ignores: bool = Field(
+        default=True, description="also skip " + ", ".join(DEFAULT_IGNORE)
+    )
+    follow_symlinks: bool = Field(default=False, description="follow symbolic links")
+    max_file_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=0,
+        description="larger files are counted but not read (no hash, lines or markers)",
+    )
+    max_files: int = Field(
+        default=100_000, ge=1, le=1_000_000, description="refuse trees with more files"
+    )
+    markers: list[str] = Field(
+        default=["TODO", "FIXME"],
+        max_length=20,
+        description="words counted in text files (whole words, case-sensitive)",
+    )
+    top: int = Field(default=10, ge=0, le=1000, description="how many largest files to list")
+    shards: int = Field(
+        default=SHARDS, ge=1, le=SHARDS, description="files read in parallel (at most 8)"
+    )
+    write_report: bool = Field(default=True, description="write report.md and report.json")
+
+    @field_validator("path")
+    @classmethod
+    def _allowed_path(cls, path: str, info: ValidationInfo) -> str:
+        if "\0" in path:
+            raise ValueError("a path cannot contain a NUL character")
+        roots = settings_of(info, RepoAuditSettings).allowed_roots
+        if roots and not inside(os.path.abspath(path), roots):
+            raise ValueError(f"{path!r} is outside the directories this server may audit")
+        return path
+
+    @field_validator("markers")
+    @classmethod
+    def _words(cls, markers: list[str]) -> list[str]:
+        for marker in markers:
+            if not re.fullmatch(r"\w{1,64}", marker):
+                raise ValueError(f"marker {marker!r} must be one word of letters, digits or _")
+        return list(dict.fromkeys(markers))
+
+    def ignore_patterns(self) -> list[str]:
+        """Every pattern that skips an entry."""
+        return [*(DEFAULT_IGNORE if self.default_ignores else ()), *self.ignore]
+
+
+def _settings(ctx: NodeContext[RepoAuditInput]) -> RepoAuditSettings:
+    settings = ctx.settings
+    return settings if isinstance(settings, RepoAuditSettings) else RepoAuditSettings()
+
+
+repo_audit = Workflow(
+    "repo_audit",
+    version="1",
+    input=RepoAuditInput,
+    output=RepoAuditResult,
+    settings=RepoAuditSettings,
+    title="Repository audit",
+    description=(
+        "Scan a directory tree: file counts, bytes, lines and languages, SHA-256 of each "
+        "file, TODO/FIXME counts and the largest files; writes a markdown and a JSON report."
+    ),
+    phases=["list", "analyse", "report"],
+)
+
+
+@repo_audit.node(phase="list")
+async def list_files(ctx: NodeContext[RepoAuditInput]) -> Listing:
+    """Walk the tree in a worker thread; a missing or forbidden root fails here, clearly."""
+    listing = await anyio.to_thread.run_sync(
+        lambda: list_tree(
+            ctx.input.path,
+            ignore=ctx.input.ignore_patterns(),
+            follow_symlinks=ctx.input.follow_symlinks,
+            max_files=ctx.input.max_files,
+            allowed_roots=_settings(ctx).allowed_roots,
+        )
+    )
+    await ctx.report(len(listing.files), None, "files found")
+    return listing
+
+
+def _shard(index: int) -> Node[list[FileStats]]:
+    @repo_audit.node(name=f"shard_{index}", phase="analyse", deps=[list_files])
+    async def analyse(ctx: NodeContext[RepoAuditInput]) -> list[FileStats]:
+        listing = ctx.output(list_files)
+        mine = listing.files[index :: ctx.input.shards] if index < ctx.input.shards else []
+        markers = compile_markers(ctx.input.markers)
+
+        def scan(batch: list[str]) -> list[FileStats]:
+            return [
+                scan_file(
+                    listing.root,
+                    path,
+                    follow_symlinks=ctx.input.follow_symlinks,
+                    max_bytes=ctx.input.max_file_bytes,
+                    markers=markers,
+                )
+                for path in batch
+            ]
+
+        found: list[FileStats] = []
+        for start in range(0, len(mine), BATCH):
+            found += await anyio.to_thread.run_sync(scan, mine[start : start + BATCH])
+            await ctx.report(len(found), len(mine), "files")
+        return found
+
+    return analyse
+
+
+shards = [_shard(index) for index in range(SHARDS)]
+
+
+@repo_audit.node(phase="report", deps=[list_files, *shards])
+async def report(ctx: NodeContext[RepoAuditInput]) -> RepoAuditResult:
+    """Add the shards up and write the report files (each replaced whole, never half
+    written), in a worker thread: a large tree takes seconds."""
+    folder = Path(await anyio.Path(_settings(ctx).reports_dir).absolute()) / ctx.task_id
+
+    def build() -> RepoAuditResult:
+        files = [stats for shard in shards for stats in ctx.output(shard)]
+        result = summarise(
+            ctx.output(list_files), files, markers=ctx.input.markers, top=ctx.input.top
+        )
+        if ctx.input.write_report:
+            result.report_markdown = str(folder / "report.md")
+            result.report_json = str(folder / "report.json")
+            write_atomically(folder / "report.json", render_json(ctx.task_id, result, files))
+            markdown = render_markdown(ctx.task_id, result, files, top=ctx.input.top)
+            write_atomically(folder / "report.md", markdown)
+        return result
+
+    return await anyio.to_thread.run_sync(build)

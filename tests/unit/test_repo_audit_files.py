@@ -1,0 +1,182 @@
+"""repo_audit's file work: listing rules, reading odd files, shard progress, atomic reports."""
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import JsonValue
+
+from taskloom.engine.dag import NodeContext
+from taskloom.workflows import files, reports
+from taskloom.workflows.files import Listing, compile_markers, list_tree, scan_file
+from taskloom.workflows.languages import language_of
+from taskloom.workflows.repo_audit import RepoAuditInput, repo_audit
+
+MARKERS = compile_markers(["TODO", "FIXME"])
+AS_ROOT = os.geteuid() == 0
+
+
+def _scan(root: Path, name: str, *, follow: bool = False, max_bytes: int = 1 << 20) -> Any:
+    return scan_file(str(root), name, follow_symlinks=follow, max_bytes=max_bytes, markers=MARKERS)
+
+
+def test_lines_and_markers_are_counted_across_chunk_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "_CHUNK", 5)
+    text = "a TODO b\nFIXME\n\nTODOS x TODO\nlast TODO"
+    (tmp_path / "f.txt").write_text(text)
+    stats = _scan(tmp_path, "f.txt")
+    assert (stats.lines, stats.markers) == (5, {"TODO": 3, "FIXME": 1})
+    assert stats.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    assert stats.size == len(text)
+
+
+def test_an_empty_file_has_no_lines(tmp_path: Path) -> None:
+    (tmp_path / "empty").write_bytes(b"")
+    stats = _scan(tmp_path, "empty")
+    assert (stats.status, stats.lines, stats.sha256) == ("read", 0, hashlib.sha256().hexdigest())
+
+
+def test_a_file_that_vanished_after_listing_is_described(tmp_path: Path) -> None:
+    stats = _scan(tmp_path, "gone.py")
+    assert (stats.status, stats.language, stats.sha256) == ("vanished", "Python", None)
+
+
+def test_a_file_swapped_for_a_link_after_listing_is_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "target").write_text("secret\n")
+    (tmp_path / "swapped").symlink_to(tmp_path / "target")
+    stats = _scan(tmp_path, "swapped")
+    assert stats.status == "unreadable"
+    assert stats.error
+    assert _scan(tmp_path, "swapped", follow=True).lines == 1
+
+
+def test_a_pipe_is_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    stats = _scan(tmp_path, "pipe")
+    assert (stats.status, stats.error) == ("unreadable", "not a regular file")
+    assert list_tree(str(tmp_path), ignore=(), follow_symlinks=False, max_files=9).special == 1
+
+
+@pytest.mark.skipif(AS_ROOT, reason="root reads files whatever their mode")
+def test_unreadable_files_and_directories_are_described(tmp_path: Path) -> None:
+    (tmp_path / "locked.txt").write_text("x")
+    (tmp_path / "locked.txt").chmod(0)
+    (tmp_path / "closed").mkdir()
+    (tmp_path / "closed").chmod(0)
+    try:
+        listing = list_tree(str(tmp_path), ignore=(), follow_symlinks=False, max_files=9)
+        stats = _scan(tmp_path, "locked.txt")
+    finally:
+        (tmp_path / "closed").chmod(0o700)
+    assert listing.unreadable_dirs == ["closed"]
+    assert (stats.status, stats.error) == ("unreadable", "Permission denied")
+
+
+def test_ignore_patterns_match_names_or_relative_paths(tmp_path: Path) -> None:
+    for path in ("keep/a.log", "keep/b.txt", "docs/build/x.html", "build/y.txt"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    listing = list_tree(
+        str(tmp_path), ignore=["*.log", "docs/build"], follow_symlinks=False, max_files=9
+    )
+    assert listing.files == ["build/y.txt", "keep/b.txt"]
+    assert listing.ignored == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "language"),
+    [("a/b.PY", "Python"), ("Makefile", "Makefile"), ("x.tsx", "TypeScript"), ("x", "Other")],
+)
+def test_languages_come_from_names(path: str, language: str) -> None:
+    assert language_of(path) == language
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.reports: list[tuple[float, float | None, str | None]] = []
+
+    async def report(self, completed: float, total: float | None, message: str | None) -> None:
+        self.reports.append((completed, total, message))
+
+    async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue:
+        raise AssertionError("repo_audit asks nothing")
+
+
+async def test_a_shard_reads_its_share_and_reports_progress(tmp_path: Path) -> None:
+    names = [f"f{index:03}.py" for index in range(150)]
+    for name in names[:-1]:  # the last one vanished after the listing
+        (tmp_path / name).write_text("# TODO\n")
+    listing = Listing(root=str(tmp_path), files=names)
+    recorder = _Recorder()
+    node = repo_audit.nodes["shard_0"]
+    context: NodeContext[RepoAuditInput] = NodeContext(
+        task_id="t",
+        node=node,
+        attempt=1,
+        input=RepoAuditInput(path=str(tmp_path), shards=1),
+        outputs={"list_files": listing.model_dump(mode="json")},
+        failed=frozenset(),
+        runtime=recorder,
+    )
+    found = await node.function(context)
+    assert [stats.path for stats in found] == names
+    assert found[-1].status == "vanished"
+    assert sum(stats.markers.get("TODO", 0) for stats in found) == 149
+    assert recorder.reports == [(done, 150, "files") for done in (*range(16, 150, 16), 150)]
+    second = repo_audit.nodes["shard_1"]
+    context = NodeContext(
+        task_id="t",
+        node=second,
+        attempt=1,
+        input=RepoAuditInput(path=str(tmp_path), shards=1),
+        outputs={"list_files": listing.model_dump(mode="json")},
+        failed=frozenset(),
+        runtime=recorder,
+    )
+    assert await second.function(context) == []  # beyond `shards`: nothing to read
+
+
+def test_a_failed_report_write_leaves_the_old_report_and_no_debris(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "r" / "report.json"
+    reports.write_atomically(target, "old")
+
+    def broken_replace(source: str, destination: Path) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        reports.write_atomically(target, "new")
+    assert target.read_text() == "old"
+    assert [path.name for path in target.parent.iterdir()] == ["report.json"]
+
+
+def test_permission_errors_are_described_even_as_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "locked.txt").write_text("x")
+    (tmp_path / "closed").mkdir()
+    real_open, real_scandir = os.open, os.scandir
+
+    def refusing_open(path: str, flags: int) -> int:
+        if path.endswith("locked.txt"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags)
+
+    def refusing_scandir(path: str) -> Any:
+        if path.endswith("closed"):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "open", refusing_open)
+    monkeypatch.setattr(os, "scandir", refusing_scandir)
+    listing = list_tree(str(tmp_path), ignore=(), follow_symlinks=False, max_files=9)
+    stats = _scan(tmp_path, "locked.txt")
+    assert listing.unreadable_dirs == ["closed"]
+    assert listing.files == ["locked.txt"]
+    assert (stats.status, stats.error) == ("unreadable", "Permission denied")
