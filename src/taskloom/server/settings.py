@@ -1,0 +1,16 @@
+"""Settings of the MCP server (the CLI and the composition root fill them)."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ServerSettings(BaseModel):
+    """How the server names itself and how it waits on tasks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "taskloom"
+    """The ``serverInfo.name`` announced to clients."""
+    recheck_s: float | None = Field(default=1.0, gt=0)
+    """How often a waiting request (``tasks/result``, a plain call, a status follower)
+    re-reads its task for changes made by other processes; ``None`` relies on this
+    process's change feed alone (enough when the worker runs in the server process)."""
