@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, ElicitationFnT
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
@@ -145,17 +145,21 @@ async def open_client(
     read_stream: ReadStream[SessionMessage | Exception],
     write_stream: WriteStream[SessionMessage],
     protocol_version: str | None = None,
+    *,
+    elicitation_callback: ElicitationFnT | None = None,
 ) -> AsyncIterator[LegacyClient]:
-    """An initialized client at *protocol_version* (2025-11-25 when ``None``)."""
+    """An initialized client at *protocol_version* (2025-11-25 when ``None``), declaring
+    form elicitation when given a callback that answers it."""
     tap = Tap(read_stream)
     dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(tap, write_stream)
-    async with ClientSession(dispatcher=dispatcher):
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}}} if elicitation_callback else {}
+    async with ClientSession(dispatcher=dispatcher, elicitation_callback=elicitation_callback):
         with anyio.fail_after(10):
             initialize = await dispatcher.send_raw_request(
                 "initialize",
                 {
                     "protocolVersion": protocol_version or LEGACY,
-                    "capabilities": {},
+                    "capabilities": capabilities,
                     "clientInfo": {"name": "taskloom-tests", "version": "0"},
                 },
             )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp.client.session import ElicitationFnT
 from mcp.shared.memory import create_client_server_memory_streams
 
 from taskloom.bootstrap import Engine, open_engine
@@ -56,14 +57,19 @@ def connect(task_server: TaskServer) -> Connect:
 
     @asynccontextmanager
     async def connected(
-        *, protocol_version: str | None = None, owner: str | None = None
+        *,
+        protocol_version: str | None = None,
+        owner: str | None = None,
+        elicitation_callback: ElicitationFnT | None = None,
     ) -> AsyncIterator[LegacyClient]:
         async with (
             create_client_server_memory_streams() as (client_streams, server_streams),
             anyio.create_task_group() as task_group,
         ):
             task_group.start_soon(lambda: task_server.serve(*server_streams, owner=owner))
-            async with open_client(*client_streams, protocol_version) as client:
+            async with open_client(
+                *client_streams, protocol_version, elicitation_callback=elicitation_callback
+            ) as client:
                 yield client
             task_group.cancel_scope.cancel()
 

@@ -6,12 +6,15 @@ errors (unknown id, bad cursor, cancelling a finished task) are mapped by
 ``errors.error_boundary``.
 """
 
+from contextlib import aclosing
 from typing import Any, Final
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.states import TaskState
+from taskloom.server.elicit import InputAsker
 from taskloom.server.errors import not_on_this_version
 from taskloom.server.protocol import LEGACY_VERSION, related_task_meta
 from taskloom.server.results import call_tool_result
@@ -38,11 +41,17 @@ class LegacyTasks:
         self, ctx: Context, params: types.GetTaskPayloadRequestParams
     ) -> dict[str, Any]:
         """Wait until the task is terminal, then answer what its ``tools/call`` would have
-        answered, with the related-task ``_meta`` added to the result's own."""
+        answered, with the related-task ``_meta`` added to the result's own. Meanwhile the
+        questions the task waits on are asked over this request's stream."""
         _require_legacy(ctx)
-        task = await self._manager.wait_until_terminal(
+        asker = InputAsker(self._manager, ctx, self._owner)
+        watch = self._manager.watch(
             params.task_id, owner=self._owner, recheck_every=self._recheck_s
         )
+        async with aclosing(watch) as snapshots:
+            async for task in snapshots:  # the last one is terminal
+                if task.state is TaskState.INPUT_REQUIRED:
+                    await asker.ask_pending(task)
         result = call_tool_result(task)
         meta = {**(result.get("_meta") or {}), **related_task_meta(task.id)}
         return {**result, "_meta": meta}
