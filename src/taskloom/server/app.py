@@ -18,10 +18,12 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream  # the SDK's tr
 from mcp.shared.message import SessionMessage
 
 from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.manager import TaskManager
 from taskloom.server.bridge import advertise_tasks, task_bridge
 from taskloom.server.calls import ToolCalls
 from taskloom.server.errors import error_boundary
+from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.legacy import LegacyTasks
 from taskloom.server.notify import TaskFollowers
 from taskloom.server.outbox import Outbox
@@ -40,6 +42,12 @@ class TaskServer:
         self.manager = manager
         self.workflows = dict(workflows)
         self.settings = settings or ServerSettings()
+        if self.settings.fallback_tools:
+            clashes = sorted(FALLBACK_TOOL_NAMES.intersection(self.workflows))
+            if clashes:
+                raise WorkflowDefinitionError(
+                    f"workflow {clashes[0]!r} has the name of a built-in tool; rename it"
+                )
 
     async def serve(
         self,
@@ -69,7 +77,17 @@ class TaskServer:
 
     def _connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
         recheck_s = self.settings.recheck_s
-        calls = ToolCalls(self.manager, self.workflows, followers, owner=owner, recheck_s=recheck_s)
+        fallback = (
+            FallbackTools(self.manager, owner=owner) if self.settings.fallback_tools else None
+        )
+        calls = ToolCalls(
+            self.manager,
+            self.workflows,
+            followers,
+            owner=owner,
+            recheck_s=recheck_s,
+            fallback=fallback,
+        )
         tasks = LegacyTasks(self.manager, owner=owner, recheck_s=recheck_s)
         server: Server[Any] = Server(
             self.settings.name,

@@ -5,7 +5,8 @@ On a 2025-11-25 connection (where ``capabilities.tasks`` was announced):
 - with ``params.task``: the task is committed, then a follower is started, then the
   ``CreateTaskResult`` is answered (through the bridge, ADR 0007);
 - without it, on a ``required`` tool: ``-32601``;
-- without it, on an ``optional`` tool: the task runs and the call waits for its result.
+- without it, on an ``optional`` tool: the task runs and the call waits for its result;
+- with it, on a fallback tool (``task_status``...; task support forbidden): ``-32601``.
 
 On any other version nothing was announced, so ``params.task`` is ignored and every
 call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``).
@@ -25,7 +26,8 @@ from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.submit import submit
 from taskloom.server.bridge import TaskCreated
-from taskloom.server.errors import tool_needs_task, unknown_tool
+from taskloom.server.errors import tool_forbids_task, tool_needs_task, unknown_tool
+from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.notify import ProgressPush, TaskFollowers
 from taskloom.server.protocol import LEGACY_VERSION
 from taskloom.server.results import call_tool_result, invalid_arguments_result
@@ -47,25 +49,31 @@ class ToolCalls:
         *,
         owner: str | None,
         recheck_s: float | None,
+        fallback: FallbackTools | None = None,
     ) -> None:
         self._manager = manager
         self._workflows = workflows
         self._followers = followers
+        self._fallback = fallback
         self._owner = owner
         self._recheck_s = recheck_s
 
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """Every workflow as a tool."""
-        return list_tools(self._workflows)
+        """Every workflow as a tool, then the fallback tools."""
+        return list_tools(self._workflows, self._fallback.tools() if self._fallback else ())
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> dict[str, Any]:
         """Start the workflow as a task, or run it and wait (see the module docstring)."""
+        tasks_announced = ctx.protocol_version == LEGACY_VERSION
+        if self._fallback is not None and params.name in FALLBACK_TOOL_NAMES:
+            if tasks_announced and params.task is not None:
+                raise tool_forbids_task(params.name)
+            return await self._fallback.call(params.name, params.arguments)
         workflow = self._workflows.get(params.name)
         if workflow is None:
             raise unknown_tool(params.name)
-        tasks_announced = ctx.protocol_version == LEGACY_VERSION
         if tasks_announced and params.task is not None:
             await self._start(ctx, workflow, params.arguments, params.task)
         if tasks_announced and workflow.task_support == "required":

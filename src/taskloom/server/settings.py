@@ -10,6 +10,9 @@ class ServerSettings(BaseModel):
 
     name: str = "taskloom"
     """The ``serverInfo.name`` announced to clients."""
+    fallback_tools: bool = True
+    """Also serve ``task_list``, ``task_status``, ``task_result``, ``task_cancel`` and
+    ``task_answer``, for hosts that cannot use MCP Tasks."""
     recheck_s: float | None = Field(default=1.0, gt=0)
     """How often a waiting request (``tasks/result``, a plain call, a status follower)
     re-reads its task for changes made by other processes; ``None`` relies on this

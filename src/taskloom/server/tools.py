@@ -1,6 +1,6 @@
 """Workflows as MCP tools: name, title, description, schemas and task support."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -22,6 +22,10 @@ def tool_for(workflow: Workflow[Any]) -> types.Tool:
     )
 
 
-def list_tools(workflows: Mapping[str, Workflow[Any]]) -> types.ListToolsResult:
-    """Every workflow's tool, in registration order (one page: tool lists are short)."""
-    return types.ListToolsResult(tools=[tool_for(workflow) for workflow in workflows.values()])
+def list_tools(
+    workflows: Mapping[str, Workflow[Any]], extra: Sequence[types.Tool] = ()
+) -> types.ListToolsResult:
+    """Every workflow's tool in registration order, then *extra* (one page: tool lists
+    are short)."""
+    tools = [tool_for(workflow) for workflow in workflows.values()]
+    return types.ListToolsResult(tools=[*tools, *extra])
