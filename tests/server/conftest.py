@@ -16,6 +16,7 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.server import ServerSettings, TaskServer
+from taskloom.testing import FakeClock
 from taskloom.workflows.countdown import countdown
 from tests.server import flows
 from tests.server.client import LegacyClient, open_client
@@ -29,8 +30,8 @@ def _fresh_gates() -> None:
 
 
 @pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
-    """A running engine (with a worker) over a fresh SQLite file."""
+async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
+    """A running engine (with a worker) over a fresh SQLite file, on the fake clock."""
     settings = TaskloomSettings(
         database=SqliteSettings(path=tmp_path / "tasks.db", synchronous="NORMAL"),
         tasks=TaskManagerSettings(default_page_size=3, max_ttl_ms=600_000),
@@ -42,7 +43,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
     registry = WorkflowRegistry(
         {w.name: w for w in (countdown, flows.gated, flows.must_task, flows.ask)}
     )
-    async with open_engine(settings, workflows=registry) as opened:
+    async with open_engine(settings, clock=clock, workflows=registry) as opened:
         yield opened
 
 

@@ -8,6 +8,7 @@ import anyio
 
 from taskloom.bootstrap import Engine
 from taskloom.engine.states import TaskState
+from taskloom.testing import FakeClock
 from tests.helpers import eventually
 from tests.server import flows
 from tests.server.client import LegacyClient
@@ -123,6 +124,15 @@ async def test_l12_unknown_ids_are_32602_everywhere(client: LegacyClient) -> Non
         assert error.code == -32602, method
         assert error.message == "Task not found: no-such-task"
     assert (await client.error("tasks/get", {})).code == -32602  # no taskId at all
+
+
+async def test_l12_an_expired_task_is_32602(client: LegacyClient, clock: FakeClock) -> None:
+    task_id = await client.start("gated", {"gate": "l12"}, ttl=1_000)
+    assert (await client.get(task_id))["status"] == "working"
+    clock.advance(1.5)
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        error = await client.error(method, {"taskId": task_id})
+        assert error.message == f"Task not found: {task_id}"
 
 
 async def test_l13_tasks_result_waits_until_the_task_is_terminal(client: LegacyClient) -> None:
@@ -248,6 +258,17 @@ async def test_l21_progress_uses_the_original_token_after_the_create_result(
     assert values == sorted(set(values))  # strictly increasing
     assert values[-1] == progress[-1]["total"] == 6  # every node of countdown
     assert _after_response(client, "notifications/progress")
+
+
+async def test_l21_a_plain_call_reports_progress_on_its_own_request(
+    client: LegacyClient,
+) -> None:
+    result = await client.call("countdown", {"start": 8, "tick_s": 0}, progress_token="plain")
+    assert result["isError"] is False
+    progress = client.notifications("notifications/progress")
+    assert progress
+    assert {p["progressToken"] for p in progress} == {"plain"}
+    assert [p["progress"] for p in progress] == sorted({p["progress"] for p in progress})
 
 
 async def test_l22_status_notifications_carry_the_flat_task_after_the_response(

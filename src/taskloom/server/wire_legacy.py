@@ -12,8 +12,9 @@ from taskloom.server.status import wire_status
 
 
 def timestamp(moment: datetime) -> str:
-    """ISO-8601 in UTC with a ``Z`` suffix."""
-    return moment.isoformat().replace("+00:00", "Z")
+    """ISO-8601 in UTC with microseconds and a ``Z`` suffix (one width, so the strings
+    sort as the times do)."""
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def legacy_task(task: Task) -> dict[str, Any]:
