@@ -9,7 +9,8 @@ On a 2025-11-25 connection (where ``capabilities.tasks`` was announced):
 - with it, on a fallback tool (``task_status``...; task support forbidden): ``-32601``.
 
 On any other version nothing was announced, so ``params.task`` is ignored and every
-call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``).
+call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``). That
+includes 2026-07-28 until the tasks extension is served there.
 """
 
 import contextlib
@@ -70,7 +71,7 @@ class ToolCalls:
         if self._fallback is not None and params.name in FALLBACK_TOOL_NAMES:
             if tasks_announced and params.task is not None:
                 raise tool_forbids_task(params.name)
-            return await self._fallback.call(params.name, params.arguments)
+            return _complete(await self._fallback.call(params.name, params.arguments))
         workflow = self._workflows.get(params.name)
         if workflow is None:
             raise unknown_tool(params.name)
@@ -78,7 +79,7 @@ class ToolCalls:
             await self._start(ctx, workflow, params.arguments, params.task)
         if tasks_announced and workflow.task_support == "required":
             raise tool_needs_task(workflow.name)
-        return await self._run(ctx, workflow, params.arguments)
+        return _complete(await self._run(ctx, workflow, params.arguments))
 
     async def _start(
         self,
@@ -129,6 +130,13 @@ class ToolCalls:
             await self._manager.cancel(
                 task.id, owner=self._owner, reason="the tools/call request was cancelled"
             )
+
+
+def _complete(result: dict[str, Any]) -> dict[str, Any]:
+    """A ``CallToolResult`` dict as the SDK's sieve expects it on every version: 2026-07-28
+    requires ``resultType`` (which models default but dicts lack); older versions' sieve
+    drops it."""
+    return {**result, "resultType": "complete"}
 
 
 def _progress_token(ctx: Context) -> types.ProgressToken | None:
