@@ -79,7 +79,7 @@ async def test_l7_a_task_augmented_call_answers_a_nested_working_task(
 
 
 async def test_l8_a_malformed_task_param_is_32602(client: LegacyClient) -> None:
-    for task in ({"ttl": "soon"}, "yes", {"ttl": 0}, {"ttl": -5}):
+    for task in ({"ttl": "soon"}, "yes", {"ttl": 0}, {"ttl": -5}, {"ttl": True}):
         error = await client.error(
             "tools/call", {"name": "gated", "arguments": {"gate": "x"}, "task": task}
         )

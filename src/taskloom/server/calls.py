@@ -27,7 +27,7 @@ from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.submit import submit
 from taskloom.server.bridge import TaskCreated
-from taskloom.server.errors import tool_forbids_task, tool_needs_task, unknown_tool
+from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.notify import ProgressPush, TaskFollowers
 from taskloom.server.protocol import LEGACY_VERSION
@@ -88,6 +88,8 @@ class ToolCalls:
         arguments: dict[str, Any] | None,
         metadata: types.TaskMetadata,
     ) -> None:
+        if isinstance((ctx.params or {}).get("task", {}).get("ttl"), bool):
+            raise invalid_ttl()
         ttl: int | Literal[Sentinel.DEFAULT] = DEFAULT if metadata.ttl is None else metadata.ttl
         task = await submit(self._manager, workflow, arguments, owner=self._owner, ttl_ms=ttl)
         await self._followers.follow(

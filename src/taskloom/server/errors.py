@@ -66,6 +66,11 @@ def tool_forbids_task(name: str) -> MCPError:
     return MCPError(METHOD_NOT_FOUND, f"Tool {name!r} does not support task augmentation")
 
 
+def invalid_ttl() -> MCPError:
+    """A ``params.task.ttl`` that is not a number (the SDK lets ``true`` through as 1)."""
+    return MCPError(INVALID_PARAMS, "task.ttl must be a number of milliseconds")
+
+
 def not_on_this_version(method: str, version: str) -> MCPError:
     """A method this server does not serve at the connection's protocol *version*."""
     return MCPError(METHOD_NOT_FOUND, f"Method not found: {method} (protocol {version})", method)
