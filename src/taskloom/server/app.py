@@ -63,9 +63,7 @@ class TaskServer:
         """
         outbox = Outbox(write_stream)
         async with anyio.create_task_group() as task_group:
-            followers = TaskFollowers(
-                self.manager, outbox, task_group, recheck_s=self.settings.recheck_s
-            )
+            followers = TaskFollowers(self.manager, outbox, task_group)
             server = self._connection_server(followers, owner)
             await server.run(read_stream, outbox, server.create_initialization_options())
             task_group.cancel_scope.cancel()

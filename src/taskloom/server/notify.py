@@ -68,20 +68,18 @@ async def push_status(session: ServerSession, task: Task) -> None:
 
 
 class TaskFollowers:
-    """The tasks created on one connection, each followed by a task of its group."""
+    """The tasks created on one connection, each followed by a task of its group, on
+    this process's change feed."""
 
     def __init__(
         self,
         manager: TaskManager,
         outbox: Outbox,
         task_group: TaskGroup,
-        *,
-        recheck_s: float | None,
     ) -> None:
         self._manager = manager
         self._outbox = outbox
         self._task_group = task_group
-        self._recheck_s = recheck_s
 
     async def follow(
         self,
@@ -117,7 +115,11 @@ class TaskFollowers:
                 await push_status(session, current)
 
         try:
-            watch = self._manager.watch(task.id, recheck_every=self._recheck_s)
+            # The change feed only, no periodic store reads: a connection may follow
+            # thousands of tasks, and notifications are best effort (polling is the
+            # contract). Changes made by other processes reach this feed once it is
+            # fed across processes (e.g. PostgreSQL LISTEN/NOTIFY).
+            watch = self._manager.watch(task.id)
             async with aclosing(watch) as snapshots:
                 current = await anext(snapshots)  # subscribed: no later change is missed
                 task_status.started()

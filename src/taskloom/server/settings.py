@@ -14,6 +14,7 @@ class ServerSettings(BaseModel):
     """Also serve ``task_list``, ``task_status``, ``task_result``, ``task_cancel`` and
     ``task_answer``, for hosts that cannot use MCP Tasks."""
     recheck_s: float | None = Field(default=1.0, gt=0)
-    """How often a waiting request (``tasks/result``, a plain call, a status follower)
-    re-reads its task for changes made by other processes; ``None`` relies on this
-    process's change feed alone (enough when the worker runs in the server process)."""
+    """How often a waiting request (``tasks/result``, a plain call) re-reads its task for
+    changes made by other processes; ``None`` relies on this process's change feed alone
+    (enough when the worker runs in the server process). Status followers always rely
+    on the feed alone."""
