@@ -15,6 +15,7 @@ from taskloom.engine.runs import RunStore
 from taskloom.engine.worker import Worker
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.persistence.sqlite.slots import WorkerSlot
+from taskloom.server import TaskServer
 from taskloom.validation import JsonSchemaValidator
 
 
@@ -87,3 +88,11 @@ async def open_engine(
                     yield Engine(manager=manager, runs=store, workflows=registry, worker=worker)
                 finally:
                     task_group.cancel_scope.cancel()
+
+
+async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
+    """Open the engine and serve MCP over stdin and stdout until stdin closes."""
+    settings = settings if settings is not None else TaskloomSettings()
+    async with open_engine(settings) as engine:
+        server = TaskServer(engine.manager, engine.workflows, settings.server)
+        await server.serve_stdio()

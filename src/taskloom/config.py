@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from taskloom.engine.manager import TaskManagerSettings
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.sqlite import SqliteSettings
+from taskloom.server import ServerSettings
 
 DEFAULT_DATABASE = Path("taskloom.db")
 BUILTIN_WORKFLOWS = (
@@ -24,6 +25,7 @@ class TaskloomSettings(BaseModel):
     database: SqliteSettings = Field(default_factory=lambda: SqliteSettings(path=DEFAULT_DATABASE))
     tasks: TaskManagerSettings = Field(default_factory=TaskManagerSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     workflow_modules: tuple[str, ...] = BUILTIN_WORKFLOWS
     """Modules whose top-level workflows this process serves and runs."""
     workflow_settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)

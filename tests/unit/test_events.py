@@ -101,3 +101,33 @@ async def test_wait_until_terminal_wakes_on_the_change_not_by_polling(
             assert outcome == []
             await memory_manager.fail(task.id, TaskFailure(code="boom", message="it broke"))
     assert outcome == ["failed"]
+
+
+async def test_watch_yields_the_task_then_each_newer_version_and_ends_when_terminal(
+    memory_manager: TaskManager,
+) -> None:
+    task = await memory_manager.create("a")
+    seen: list[tuple[str, int]] = []
+
+    async def watcher() -> None:
+        seen.extend(
+            [(snapshot.state, snapshot.version) async for snapshot in memory_manager.watch(task.id)]
+        )
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(watcher)
+            await anyio.wait_all_tasks_blocked()
+            await memory_manager.start(task.id)
+            await anyio.wait_all_tasks_blocked()
+            await memory_manager.complete(task.id, "done")
+    assert seen == [("queued", 1), ("running", 2), ("completed", 3)]
+    assert memory_manager.feed.subscriber_count == 0
+
+
+async def test_watch_of_a_terminal_task_yields_it_once(memory_manager: TaskManager) -> None:
+    task = await memory_manager.create("a")
+    await memory_manager.cancel(task.id)
+    with anyio.fail_after(5):
+        seen = [snapshot.state async for snapshot in memory_manager.watch(task.id)]
+    assert seen == ["cancelled"]

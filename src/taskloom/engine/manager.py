@@ -1,7 +1,7 @@
 """The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final, Literal, TypeVar
@@ -357,6 +357,35 @@ class TaskManager:
                 if scope.cancelled_caught:
                     task = await self.get(task_id, owner=owner)
             return task
+
+    async def watch(
+        self,
+        task_id: str,
+        *,
+        owner: OwnerScope = ANY_OWNER,
+        recheck_every: float | None = None,
+    ) -> AsyncGenerator[Task]:
+        """Yield the task as it is now, then each newer version, ending after a terminal one.
+
+        Versions that change faster than the consumer reads are coalesced (the newest
+        wins), so a terminal version is never missed. With *recheck_every*, the store is
+        read again at that period too, for changes made by other processes. Close the
+        iterator (``contextlib.aclosing``) when leaving early.
+
+        Raises:
+            TaskNotFoundError: no such task visible to *owner* (also if it expires meanwhile).
+        """
+        with self.subscribe([task_id]) as subscription:
+            task = await self.get(task_id, owner=owner)
+            yield task
+            while not task.is_terminal:
+                with anyio.move_on_after(recheck_every or math.inf) as scope:
+                    changed = await subscription.receive()
+                if scope.cancelled_caught:
+                    changed = await self.get(task_id, owner=owner)
+                if changed.version > task.version:
+                    task = changed
+                    yield task
 
     async def purge_expired(self) -> int:
         """Delete every expired task now; return how many."""

@@ -1,1 +1,6 @@
-"""MCP adapter (both protocol generations, fallback tools, stdio and HTTP). Not built yet."""
+"""The MCP adapter: workflows as tools, their runs as durable MCP tasks (2025-11-25)."""
+
+from taskloom.server.app import TaskServer
+from taskloom.server.settings import ServerSettings
+
+__all__ = ("ServerSettings", "TaskServer")

@@ -1,0 +1,5 @@
+"""``python -m taskloom``: the command line."""
+
+from taskloom.cli import main
+
+main()

@@ -1,0 +1,92 @@
+"""The ``taskloom`` command. Every flag can also be set by a ``TASKLOOM_*`` variable.
+
+``taskloom serve [--db PATH] [--workflows MODULE ...]`` serves MCP over stdio. A user
+mistake (a bad flag, a module that does not import, a file that is not a taskloom
+database) is one line on stderr and exit code 2, never a traceback.
+"""
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import anyio
+
+from taskloom.bootstrap import serve_stdio
+from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
+from taskloom.engine.errors import TaskloomError
+from taskloom.persistence.sqlite import SqliteSettings
+
+USAGE_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="taskloom", description="Durable tasks for the Model Context Protocol.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    serve = commands.add_parser(
+        "serve",
+        help="serve MCP over stdin/stdout",
+        description="Serve the workflows as MCP tools over stdin and stdout.",
+    )
+    serve.add_argument(
+        "--db",
+        type=Path,
+        default=Path(os.environ.get("TASKLOOM_DB") or DEFAULT_DATABASE),
+        metavar="PATH",
+        help="SQLite database file (env TASKLOOM_DB; default %(default)s)",
+    )
+    serve.add_argument(
+        "--workflows",
+        nargs="+",
+        default=_split(os.environ.get("TASKLOOM_WORKFLOWS", "")),
+        metavar="MODULE",
+        help="modules whose workflows to serve, besides the built-in ones "
+        "(env TASKLOOM_WORKFLOWS, comma-separated)",
+    )
+    return parser
+
+
+def _split(value: str) -> list[str]:
+    return [part for part in value.replace(",", " ").split() if part]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command line; exits with 0, or 2 on a user mistake."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("choose a command: serve")
+    settings = TaskloomSettings(
+        database=SqliteSettings(path=args.db),
+        workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
+    )
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        anyio.run(serve_stdio, settings, backend="asyncio")
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (TaskloomError, BaseExceptionGroup) as error:
+        mistake = _taskloom_error(error)
+        if mistake is None:
+            raise
+        parser.exit(USAGE_ERROR, f"taskloom: error: {mistake}\n")
+
+
+def _taskloom_error(error: BaseException) -> TaskloomError | None:
+    """The TaskloomError behind *error*, also from inside (nested) exception groups."""
+    if isinstance(error, TaskloomError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _taskloom_error(inner)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,110 @@
+"""The MCP server: a ready engine's workflows as tools, their runs as tasks.
+
+One SDK ``Server`` is built per connection, holding that connection's state (its owner,
+the followers of the tasks created on it, the watched outgoing stream); all of them
+share the engine, which outlives every connection: a task keeps running when the
+connection that created it closes, and a reconnecting client finds it by id.
+"""
+
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared._stream_protocols import ReadStream, WriteStream  # the SDK's transport protocols
+from mcp.shared.message import SessionMessage
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import WorkflowDefinitionError
+from taskloom.engine.manager import TaskManager
+from taskloom.server.bridge import advertise_tasks, task_bridge
+from taskloom.server.calls import ToolCalls
+from taskloom.server.errors import error_boundary
+from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
+from taskloom.server.legacy import LegacyTasks
+from taskloom.server.notify import TaskFollowers
+from taskloom.server.outbox import Outbox
+from taskloom.server.settings import ServerSettings
+
+
+class TaskServer:
+    """Serves MCP connections over one engine (its task manager and its workflows)."""
+
+    def __init__(
+        self,
+        manager: TaskManager,
+        workflows: Mapping[str, Workflow[Any]],
+        settings: ServerSettings | None = None,
+    ) -> None:
+        self.manager = manager
+        self.workflows = dict(workflows)
+        self.settings = settings or ServerSettings()
+        if self.settings.fallback_tools:
+            clashes = sorted(FALLBACK_TOOL_NAMES.intersection(self.workflows))
+            if clashes:
+                raise WorkflowDefinitionError(
+                    f"workflow {clashes[0]!r} has the name of a built-in tool; rename it"
+                )
+
+    async def serve(
+        self,
+        read_stream: ReadStream[SessionMessage | Exception],
+        write_stream: WriteStream[SessionMessage],
+        *,
+        owner: str | None = None,
+    ) -> None:
+        """Serve one connection until its read stream ends.
+
+        *owner* is the principal the connection acts for: its tasks are created for it
+        and only its tasks are visible (``None``: the local user of a stdio server).
+        """
+        outbox = Outbox(write_stream)
+        async with anyio.create_task_group() as task_group:
+            followers = TaskFollowers(self.manager, outbox, task_group)
+            server = self._connection_server(followers, owner)
+            await server.run(read_stream, outbox, server.create_initialization_options())
+            task_group.cancel_scope.cancel()
+
+    async def serve_stdio(self) -> None:
+        """Serve the process's stdin and stdout until stdin closes."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self.serve(read_stream, write_stream)
+
+    def _connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
+        recheck_s = self.settings.recheck_s
+        fallback = (
+            FallbackTools(self.manager, owner=owner) if self.settings.fallback_tools else None
+        )
+        calls = ToolCalls(
+            self.manager,
+            self.workflows,
+            followers,
+            owner=owner,
+            recheck_s=recheck_s,
+            fallback=fallback,
+        )
+        tasks = LegacyTasks(self.manager, owner=owner, recheck_s=recheck_s)
+        server: Server[Any] = Server(
+            self.settings.name,
+            version=_taskloom_version(),
+            on_list_tools=calls.list_tools,
+        )
+        # Results are dicts (a CreateTaskResult leaves through the bridge), so the call
+        # handler is registered directly rather than through the typed ``on_call_tool``.
+        server.add_request_handler("tools/call", types.CallToolRequestParams, calls.call_tool)
+        server.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks.get)
+        server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
+        server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
+        server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
+        server.middleware += [error_boundary, advertise_tasks, task_bridge]
+        return server
+
+
+def _taskloom_version() -> str:
+    try:
+        return version("taskloom")
+    except PackageNotFoundError:  # pragma: no cover  # running from a source tree
+        return "unknown"

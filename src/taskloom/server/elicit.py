@@ -1,0 +1,115 @@
+"""Asking the requestor a task's pending questions through ``elicitation/create``.
+
+2025-11-25 §2.12: a task waiting for input shows ``input_required``; when the requestor
+calls ``tasks/result``, the server sends each pending question as an elicitation on
+that request's stream, carrying the related-task ``_meta``, and stores the answer (the
+engine re-checks it against the question's schema). The questions live in the store,
+not in this process, so any later ``tasks/result`` (after a reconnect or a restart) asks
+again whatever is still unanswered.
+
+Outcomes (ADR 0008): ``accept`` answers the question; ``decline`` fails the task
+(``input_declined``), ``cancel`` (dismissed) cancels it.
+"""
+
+import contextlib
+import logging
+from typing import Any, Final
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+
+from taskloom.engine.errors import (
+    InputNotRequestedError,
+    InvalidAnswerError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import InputRequest, Task, TaskFailure
+from taskloom.server.protocol import related_task_meta
+
+logger = logging.getLogger(__name__)
+
+MAX_ASKS: Final = 3
+"""How often one question is asked again after answers that do not fit its schema."""
+_ELICITATION: Final = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+class InputAsker:
+    """Asks over one ``tasks/result`` request; gives up for good if the client cannot answer."""
+
+    def __init__(
+        self, manager: TaskManager, ctx: ServerRequestContext[Any, Any], owner: str | None
+    ) -> None:
+        self._manager = manager
+        self._ctx = ctx
+        self._owner = owner
+        self._able = ctx.session.check_client_capability(_ELICITATION)
+
+    async def ask_pending(self, task: Task) -> None:
+        """Ask each question *task* waits on, storing the answers."""
+        for key, question in task.input_requests.items():
+            if not self._able:
+                return
+            await self._ask(task.id, key, question)
+
+    async def _ask(self, task_id: str, key: str, question: InputRequest) -> None:
+        message = question.message
+        for _ in range(MAX_ASKS):
+            answer = await self._elicit(task_id, message, question)
+            if answer is None:
+                return
+            if answer.action == "decline":
+                await self._end(task_id, declined=True, question=question.message)
+                return
+            if answer.action == "cancel":
+                await self._end(task_id, declined=False, question=question.message)
+                return
+            try:
+                await self._manager.provide_input(
+                    task_id, key, answer.content or {}, owner=self._owner
+                )
+            except InvalidAnswerError as error:
+                message = f"{question.message} (please correct: {'; '.join(error.problems[:3])})"
+                continue
+            except (InputNotRequestedError, TaskNotFoundError, TaskStateError):
+                return  # answered through another channel, or the task ended meanwhile
+            return
+
+    async def _elicit(
+        self, task_id: str, message: str, question: InputRequest
+    ) -> types.ElicitResult | None:
+        params = types.ElicitRequestFormParams.model_validate(
+            {
+                "message": message,
+                "requestedSchema": question.requested_schema,
+                "_meta": related_task_meta(task_id),
+            }
+        )
+        try:
+            return await self._ctx.session.send_request(
+                types.ElicitRequest(params=params),
+                types.ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
+            )
+        except MCPError as error:
+            logger.info("the client did not answer an elicitation for %s: %s", task_id, error)
+            self._able = False
+            return None
+
+    async def _end(self, task_id: str, *, declined: bool, question: str) -> None:
+        with contextlib.suppress(TaskNotFoundError, TaskStateError):  # ended meanwhile
+            if declined:
+                failure = TaskFailure(
+                    code="input_declined",
+                    message=f"the requestor declined to answer: {question}",
+                )
+                await self._manager.fail(task_id, failure)
+            else:
+                await self._manager.cancel(
+                    task_id,
+                    owner=self._owner,
+                    reason=f"the requestor dismissed the question: {question}",
+                )

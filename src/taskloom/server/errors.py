@@ -1,0 +1,104 @@
+"""The one mapping from engine errors to JSON-RPC errors, and the middleware applying it.
+
+Every code the server answers with is chosen here: handlers raise engine errors (or
+the helpers below), and :func:`error_boundary` turns them into ``MCPError``s. Anything
+unexpected becomes ``-32603`` with a generic message (the details go to the log), so
+no request, however malformed, reaches the client as a traceback or a ``code: 0``.
+"""
+
+import logging
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from pydantic import ValidationError
+
+from taskloom.engine.errors import (
+    IdempotencyConflictError,
+    IllegalTransitionError,
+    InvalidRequestError,
+    PersistenceError,
+    TaskloomError,
+    TaskNotFoundError,
+    TaskStateError,
+    UnknownWorkflowError,
+)
+from taskloom.engine.models import Task
+from taskloom.engine.states import TaskState, is_terminal
+from taskloom.server.status import wire_status
+
+logger = logging.getLogger(__name__)
+
+
+def to_mcp_error(error: TaskloomError) -> MCPError:
+    """The JSON-RPC error a requestor gets for an engine *error*."""
+    match error:
+        case TaskNotFoundError():
+            # Same message for unknown, expired and foreign ids: nothing to probe.
+            return MCPError(INVALID_PARAMS, f"Task not found: {error.task_id}")
+        case IllegalTransitionError(target=TaskState.CANCELLED) if is_terminal(error.current):
+            status = wire_status(error.current)
+            return MCPError(
+                INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{status}'"
+            )
+        case UnknownWorkflowError():
+            return MCPError(INVALID_PARAMS, str(error))
+        case InvalidRequestError() | IdempotencyConflictError() | TaskStateError():
+            return MCPError(INVALID_PARAMS, str(error))
+        case PersistenceError():
+            logger.error("task store failure: %s", error, exc_info=error)
+            return MCPError(INTERNAL_ERROR, f"The task store failed: {error}")
+        case _:
+            logger.error("engine error: %s", error, exc_info=error)
+            return MCPError(INTERNAL_ERROR, str(error))
+
+
+def tool_needs_task(name: str) -> MCPError:
+    """A ``required`` tool called without ``params.task`` (MUST be -32601)."""
+    return MCPError(
+        METHOD_NOT_FOUND, f"Tool {name!r} runs only as a task: call it with params.task"
+    )
+
+
+def tool_forbids_task(name: str) -> MCPError:
+    """``params.task`` on a tool whose taskSupport is forbidden (SHOULD be -32601)."""
+    return MCPError(METHOD_NOT_FOUND, f"Tool {name!r} does not support task augmentation")
+
+
+def invalid_ttl() -> MCPError:
+    """A ``params.task.ttl`` that is not a number (the SDK lets ``true`` through as 1)."""
+    return MCPError(INVALID_PARAMS, "task.ttl must be a number of milliseconds")
+
+
+def not_on_this_version(method: str, version: str) -> MCPError:
+    """A method this server does not serve at the connection's protocol *version*."""
+    return MCPError(METHOD_NOT_FOUND, f"Method not found: {method} (protocol {version})", method)
+
+
+def cancelled_without_result(task: Task) -> MCPError:
+    """What ``tasks/result`` (or a plain call) answers for a cancelled task (ADR 0008)."""
+    reason = f": {task.status_message}" if task.status_message else ""
+    return MCPError(
+        INTERNAL_ERROR,
+        f"Task {task.id} was cancelled{reason}; it has no result",
+        {"taskId": task.id, "status": "cancelled"},
+    )
+
+
+async def error_boundary(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: engine errors become their JSON-RPC errors, crashes ``-32603``."""
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise  # already a protocol error (the SDK maps ValidationError to -32602)
+    except TaskloomError as error:
+        raise to_mcp_error(error) from error
+    except Exception as error:
+        logger.exception("%s failed", ctx.method)
+        raise MCPError(INTERNAL_ERROR, "Internal error") from error
+
+
+def unknown_tool(name: str) -> MCPError:
+    """A ``tools/call`` naming no tool of this server."""
+    return MCPError(INVALID_PARAMS, f"Unknown tool: {name}")

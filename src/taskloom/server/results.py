@@ -1,0 +1,47 @@
+"""The ``CallToolResult`` of a finished task: the same for a plain call and ``tasks/result``.
+
+- completed: the workflow's result as JSON text, and as ``structuredContent`` when it is
+  a JSON object (always the case for a workflow with an output model);
+- failed: ``isError: true`` with the failure's message (a tool execution error, which
+  the model can read and act on);
+- cancelled: no result at all, a JSON-RPC error (ADR 0008).
+"""
+
+import json
+from typing import Any
+
+from taskloom.engine.models import Task
+from taskloom.engine.states import TaskState
+from taskloom.server.errors import cancelled_without_result
+
+
+def call_tool_result(task: Task) -> dict[str, Any]:
+    """The result a terminal *task*'s tool call answers with.
+
+    Raises:
+        MCPError: the task was cancelled (it has no result).
+        ValueError: the task has not finished (a programming error).
+    """
+    match task.state:
+        case TaskState.COMPLETED:
+            text = json.dumps(task.result, ensure_ascii=False, separators=(",", ":"))
+            result: dict[str, Any] = {"content": [_text(text)], "isError": False}
+            if isinstance(task.result, dict):
+                result["structuredContent"] = task.result
+            return result
+        case TaskState.FAILED:
+            message = task.error.message if task.error is not None else "the task failed"
+            return {"content": [_text(message)], "isError": True}
+        case TaskState.CANCELLED:
+            raise cancelled_without_result(task)
+        case _:
+            raise ValueError(f"task {task.id} has no result yet: it is {task.state}")
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def invalid_arguments_result(message: str) -> dict[str, Any]:
+    """A plain call whose arguments do not fit the tool: a tool error the model can fix."""
+    return {"content": [_text(message)], "isError": True}

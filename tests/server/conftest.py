@@ -1,0 +1,84 @@
+"""An engine on SQLite in tmp_path, a TaskServer over it, and in-process legacy clients."""
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.session import ElicitationFnT
+from mcp.shared.memory import create_client_server_memory_streams
+
+from taskloom.bootstrap import Engine, open_engine
+from taskloom.config import TaskloomSettings
+from taskloom.engine.manager import TaskManagerSettings
+from taskloom.engine.registry import WorkflowRegistry
+from taskloom.engine.worker import WorkerSettings
+from taskloom.persistence.sqlite import SqliteSettings
+from taskloom.server import ServerSettings, TaskServer
+from taskloom.testing import FakeClock
+from taskloom.workflows.countdown import countdown
+from tests.server import flows
+from tests.server.client import LegacyClient, open_client
+
+Connect = Callable[..., AbstractAsyncContextManager[LegacyClient]]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_gates() -> None:
+    flows.GATES.clear()
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
+    """A running engine (with a worker) over a fresh SQLite file, on the fake clock."""
+    settings = TaskloomSettings(
+        database=SqliteSettings(path=tmp_path / "tasks.db", synchronous="NORMAL"),
+        tasks=TaskManagerSettings(default_page_size=3, max_ttl_ms=600_000),
+        worker=WorkerSettings(poll_s=0.05, progress_interval_s=0, input_recheck_s=None),
+        workflow_modules=(),
+        load_entry_points=False,
+        run_sweeper=False,
+    )
+    registry = WorkflowRegistry(
+        {w.name: w for w in (countdown, flows.gated, flows.must_task, flows.ask)}
+    )
+    async with open_engine(settings, clock=clock, workflows=registry) as opened:
+        yield opened
+
+
+@pytest.fixture
+def task_server(engine: Engine) -> TaskServer:
+    return TaskServer(engine.manager, engine.workflows, ServerSettings(recheck_s=None))
+
+
+@pytest.fixture
+def connect(task_server: TaskServer) -> Connect:
+    """``async with connect() as client``: a client on a new in-process connection."""
+
+    @asynccontextmanager
+    async def connected(
+        *,
+        protocol_version: str | None = None,
+        owner: str | None = None,
+        elicitation_callback: ElicitationFnT | None = None,
+    ) -> AsyncIterator[LegacyClient]:
+        async with (
+            create_client_server_memory_streams() as (client_streams, server_streams),
+            anyio.create_task_group() as task_group,
+        ):
+            task_group.start_soon(lambda: task_server.serve(*server_streams, owner=owner))
+            async with open_client(
+                *client_streams, protocol_version, elicitation_callback=elicitation_callback
+            ) as client:
+                yield client
+            task_group.cancel_scope.cancel()
+
+    return connected
+
+
+@pytest.fixture
+async def client(connect: Connect) -> AsyncIterator[LegacyClient]:
+    """A client on a 2025-11-25 connection."""
+    async with connect() as connected:
+        yield connected

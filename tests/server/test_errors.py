@@ -1,0 +1,60 @@
+"""The one mapping from engine errors and states to the wire."""
+
+from typing import Any, cast
+
+import pytest
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from taskloom.engine.errors import (
+    DatabaseBusyError,
+    IdempotencyConflictError,
+    IllegalTransitionError,
+    InvalidCursorError,
+    TaskloomError,
+    TaskNotFoundError,
+)
+from taskloom.engine.states import TaskState
+from taskloom.server.errors import error_boundary, to_mcp_error
+from taskloom.server.status import WIRE_STATUS
+
+
+def test_every_engine_state_has_a_wire_status() -> None:
+    assert set(WIRE_STATUS) == set(TaskState)
+    assert WIRE_STATUS[TaskState.QUEUED] == WIRE_STATUS[TaskState.RUNNING] == "working"
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (TaskNotFoundError("t1"), -32602),
+        (InvalidCursorError("zz"), -32602),
+        (IdempotencyConflictError(key="k", existing_task_id="t1"), -32602),
+        (IllegalTransitionError(task_id="t", current=TaskState.FAILED, target="cancelled"), -32602),
+        (DatabaseBusyError("locked"), -32603),
+        (TaskloomError("something else"), -32603),
+    ],
+)
+def test_engine_errors_map_to_json_rpc_codes(error: TaskloomError, code: int) -> None:
+    assert to_mcp_error(error).code == code
+
+
+def test_cancelling_a_terminal_task_names_its_status() -> None:
+    error = IllegalTransitionError(
+        task_id="t", current=TaskState.FAILED, target=TaskState.CANCELLED
+    )
+    assert to_mcp_error(error).message == "Cannot cancel task: already in terminal status 'failed'"
+
+
+async def test_the_boundary_turns_a_crash_into_a_generic_32603() -> None:
+    async def crash(ctx: Any) -> None:
+        raise RuntimeError("secret detail")
+
+    with pytest.raises(MCPError) as raised:
+        await error_boundary(cast(ServerRequestContext[Any, Any], _Ctx()), crash)
+    assert raised.value.code == -32603
+    assert raised.value.message == "Internal error"
+
+
+class _Ctx:
+    method = "tools/call"

@@ -1,0 +1,152 @@
+"""The fallback tools: the task store through plain tool calls, compact, for hosts
+without MCP Tasks support."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from taskloom.bootstrap import Engine
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.errors import WorkflowDefinitionError
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.states import TaskState
+from taskloom.server import TaskServer
+from taskloom.server.fallback import LINE_LIMIT, summary_line
+from tests.server import flows
+from tests.server.client import LegacyClient
+from tests.server.conftest import Connect
+
+FALLBACK = {"task_list", "task_status", "task_result", "task_cancel", "task_answer"}
+
+
+def _text(result: dict[str, Any]) -> str:
+    text: str = result["content"][0]["text"]
+    return text
+
+
+async def test_l3_fallback_tools_are_listed_without_task_support(client: LegacyClient) -> None:
+    tools = {tool["name"]: tool for tool in (await client.request("tools/list"))["tools"]}
+    assert set(tools) >= FALLBACK
+    for name in FALLBACK:
+        assert "execution" not in tools[name]  # absent means forbidden
+        assert tools[name]["inputSchema"]["type"] == "object"
+
+
+async def test_l4_a_task_param_on_a_forbidden_tool_is_32601(client: LegacyClient) -> None:
+    error = await client.error(
+        "tools/call", {"name": "task_list", "arguments": {}, "task": {"ttl": 1000}}
+    )
+    assert error.code == -32601
+    assert "task_list" in error.message
+
+
+async def test_task_list_pages_are_compact_and_filterable(client: LegacyClient) -> None:
+    ids = {await client.start("gated", {"gate": "list"}) for _ in range(12)}
+    first = _text(await client.call("task_list"))
+    assert len(first.encode()) < 2048
+    lines = first.splitlines()
+    assert len(lines) == 11  # ten tasks and the cursor
+    cursor = lines[-1].removeprefix("next_cursor: ")
+    second = _text(await client.call("task_list", {"cursor": cursor})).splitlines()
+    listed = {line.split()[0] for line in lines[:-1] + second}
+    assert listed == ids
+    assert _text(await client.call("task_list", {"status": "completed"})) == "no tasks"
+    working = _text(await client.call("task_list", {"status": "working", "limit": 50}))
+    assert len(working.splitlines()) == 12
+
+
+def test_a_summary_line_is_bounded_so_a_default_page_stays_under_2_kb() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    task = Task(
+        id=TaskId("x" * 43),
+        name="n" * 128,
+        arguments={},
+        owner=None,
+        state=TaskState.RUNNING,
+        status_message="m" * 1000,
+        created_at=now,
+        updated_at=now,
+        ttl_ms=None,
+        version=2,
+    )
+    line = summary_line(task)
+    assert len(line) == LINE_LIMIT
+    cursor_line = "next_cursor: " + "c" * 40
+    assert len("\n".join([line] * 10 + [cursor_line]).encode()) < 2048
+
+
+async def test_status_result_and_cancel(client: LegacyClient) -> None:
+    task_id = await client.start("gated", {"gate": "fallback"})
+    status = _text(await client.call("task_status", {"task_id": task_id}))
+    assert status.startswith(f"task {task_id}: working (gated)")
+    waiting = await client.call("task_result", {"task_id": task_id})
+    assert waiting["isError"] is False
+    assert "not finished: call task_result again later" in _text(waiting)
+    flows.gate("fallback").set()
+    finished = await client.call("task_result", {"task_id": task_id, "wait_s": 30})
+    via_tasks = await client.result(task_id)
+    del via_tasks["_meta"]
+    assert finished == via_tasks
+
+    other = await client.start("gated", {"gate": "never"})
+    assert _text(await client.call("task_cancel", {"task_id": other})) == (
+        f"task {other} is cancelled"
+    )
+    again = await client.call("task_cancel", {"task_id": other})
+    assert again["isError"] is True
+    assert _text(again) == "Cannot cancel task: already in terminal status 'cancelled'"
+    cancelled = await client.call("task_result", {"task_id": other})
+    assert cancelled["isError"] is True
+    assert "was cancelled" in _text(cancelled)
+
+
+async def test_task_answer_answers_the_pending_question(client: LegacyClient) -> None:
+    task_id = await client.start("ask", {})
+    await client.tap.until(lambda: "input_required" in client.statuses(task_id))
+    status = _text(await client.call("task_status", {"task_id": task_id}))
+    assert "question 'greet#1': Your name?" in status
+    assert '"required":["name"]' in status
+    wrong = await client.call("task_answer", {"task_id": task_id, "answer": {"nom": "x"}})
+    assert wrong["isError"] is True
+    assert "does not match the requested schema" in _text(wrong)
+    right = await client.call("task_answer", {"task_id": task_id, "answer": {"name": "Ada"}})
+    assert _text(right).startswith("answer to 'greet#1' stored")
+    result = await client.call("task_result", {"task_id": task_id, "wait_s": 30})
+    assert _text(result) == '"Hello, Ada!"'
+    late = await client.call("task_answer", {"task_id": task_id, "answer": {"name": "Bo"}})
+    assert late["isError"] is True
+    assert "not waiting for an answer (completed)" in _text(late)
+
+
+async def test_mistakes_are_tool_errors(client: LegacyClient) -> None:
+    unknown = await client.call("task_status", {"task_id": "nope"})
+    assert unknown == {
+        "content": [{"type": "text", "text": "Task not found: nope"}],
+        "isError": True,
+    }
+    bad = await client.call("task_result", {"task_id": "x", "wait_s": 1000})
+    assert bad["isError"] is True
+    assert _text(bad).startswith("invalid arguments for task_result: wait_s")
+    assert (await client.call("task_list", {"cursor": "bogus"}))["isError"] is True
+
+
+async def test_hosts_without_tasks_use_the_fallback_tools(connect: Connect) -> None:
+    async with connect(protocol_version="2025-06-18") as old:
+        listed = _text(await old.call("task_list"))
+        assert listed == "no tasks"
+
+
+async def test_a_workflow_may_not_take_a_fallback_tools_name(engine: Engine) -> None:
+    class Empty(BaseModel):
+        pass
+
+    clash = Workflow("task_list", version="1", input=Empty)
+
+    @clash.node()
+    async def noop(ctx: NodeContext[Empty]) -> int:
+        return 0
+
+    with pytest.raises(WorkflowDefinitionError, match="built-in tool"):
+        TaskServer(engine.manager, {"task_list": clash})

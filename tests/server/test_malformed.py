@@ -1,0 +1,61 @@
+"""Malformed requests get a spec error code, never a crash, and change no stored task."""
+
+from typing import Any
+
+import pytest
+
+from taskloom.bootstrap import Engine
+from taskloom.engine.states import TaskState
+from tests.helpers import eventually
+from tests.server.client import LegacyClient
+
+SPEC_CODES = {-32600, -32601, -32602, -32603}
+
+MALFORMED: list[tuple[str, Any]] = [
+    ("tasks/get", None),
+    ("tasks/get", {"taskId": 5}),
+    ("tasks/get", {"taskId": None}),
+    ("tasks/get", {"taskId": ["a"]}),
+    ("tasks/get", {"taskId": ""}),
+    ("tasks/get", {"taskId": "x" * 100_000}),
+    ("tasks/get", {"taskId": "\x00\u202e"}),
+    ("tasks/result", {"taskId": {"nested": True}}),
+    ("tasks/result", {"taskId": "missing"}),
+    ("tasks/cancel", {}),
+    ("tasks/cancel", {"taskId": 1.5}),
+    ("tasks/list", {"cursor": 7}),
+    ("tasks/list", {"cursor": "\ud800"}),
+    ("tasks/list", {"cursor": "eyJ4IjogMX0="}),
+    ("tasks/update", {"taskId": "x"}),
+    ("tasks/whatever", {}),
+    ("tools/call", None),
+    ("tools/call", {}),
+    ("tools/call", {"name": 5}),
+    ("tools/call", {"name": "countdown", "arguments": "start=3"}),
+    ("tools/call", {"name": "countdown", "arguments": {"start": 3}, "task": []}),
+    ("tools/call", {"name": "countdown", "arguments": {"start": 3}, "task": {"ttl": 1e300}}),
+    ("tools/call", {"name": "countdown", "arguments": {"start": 3}, "task": {"ttl": True}}),
+    ("tools/call", {"name": "countdown", "arguments": {"start": -1}, "task": {}}),
+    ("tools/call", {"name": "countdown", "arguments": {"nope": 1, "start": 10**30}, "task": {}}),
+    ("tools/call", {"name": "", "arguments": {}}),
+    ("tools/call", {"name": "task_status", "arguments": {"task_id": 5}, "task": {}}),
+]
+
+
+@pytest.mark.parametrize(("method", "params"), MALFORMED)
+async def test_a_malformed_request_is_a_spec_error_and_changes_nothing(
+    client: LegacyClient, engine: Engine, method: str, params: Any
+) -> None:
+    task_id = await client.start("gated", {"gate": "steady"})
+
+    async def running() -> bool:  # the worker's own change lands first
+        return (await engine.manager.get(task_id)).state is TaskState.RUNNING
+
+    await eventually(running)
+    before = await engine.manager.get(task_id)
+    error = await client.error(method, params)
+    assert error.code in SPEC_CODES, (method, params, error)
+    assert "Traceback" not in error.message
+    assert await engine.manager.get(task_id) == before
+    assert [task.id for task in (await engine.manager.list()).tasks] == [task_id]
+    assert (await client.get(task_id))["status"] == "working"  # still serving
