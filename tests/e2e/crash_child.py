@@ -53,8 +53,22 @@ SERVE_LIMIT_S = 30.0
 NOT_REACHED = 3
 
 
+POINTS = frozenset(
+    {
+        "after_claim",
+        "before_start",
+        "after_start",
+        "before_end",
+        "after_end",
+        "backoff",
+        "input",
+        "before_result",
+    }
+)
+
+
 class _KillPoint:
-    """Where to die, and how many commits of that kind to let through first."""
+    """Where to die: a kind of commit, and which one of that kind (the ``at``-th)."""
 
     name: ClassVar[str | None] = None
     at: ClassVar[int] = 1
@@ -65,6 +79,8 @@ class _KillPoint:
     def configure(cls, spec: str | None, database: Path) -> None:
         if spec is not None:
             name, _, at = spec.partition(":")
+            if name not in POINTS:
+                raise SystemExit(f"unknown kill point {name!r}; known: {sorted(POINTS)}")
             cls.name, cls.at = name, int(at or 1)
         cls.record = database.with_name(database.name + ".kill")
 

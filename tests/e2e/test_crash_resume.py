@@ -28,6 +28,7 @@ checkpoint completed twice; one killed after its checkpoint, once; and so on.
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -89,7 +90,23 @@ class Snapshot:
 
     @classmethod
     def read(cls, database: Path) -> "Snapshot":
-        with closing(sqlite3.connect(database)) as raw:
+        """Read *database* without changing it (a read-only connection never checkpoints)."""
+        return cls._read(database, f"file:{database}?mode=ro")
+
+    @classmethod
+    def copy(cls, database: Path, scratch: Path) -> "Snapshot":
+        """Read a copy of *database* and its WAL, so that the next worker finds the files
+        exactly as the kill left them (even the shared-memory index)."""
+        scratch.mkdir()
+        for suffix in ("", "-wal", "-shm"):
+            source = database.with_name(database.name + suffix)
+            if source.exists():
+                shutil.copyfile(source, scratch / source.name)
+        return cls._read(database, str(scratch / database.name))
+
+    @classmethod
+    def _read(cls, database: Path, uri: str) -> "Snapshot":
+        with closing(sqlite3.connect(uri, uri=True)) as raw:
             tasks = {
                 task_id: Task.model_validate_json(body)
                 for task_id, body in raw.execute("SELECT id, body FROM tasks")
@@ -137,7 +154,8 @@ class Victim:
 
     @classmethod
     def of(cls, database: Path) -> "Victim":
-        record = json.loads(database.with_name(database.name + ".kill").read_text())
+        lines = database.with_name(database.name + ".kill").read_text().splitlines()
+        record = json.loads(lines[-1])  # the latest kill
         return cls(record["task"], record["node"] or "", record["attempt"] or 0)
 
 
@@ -358,18 +376,39 @@ KILL_POINTS: Final[dict[str, Check]] = {
 }
 
 
+async def _crash(database: Path, kill_point: str, scratch: Path) -> Snapshot:
+    """Run a worker that kills itself at *kill_point*; the files as it left them."""
+    killed = await _worker(database, kill_point)
+    assert killed.returncode == -signal.SIGKILL, (
+        f"the worker exited with {killed.returncode} instead of being killed at {kill_point}: "
+        + killed.stderr.decode()
+    )
+    return Snapshot.copy(database, scratch)
+
+
 @pytest.mark.parametrize("kill_point", KILL_POINTS)
 async def test_every_run_completes_after_a_sigkill_at(kill_point: str, tmp_path: Path) -> None:
     database = tmp_path / "crash.db"
     ask, flaky = kill_point == "input", kill_point == "backoff"
     numbers = await _submit(database, ask=ask, flaky=flaky)
 
-    killed = await _worker(database, kill_point)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
-    before = Snapshot.read(database)
-
+    before = await _crash(database, kill_point, tmp_path / "killed")
     await _restart(database, numbers, answer=ask)
     after = Snapshot.read(database)
 
     _check_end(before, after, numbers, ask=ask)
     KILL_POINTS[kill_point](database, before, after)
+
+
+async def test_a_crash_while_resuming_from_a_crash_loses_nothing(tmp_path: Path) -> None:
+    database = tmp_path / "crash.db"
+    numbers = await _submit(database, ask=False, flaky=False)
+
+    first = await _crash(database, "after_start:9", tmp_path / "first")
+    second = await _crash(database, "after_start:2", tmp_path / "second")
+    _check_nothing_lost(first, second)
+    await _restart(database, numbers, answer=False)
+    after = Snapshot.read(database)
+
+    _check_end(second, after, numbers, ask=False)
+    assert sum(row.interruptions for row in after.nodes.values()) >= 2
