@@ -14,6 +14,7 @@ of the store and the manager, and a clock, that kill the process around one comm
 - ``before_start:N`` / ``after_start:N``: right before / after the N-th node start commits.
 - ``before_end:N`` / ``after_end:N``: right before / after the N-th node completion (output
   and state) commits; "before" is after the node body has returned.
+- A suffix ``@NODE`` counts only the commits of the nodes named NODE (``after_start@flaky``).
 - ``backoff``: inside the first retry wait, after the failed attempt was recorded.
 - ``input``: once every run waits for an answer.
 - ``before_result``: right before the first run's result is written (its nodes all done).
@@ -68,25 +69,30 @@ POINTS = frozenset(
 
 
 class _KillPoint:
-    """Where to die: a kind of commit, and which one of that kind (the ``at``-th)."""
+    """Where to die: a kind of commit, and which one of that kind (the ``at``-th, counting
+    only the commits of node ``node`` if it is set)."""
 
     name: ClassVar[str | None] = None
     at: ClassVar[int] = 1
+    node: ClassVar[str | None] = None
     record: ClassVar[Path] = Path("/dev/null")
     _seen: ClassVar[dict[str, int]] = {}
 
     @classmethod
     def configure(cls, spec: str | None, database: Path) -> None:
         if spec is not None:
+            spec, _, node = spec.partition("@")
             name, _, at = spec.partition(":")
             if name not in POINTS:
                 raise SystemExit(f"unknown kill point {name!r}; known: {sorted(POINTS)}")
-            cls.name, cls.at = name, int(at or 1)
+            cls.name, cls.at, cls.node = name, int(at or 1), node or None
         cls.record = database.with_name(database.name + ".kill")
 
     @classmethod
-    def reached(cls, kind: str) -> bool:
-        """Count one commit of *kind*; true if it is the one to die around."""
+    def reached(cls, kind: str, node: str) -> bool:
+        """Count one commit of *kind* for *node*; true if it is the one to die around."""
+        if cls.node not in (None, node):
+            return False
         cls._seen[kind] = cls._seen.get(kind, 0) + 1
         return cls._seen[kind] == cls.at
 
@@ -128,7 +134,7 @@ class KillingStore(SqliteTaskStore):
 
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
         point = _KillPoint.name
-        hit = point in {"before_start", "after_start"} and _KillPoint.reached("start")
+        hit = point in {"before_start", "after_start"} and _KillPoint.reached("start", start.node)
         if hit and point == "before_start":
             _KillPoint.die(lease.task_id, start.node, start.attempt)
         run = await super().start_node(lease, start, now)
@@ -139,7 +145,11 @@ class KillingStore(SqliteTaskStore):
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         point = _KillPoint.name
         completes = end.state is NodeState.COMPLETED
-        hit = completes and point in {"before_end", "after_end"} and _KillPoint.reached("end")
+        hit = (
+            completes
+            and point in {"before_end", "after_end"}
+            and _KillPoint.reached("end", end.node)
+        )
         if hit and point == "before_end":
             _KillPoint.die(lease.task_id, end.node, end.attempt)
         run = await super().end_node(lease, end, now)

@@ -45,6 +45,7 @@ import pytest
 
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
+from taskloom.engine.runner import MAX_INTERRUPTIONS
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.persistence.sqlite import SqliteTaskStore
@@ -159,12 +160,12 @@ class Victim:
         return cls(record["task"], record["node"] or "", record["attempt"] or 0)
 
 
-async def _submit(database: Path, *, ask: bool, flaky: bool) -> dict[str, int]:
+async def _submit(database: Path, *, ask: bool, flaky: bool, runs: int = RUNS) -> dict[str, int]:
     """Submit the runs (from this test process); their ids and numbers."""
     numbers: dict[str, int] = {}
     async with SqliteTaskStore.open(database) as store:
         manager = TaskManager(store)
-        for number in range(1, RUNS + 1):
+        for number in range(1, runs + 1):
             arguments = {
                 "marks": str(database.with_name("marks")),
                 "number": number,
@@ -412,3 +413,26 @@ async def test_a_crash_while_resuming_from_a_crash_loses_nothing(tmp_path: Path)
 
     _check_end(second, after, numbers, ask=False)
     assert sum(row.interruptions for row in after.nodes.values()) >= 2
+
+
+async def test_a_node_whose_worker_is_killed_every_time_fails_the_run(tmp_path: Path) -> None:
+    """A poison pill: every worker dies as ``flaky`` starts. After MAX_INTERRUPTIONS deaths
+    the node fails (``WorkerLost``) instead of killing workers for ever."""
+    database = tmp_path / "crash.db"
+    numbers = await _submit(database, ask=False, flaky=False, runs=1)
+    (task_id,) = numbers
+    for kill in range(MAX_INTERRUPTIONS):
+        await _crash(database, "after_start@flaky", tmp_path / f"kill-{kill}")
+    await _restart(database, numbers, answer=False)
+    after = Snapshot.read(database)
+
+    task = after.tasks[task_id]
+    assert task.state is TaskState.FAILED
+    assert task.error is not None
+    assert task.error.error_type == "WorkerLost"
+    assert after.leases == 0
+    interrupted = [(attempt, "interrupted") for attempt in range(1, MAX_INTERRUPTIONS + 1)]
+    assert after.history(task_id, "flaky") == interrupted
+    assert after.nodes[task_id, "flaky"].state == "failed"
+    assert after.marked(task_id, "flaky") == []
+    assert after.marked(task_id, "join") == []
