@@ -20,10 +20,12 @@ run and every node:
 - Attempt numbers and the failure and interruption counts continue across the crash; a
   retry wait that the crash cut short is still waited out.
 - A question asked before the crash is still pending after it, and the answer, given
-  from a third process, reaches the re-run node.
+  from the test's own process while the restarted worker waits, reaches the re-run node.
 
 Each kill point also checks its victim: a node killed between its body and its
-checkpoint completed twice; one killed after its checkpoint, once; and so on.
+checkpoint completed twice; one killed after its checkpoint, once; and so on. Two more
+tests kill the resuming worker too, and kill every worker as one node starts (that node
+fails after ``MAX_INTERRUPTIONS`` deaths).
 """
 
 import json
