@@ -29,9 +29,13 @@ _CORRUPT_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB
 
 async def connect(path: Path) -> aiosqlite.Connection:
     """An autocommit connection (transactions are explicit) with its own thread."""
+    connection = aiosqlite.connect(path, isolation_level=None)
     try:
-        return await aiosqlite.connect(path, isolation_level=None)
+        return await connection
     except sqlite3.Error as error:
+        # aiosqlite stops the connection's thread without waiting for it; wait here, or
+        # the thread may report its end to an event loop that is closed by then.
+        await anyio.to_thread.run_sync(connection._thread.join)
         raise translate(error, path) from error
 
 

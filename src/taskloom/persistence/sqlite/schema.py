@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
-from taskloom.engine.errors import ForeignDatabaseError, SchemaVersionError
+from taskloom.engine.errors import CorruptDatabaseError, ForeignDatabaseError, SchemaVersionError
 
 APPLICATION_ID: Final = 0x544C4F4D  # "TLOM" in the database header
 _MIGRATION_NAME: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -41,10 +41,13 @@ def check_identity(raw: sqlite3.Connection, path: Path) -> None:
         ForeignDatabaseError: the file holds tables but is not marked as taskloom's.
         sqlite3.DatabaseError: the file is not a database (translated by the caller).
     """
-    application_id = raw.execute("PRAGMA application_id").fetchone()[0]
+    # One statement, so one snapshot: another process may be creating the schema now.
+    application_id, objects = raw.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id()),"
+        " (SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
     if application_id == APPLICATION_ID:
         return
-    objects = raw.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     if application_id != 0 or objects:
         raise ForeignDatabaseError(
             f"{path} is an SQLite database of another application, not taskloom's; "
@@ -52,8 +55,40 @@ def check_identity(raw: sqlite3.Connection, path: Path) -> None:
         )
 
 
+def check_integrity(raw: sqlite3.Connection, path: Path) -> None:
+    """Refuse a damaged file (SQLite's ``quick_check``, which reads the whole file once).
+
+    Raises:
+        CorruptDatabaseError: the check found a problem.
+        sqlite3.DatabaseError: the damage stopped the check itself (translated by the caller).
+    """
+    found = [row[0] for row in raw.execute("PRAGMA quick_check(1)")]
+    if found != ["ok"]:
+        lines = [line for line in "\n".join(map(str, found)).splitlines() if "***" not in line]
+        problem = lines[0] if lines else "unknown damage"
+        raise CorruptDatabaseError(f"{path} is not a readable taskloom database: {problem}")
+
+
+def check_version(raw: sqlite3.Connection, path: Path) -> int:
+    """The stored schema version, if this taskloom understands it.
+
+    Raises:
+        SchemaVersionError: the database was written by a newer taskloom.
+    """
+    current: int = raw.execute("PRAGMA user_version").fetchone()[0]
+    latest = latest_version()
+    if current > latest:
+        raise SchemaVersionError(
+            f"{path} has schema version {current}, newer than this taskloom "
+            f"understands ({latest}); upgrade taskloom"
+        )
+    return current
+
+
 def migrate(raw: sqlite3.Connection, path: Path) -> int:
     """Bring the schema up to date in one write transaction; return the version.
+
+    An up-to-date database is not written to.
 
     Raises:
         SchemaVersionError: the database was written by a newer taskloom.
@@ -61,18 +96,14 @@ def migrate(raw: sqlite3.Connection, path: Path) -> int:
     raw.execute("BEGIN IMMEDIATE")
     try:
         check_identity(raw, path)  # again, now under the write lock
-        current: int = raw.execute("PRAGMA user_version").fetchone()[0]
+        current = check_version(raw, path)
         latest = latest_version()
-        if current > latest:
-            raise SchemaVersionError(
-                f"{path} has schema version {current}, newer than this taskloom "
-                f"understands ({latest}); upgrade taskloom"
-            )
         for number, sql in migrations()[current:]:
             for statement in _statements(sql):
                 raw.execute(statement)
             raw.execute(f"PRAGMA user_version = {number:d}")
-        raw.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
+        if current < latest:
+            raw.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
         raw.execute("COMMIT")
     except BaseException:
         raw.execute("ROLLBACK")

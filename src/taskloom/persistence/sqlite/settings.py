@@ -20,3 +20,7 @@ class SqliteSettings(BaseModel):
     """How long taskloom keeps retrying a write that found the database locked."""
     max_batch: int = Field(default=256, ge=1)
     """Most writes committed together in one transaction (group commit)."""
+    verify_on_open: bool = True
+    """Check the file with SQLite's ``quick_check`` when opening it, so that a damaged
+    database is refused before anything is written to it. The check reads the whole file
+    once; turn it off only for a very large database that must open fast."""

@@ -23,6 +23,9 @@ class WorkerSlot:
     """An exclusive slot number for this process on one database file."""
 
     def __init__(self, database: Path) -> None:
+        # Next to the real file: every name of one database (a symlink too) shares slots,
+        # or two live processes would get one worker id and renew each other's leases.
+        database = database.resolve()
         self._folder = database.with_name(database.name + ".slots")
         self._fd: int | None = None
         self.number: int | None = None

@@ -195,7 +195,11 @@ class SqliteTaskStore:
 
 def _prepare_writer(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
     raw.execute(f"PRAGMA busy_timeout = {settings.busy_timeout_ms:d}")
+    # Refuse a file that is not ours, damaged or too new before changing anything in it.
     schema.check_identity(raw, settings.path)
+    if settings.verify_on_open:
+        schema.check_integrity(raw, settings.path)
+    schema.check_version(raw, settings.path)
     mode = raw.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise PersistenceError(f"{settings.path}: cannot use write-ahead logging (got {mode})")
