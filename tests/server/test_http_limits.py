@@ -93,6 +93,21 @@ async def test_a_principal_over_its_rate_gets_429_with_retry_after(
     assert other.status_code == 200  # the limit is per principal
 
 
+async def test_sessions_beyond_the_limit_are_503_until_one_closes(
+    task_server: TaskServer,
+) -> None:
+    async with serving(task_server, max_sessions=1) as url, httpx2.AsyncClient() as http:
+        first = await http.post(url, json=initialize_body(), headers=bearer(ANN))
+        refused = await http.post(url, json=initialize_body(), headers=bearer(BOB))
+        session = {**bearer(ANN), "Mcp-Session-Id": first.headers["mcp-session-id"]}
+        closed = await http.delete(url, headers=session)
+        again = await http.post(url, json=initialize_body(), headers=bearer(BOB))
+    assert (first.status_code, refused.status_code) == (200, 503)
+    assert _error(refused)["message"] == "Too many open sessions"
+    assert closed.status_code == 200
+    assert again.status_code == 200
+
+
 async def test_a_result_over_the_limit_is_an_error_saying_so(engine: Engine) -> None:
     small = TaskServer(
         engine.manager, engine.workflows, ServerSettings(recheck_s=None, max_result_bytes=1_500)

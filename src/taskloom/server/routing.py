@@ -1,8 +1,8 @@
 """The Streamable HTTP routing header ``Mcp-Name`` on ``tasks/*`` requests (contract §3.10).
 
-A client sending ``tasks/get``, ``tasks/update``, ``tasks/cancel`` (or ``tasks/result``)
-over HTTP names the task in ``Mcp-Name`` as well as in ``params.taskId``, so that
-intermediaries can route on the header. ``mcp==2.3.0`` checks the header only for
+A client sending ``tasks/get``, ``tasks/update`` or ``tasks/cancel`` over HTTP names the
+task in ``Mcp-Name`` as well as in ``params.taskId``, so that intermediaries can route on
+the header. ``mcp==2.3.0`` checks the header only for
 ``tools/call``, ``prompts/get`` and ``resources/read``; this middleware checks it for the
 task methods: a header that disagrees with ``params.taskId`` is ``-32020``
 (HeaderMismatch; HTTP 400 on a 2026-07-28 request), and so is a missing one on
@@ -18,7 +18,7 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import HEADER_MISMATCH
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel", "tasks/result"})
+TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 async def check_task_routing(
