@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = TaskloomSettings(
         database=SqliteSettings(path=args.db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
-        server=server_settings(args),
+        server=server_settings(parser, args),
     )
     http = http_settings(parser, args)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

@@ -8,6 +8,7 @@ import argparse
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -60,9 +61,12 @@ def add_http_options(serve: argparse.ArgumentParser, env: Mapping[str, str] = os
     )
 
 
-def server_settings(args: argparse.Namespace) -> ServerSettings:
-    """The server settings the flags ask for."""
-    return ServerSettings(max_result_bytes=int(args.max_result_bytes) or None)
+def server_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ServerSettings:
+    """The server settings the flags ask for; a mistake is a usage error naming it."""
+    try:
+        return ServerSettings(max_result_bytes=int(args.max_result_bytes) or None)
+    except ValidationError as error:
+        _invalid(parser, error)
 
 
 def http_settings(
@@ -93,9 +97,13 @@ def http_settings(
     except OSError as error:
         parser.error(f"cannot read the tokens file: {error.strerror}: {args.tokens_file}")
     except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"])
-        message = str(problem["msg"]).removeprefix("Value error, ")
-        parser.error(f"{where}: {message}" if where else message)
+        _invalid(parser, error)
     except ValueError as error:
         parser.error(str(error))
+
+
+def _invalid(parser: argparse.ArgumentParser, error: ValidationError) -> NoReturn:
+    problem = error.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"])
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    parser.error(f"{where}: {message}" if where else message)

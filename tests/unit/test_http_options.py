@@ -46,6 +46,9 @@ def test_http_flag_mistakes_are_one_line(
     assert _mistake(capsys, "--http", "127.0.0.1:1", "--max-body-bytes", "0") == (
         "max_body_bytes: Input should be greater than 0"
     )
+    assert _mistake(capsys, "--max-result-bytes", "-1") == (
+        "max_result_bytes: Input should be greater than 0"
+    )
 
 
 def test_tokens_come_from_lines_or_commas_and_may_not_repeat() -> None:

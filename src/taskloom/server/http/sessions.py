@@ -73,11 +73,6 @@ class HttpSessions:
                 self._task_group = None
                 self._sessions.clear()
 
-    @property
-    def open_sessions(self) -> int:
-        """How many sessions are open."""
-        return len(self._sessions)
-
     async def handle(self, owner: str | None, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one HTTP request of *owner* (already authenticated and admitted)."""
         headers = Headers(scope=scope)
