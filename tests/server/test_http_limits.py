@@ -10,7 +10,9 @@ from mcp.shared.exceptions import MCPError
 
 from taskloom.bootstrap import Engine
 from taskloom.server import ServerSettings, TaskServer
-from taskloom.server.http import HttpSettings
+from taskloom.server.http import HttpService, HttpSettings
+from taskloom.server.http.service import ListenError
+from tests.helpers import eventually
 from tests.server.http_support import (
     ANN,
     BOB,
@@ -165,6 +167,26 @@ async def test_2026_requests_act_for_their_principal(task_server: TaskServer) ->
                 lists[token] = json.loads(answer.text)["result"]["content"][0]["text"]
     assert lists[ANN].startswith(task_id)
     assert lists[BOB] == "no tasks"
+
+
+async def test_an_idle_session_is_closed_and_its_tasks_go_on(task_server: TaskServer) -> None:
+    async with serving(task_server, session_idle_s=0.2) as url, httpx2.AsyncClient() as http:
+        opened = await http.post(url, json=initialize_body(), headers=bearer(ANN))
+        session = {**bearer(ANN), "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+        async def expired() -> bool:
+            return (await http.post(url, json=ping, headers=session)).status_code == 404
+
+        await eventually(expired, within_s=10, every_s=0.3)
+
+
+async def test_an_address_in_use_is_a_clear_error(task_server: TaskServer) -> None:
+    async with serving(task_server) as url:
+        port = int(url.split(":")[2].split("/")[0])
+        service = HttpService(task_server, HttpSettings(port=port))
+        with pytest.raises(ListenError, match=rf"^cannot listen on 127\.0\.0\.1:{port}: "):
+            await service.serve()
 
 
 def test_without_tokens_http_binds_loopback_only() -> None:
