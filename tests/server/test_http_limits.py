@@ -169,7 +169,7 @@ async def test_2026_requests_act_for_their_principal(task_server: TaskServer) ->
     assert lists[BOB] == "no tasks"
 
 
-async def test_an_idle_session_is_closed_and_its_tasks_go_on(task_server: TaskServer) -> None:
+async def test_an_idle_session_is_closed(task_server: TaskServer) -> None:
     async with serving(task_server, session_idle_s=0.2) as url, httpx2.AsyncClient() as http:
         opened = await http.post(url, json=initialize_body(), headers=bearer(ANN))
         session = {**bearer(ANN), "Mcp-Session-Id": opened.headers["mcp-session-id"]}

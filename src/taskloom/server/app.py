@@ -83,7 +83,9 @@ class TaskServer:
 
     def _connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
         recheck_s = self.settings.recheck_s
-        history = HistoryTools(self.manager, self.runs, owner=owner) if self.runs else None
+        history = (
+            HistoryTools(self.manager, self.runs, owner=owner) if self.runs is not None else None
+        )
         fallback = (
             FallbackTools(self.manager, owner=owner, extra=history.specs() if history else None)
             if self.settings.fallback_tools

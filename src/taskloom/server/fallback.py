@@ -66,7 +66,7 @@ class AnswerInput(TaskIdInput):
 
 
 class FallbackTools:
-    """The five tools, answering for one owner from the task store."""
+    """The five tools (and any *extra* ones), answering for one owner from the task store."""
 
     def __init__(
         self, manager: TaskManager, *, owner: str | None, extra: dict[str, ToolSpec] | None = None
