@@ -1,5 +1,6 @@
 """Streamable HTTP end to end: a real uvicorn server on 127.0.0.1, the SDK's HTTP client."""
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -84,7 +85,10 @@ async def test_an_input_request_is_answered_through_elicitation(url: str) -> Non
     assert asked == ["Your name?"]
 
 
-async def test_two_principals_see_only_their_own_tasks(url: str) -> None:
+async def test_two_principals_see_only_their_own_tasks(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="taskloom.audit")
     async with http_client(url, ANN) as ann, http_client(url, BOB) as bob:
         mine = await ann.start("gated", {"gate": "http-iso"})
         theirs = await bob.start("gated", {"gate": "http-iso-bob"})
@@ -102,6 +106,12 @@ async def test_two_principals_see_only_their_own_tasks(url: str) -> None:
         flows.gate("http-iso").set()
         flows.gate("http-iso-bob").set()
         assert (await ann.result(mine))["structuredContent"] == {"opened": "http-iso"}
+    trail = [r.getMessage() for r in caplog.records if r.name == "taskloom.audit"]
+    assert f"ann created task {mine} (gated)" in trail
+    assert f"bob tasks/get {mine}: refused (-32602)" in trail
+    assert f"bob tasks/cancel {mine}: refused (-32602)" in trail
+    assert f"ann tasks/result {mine}" in trail
+    assert not any(ANN in line or BOB in line for line in trail)
 
 
 async def test_a_wrong_or_missing_token_cannot_open_a_session(url: str) -> None:

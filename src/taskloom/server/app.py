@@ -21,6 +21,7 @@ from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
+from taskloom.server.audit import audit_trail
 from taskloom.server.bridge import advertise_tasks, task_bridge
 from taskloom.server.calls import ToolCalls
 from taskloom.server.errors import error_boundary
@@ -113,7 +114,7 @@ class TaskServer:
         server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
         server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
         limit = self.settings.max_result_bytes
-        server.middleware += [error_boundary, check_task_routing]
+        server.middleware += [audit_trail(owner), error_boundary, check_task_routing]
         server.middleware += [limit_results(limit)] if limit is not None else []
         server.middleware += [advertise_tasks, task_bridge]
         return server
