@@ -16,6 +16,7 @@ from taskloom.engine.worker import Worker
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.persistence.sqlite.slots import WorkerSlot
 from taskloom.server import TaskServer
+from taskloom.server.http import HttpService, HttpSettings
 from taskloom.validation import JsonSchemaValidator
 
 
@@ -94,5 +95,13 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
     """Open the engine and serve MCP over stdin and stdout until stdin closes."""
     settings = settings if settings is not None else TaskloomSettings()
     async with open_engine(settings) as engine:
-        server = TaskServer(engine.manager, engine.workflows, settings.server)
+        server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
         await server.serve_stdio()
+
+
+async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> None:
+    """Open the engine and serve MCP over Streamable HTTP until the process is stopped."""
+    settings = settings if settings is not None else TaskloomSettings()
+    async with open_engine(settings) as engine:
+        server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
+        await HttpService(server, http).serve()

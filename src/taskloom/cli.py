@@ -15,7 +15,8 @@ from typing import NoReturn
 
 import anyio
 
-from taskloom.bootstrap import serve_stdio
+from taskloom.bootstrap import serve_http, serve_stdio
+from taskloom.cli_http import add_http_options, http_settings, server_settings
 from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
 from taskloom.persistence.sqlite import SqliteSettings
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         help="modules whose workflows to serve, besides the built-in ones "
         "(env TASKLOOM_WORKFLOWS, comma-separated)",
     )
+    add_http_options(serve)
     return parser
 
 
@@ -67,10 +69,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = TaskloomSettings(
         database=SqliteSettings(path=args.db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
+        server=server_settings(parser, args),
     )
+    http = http_settings(parser, args)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
-        anyio.run(serve_stdio, settings, backend="asyncio")
+        if http is not None:
+            anyio.run(serve_http, settings, http, backend="asyncio")
+        else:
+            anyio.run(serve_stdio, settings, backend="asyncio")
     except KeyboardInterrupt:
         sys.exit(130)
     except (TaskloomError, BaseExceptionGroup) as error:

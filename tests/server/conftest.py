@@ -49,7 +49,9 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
 
 @pytest.fixture
 def task_server(engine: Engine) -> TaskServer:
-    return TaskServer(engine.manager, engine.workflows, ServerSettings(recheck_s=None))
+    return TaskServer(
+        engine.manager, engine.workflows, ServerSettings(recheck_s=None), runs=engine.runs
+    )
 
 
 @pytest.fixture

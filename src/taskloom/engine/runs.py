@@ -127,6 +127,15 @@ class NodeEnd(_Frozen):
     not_before: UtcDatetime | None = None
 
 
+class FailureQuery(_Frozen):
+    """Which failed attempts to read: those of one owner's tasks, or of every task."""
+
+    owner: str | None = None
+    """Only attempts of this owner's tasks, when ``match_owner`` is set."""
+    match_owner: bool = False
+    limit: int = Field(default=100, ge=1, le=10_000)
+
+
 StartTask = Callable[[Task], Task]
 """How a claim moves a queued task to running (the TaskManager's transition)."""
 
@@ -181,4 +190,9 @@ class RunStore(Protocol):
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """Every attempt of every node of a task, oldest first."""
+        ...
+
+    async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
+        """Up to ``query.limit`` attempts that failed or timed out, latest end first, of
+        the live (unexpired) tasks *query* selects."""
         ...

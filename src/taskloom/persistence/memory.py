@@ -19,6 +19,7 @@ from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
     ClaimedRun,
+    FailureQuery,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -256,6 +257,20 @@ class InMemoryTaskStore:
         return sorted(
             self._attempts.get(task_id, []), key=lambda a: (a.started_at, a.node, a.attempt)
         )
+
+    async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
+        """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
+        await anyio.lowlevel.checkpoint()
+        failed = [
+            attempt
+            for task_id, history in self._attempts.items()
+            if (task := self._live(task_id, now)) is not None
+            and (not query.match_owner or task.owner == query.owner)
+            for attempt in history
+            if attempt.outcome in FAILURE_OUTCOMES and attempt.ended_at is not None
+        ]
+        failed.sort(key=lambda a: (a.ended_at, a.task_id, a.node, a.attempt), reverse=True)
+        return failed[: query.limit]
 
     def _check_fence(self, lease: Lease) -> None:
         current = self._leases.get(lease.task_id)

@@ -20,13 +20,18 @@ from mcp.shared.message import SessionMessage
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.runs import RunStore
+from taskloom.server.audit import audit_trail
 from taskloom.server.bridge import advertise_tasks, task_bridge
 from taskloom.server.calls import ToolCalls
 from taskloom.server.errors import error_boundary
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
+from taskloom.server.history import HistoryTools
 from taskloom.server.legacy import LegacyTasks
 from taskloom.server.notify import TaskFollowers
 from taskloom.server.outbox import Outbox
+from taskloom.server.result_limit import limit_results
+from taskloom.server.routing import check_task_routing
 from taskloom.server.settings import ServerSettings
 
 
@@ -38,8 +43,12 @@ class TaskServer:
         manager: TaskManager,
         workflows: Mapping[str, Workflow[Any]],
         settings: ServerSettings | None = None,
+        *,
+        runs: RunStore | None = None,
     ) -> None:
         self.manager = manager
+        self.runs = runs
+        """Where the history tools read node attempts (no history tools without it)."""
         self.workflows = dict(workflows)
         self.settings = settings or ServerSettings()
         if self.settings.fallback_tools:
@@ -75,8 +84,13 @@ class TaskServer:
 
     def _connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
         recheck_s = self.settings.recheck_s
+        history = (
+            HistoryTools(self.manager, self.runs, owner=owner) if self.runs is not None else None
+        )
         fallback = (
-            FallbackTools(self.manager, owner=owner) if self.settings.fallback_tools else None
+            FallbackTools(self.manager, owner=owner, extra=history.specs() if history else None)
+            if self.settings.fallback_tools
+            else None
         )
         calls = ToolCalls(
             self.manager,
@@ -99,8 +113,16 @@ class TaskServer:
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
         server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
         server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
-        server.middleware += [error_boundary, advertise_tasks, task_bridge]
+        limit = self.settings.max_result_bytes
+        server.middleware += [audit_trail(owner), error_boundary, check_task_routing]
+        server.middleware += [limit_results(limit)] if limit is not None else []
+        server.middleware += [advertise_tasks, task_bridge]
         return server
+
+    def connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
+        """The SDK ``Server`` of one connection, for transports that run it themselves
+        (Streamable HTTP: ``taskloom.server.http``)."""
+        return self._connection_server(followers, owner)
 
 
 def _taskloom_version() -> str:

@@ -9,7 +9,6 @@ Their ``taskSupport`` is forbidden: calling them with ``params.task`` is ``-3260
 """
 
 import json
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,7 +20,8 @@ from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
-from taskloom.server.errors import to_mcp_error
+from taskloom.server.errors import to_mcp_error, unknown_tool
+from taskloom.server.history import HISTORY_TOOL_NAMES, ToolSpec
 from taskloom.server.results import call_tool_result, invalid_arguments_result
 from taskloom.server.status import WIRE_STATUS, WireStatus, wire_status
 
@@ -31,7 +31,7 @@ MAX_WAIT_S: Final = 60.0
 _SCHEMA_LIMIT: Final = 600
 FALLBACK_TOOL_NAMES: Final = frozenset(
     {"task_list", "task_status", "task_result", "task_cancel", "task_answer"}
-)
+).union(HISTORY_TOOL_NAMES)
 
 
 class TaskIdInput(BaseModel):
@@ -65,16 +65,15 @@ class AnswerInput(TaskIdInput):
     )
 
 
-_Handler = Callable[[Any], Awaitable[dict[str, Any]]]
-
-
 class FallbackTools:
-    """The five tools, answering for one owner from the task store."""
+    """The five tools (and any *extra* ones), answering for one owner from the task store."""
 
-    def __init__(self, manager: TaskManager, *, owner: str | None) -> None:
+    def __init__(
+        self, manager: TaskManager, *, owner: str | None, extra: dict[str, ToolSpec] | None = None
+    ) -> None:
         self._manager = manager
         self._owner = owner
-        self._tools: dict[str, tuple[type[BaseModel], str, _Handler]] = {
+        self._tools: dict[str, ToolSpec] = {
             "task_list": (ListInput, "List your tasks, newest first.", self._list),
             "task_status": (
                 TaskIdInput,
@@ -92,6 +91,7 @@ class FallbackTools:
                 "Answer the question a task waits on (see task_status).",
                 self._answer,
             ),
+            **(extra or {}),  # the history tools (history.py), when the server has them
         }
 
     def tools(self) -> list[types.Tool]:
@@ -103,6 +103,8 @@ class FallbackTools:
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """Run the tool *name*; engine problems become tool errors."""
+        if name not in self._tools:  # a history tool on a server without history
+            raise unknown_tool(name)
         model, _, handler = self._tools[name]
         try:
             parsed = model.model_validate(arguments or {})

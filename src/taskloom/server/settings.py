@@ -18,3 +18,6 @@ class ServerSettings(BaseModel):
     changes made by other processes; ``None`` relies on this process's change feed alone
     (enough when the worker runs in the server process). Status followers always rely
     on the feed alone."""
+    max_result_bytes: int | None = Field(default=16 * 1024 * 1024, gt=0)
+    """The largest result (as JSON) a request answers with; a larger one is ``-32603``
+    saying so (``None``: no limit)."""

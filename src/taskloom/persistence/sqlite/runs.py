@@ -18,6 +18,7 @@ from taskloom.engine.runs import (
     AttemptOutcome,
     ClaimedRun,
     ErrorInfo,
+    FailureQuery,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -218,6 +219,41 @@ def attempts(raw: sqlite3.Connection, task_id: TaskId) -> list[NodeAttempt]:
             "SELECT node, attempt, worker, started_at, ended_at, outcome, error"
             " FROM node_attempts WHERE task_id = ? ORDER BY started_at, node, attempt",
             (task_id,),
+        )
+    ]
+
+
+def failed_attempts(raw: sqlite3.Connection, query: FailureQuery, now: int) -> list[NodeAttempt]:
+    """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
+    where = [
+        f"a.outcome IN ({', '.join('?' * len(FAILURE_OUTCOMES))})",
+        "a.ended_at IS NOT NULL",
+        "(t.expires_at IS NULL OR t.expires_at > ?)",
+    ]
+    params: list[object] = [*sorted(outcome.value for outcome in FAILURE_OUTCOMES), now]
+    if query.match_owner and query.owner is None:
+        where.append("t.owner IS NULL")
+    elif query.match_owner:
+        where.append("t.owner = ?")
+        params.append(query.owner)
+    params.append(query.limit)
+    return [
+        NodeAttempt(
+            task_id=task_id,
+            node=node,
+            attempt=attempt,
+            worker=worker,
+            started_at=rows.from_micros(started_at),
+            ended_at=rows.from_micros(ended_at),
+            outcome=AttemptOutcome(outcome),
+            error=ErrorInfo.model_validate_json(error) if error is not None else None,
+        )
+        for task_id, node, attempt, worker, started_at, ended_at, outcome, error in raw.execute(
+            "SELECT a.task_id, a.node, a.attempt, a.worker, a.started_at, a.ended_at,"
+            " a.outcome, a.error FROM node_attempts a JOIN tasks t ON t.id = a.task_id"
+            f" WHERE {' AND '.join(where)}"
+            " ORDER BY a.ended_at DESC, a.task_id DESC, a.node DESC, a.attempt DESC LIMIT ?",
+            params,
         )
     ]
 

@@ -16,6 +16,7 @@ from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_su
 from taskloom.engine.ports import TaskMutation
 from taskloom.engine.runs import (
     ClaimedRun,
+    FailureQuery,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -181,6 +182,11 @@ class SqliteTaskStore:
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
         return await self._read(partial(_call_with_raw, partial(runs.attempts, task_id=task_id)))
+
+    async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
+        """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
+        failed = partial(runs.failed_attempts, query=query, now=rows.micros(now))
+        return await self._read(partial(_call_with_raw, failed))
 
     async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
         return await retry_transient(

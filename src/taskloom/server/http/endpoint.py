@@ -1,0 +1,69 @@
+"""The ASGI application: authenticate, rate-limit, bound the body, then the session.
+
+Every refusal is an HTTP status with a JSON-RPC error body: 401 with
+``WWW-Authenticate`` (missing or unknown bearer token), 429 with ``Retry-After`` (the
+principal's request rate), 413 (the body size), 404 (another path, or a session that
+is not the caller's). Tokens never reach a log; principals may.
+"""
+
+import logging
+from functools import partial
+
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from taskloom.server.http.limits import BodyLimit, RateLimiter
+from taskloom.server.http.responses import refusal
+from taskloom.server.http.sessions import HttpSessions
+from taskloom.server.http.settings import HttpSettings
+from taskloom.server.http.tokens import TokenTable
+
+logger = logging.getLogger(__name__)
+REALM = 'Bearer realm="taskloom"'
+
+
+class HttpEndpoint:
+    """The Streamable HTTP endpoint of a TaskServer, as an ASGI app (``http`` scopes)."""
+
+    def __init__(self, sessions: HttpSessions, settings: HttpSettings) -> None:
+        self._sessions = sessions
+        self._path = settings.path
+        self._tokens = TokenTable(settings.tokens)
+        self._max_body = settings.max_body_bytes
+        per_minute = settings.rate_per_minute
+        self._limiter = RateLimiter(per_minute) if per_minute is not None else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # no lifespan or websocket support: the host runs with lifespan off
+        if scope["path"].rstrip("/") != self._path.rstrip("/"):
+            await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
+            return
+        owner: str | None = None
+        if self._tokens:
+            owner = self._tokens.principal(Headers(scope=scope).get("authorization"))
+            if owner is None:
+                await _unauthorized(scope, receive, send)
+                return
+        if self._limiter is not None:
+            wait_s = self._limiter.admit(owner)
+            if wait_s > 0:
+                logger.warning("rate limit reached by %s", owner or "the local user")
+                message = (
+                    f"Too many requests: at most {self._limiter.per_minute:g} a minute; "
+                    f"retry in {RateLimiter.retry_after(wait_s)} s"
+                )
+                retry = {"Retry-After": RateLimiter.retry_after(wait_s)}
+                await refusal(429, message, headers=retry)(scope, receive, send)
+                return
+        serve = BodyLimit(partial(self._sessions.handle, owner), self._max_body)
+        await serve(scope, receive, send)
+
+
+async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
+    presented = Headers(scope=scope).get("authorization") is not None
+    challenge = f'{REALM}, error="invalid_token"' if presented else REALM
+    message = "Unauthorized: " + (
+        "the bearer token is not valid" if presented else "send Authorization: Bearer <token>"
+    )
+    await refusal(401, message, headers={"WWW-Authenticate": challenge})(scope, receive, send)

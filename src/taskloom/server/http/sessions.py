@@ -1,0 +1,203 @@
+"""Streamable HTTP sessions, each a connection of the TaskServer acting for one principal.
+
+The SDK's ``StreamableHTTPSessionManager`` drives one ``Server`` for every session, but a
+taskloom connection is a ``Server`` of its own (its owner, its watched outgoing stream,
+its task followers: ADR 0007). So this manager keeps the SDK's transport per session
+and hands its stream pair to :meth:`TaskServer.serve` with the session's principal: the
+"answered" signal of the ``Outbox`` then works as on stdio (a follower waits until the
+``CreateTaskResult`` has been handed to the transport before it sends anything on the
+session's standalone GET stream).
+
+A session belongs to the principal that opened it: another principal presenting its id
+gets 404, as if it did not exist. 2026-07-28 requests (no session, one request per POST)
+are served by a per-principal ``Server`` with no stream of its own.
+"""
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+from uuid import uuid4
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from mcp.server._streamable_http_modern import handle_modern_request  # pinned SDK
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.message import SessionMessage
+from mcp_types import INTERNAL_ERROR
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.types import Message, Receive, Scope, Send
+
+from taskloom.server.app import TaskServer
+from taskloom.server.http.responses import refusal
+from taskloom.server.http.settings import HttpSettings, is_loopback
+from taskloom.server.notify import TaskFollowers
+from taskloom.server.outbox import Outbox
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Session:
+    transport: StreamableHTTPServerTransport
+    owner: str | None
+
+
+class HttpSessions:
+    """Routes each request to its session (opening one on ``initialize``) or, for
+    2026-07-28, to the principal's request server."""
+
+    def __init__(self, task_server: TaskServer, settings: HttpSettings) -> None:
+        self._task_server = task_server
+        self._settings = settings
+        self._security = _security(settings.host)
+        self._sessions: dict[str, _Session] = {}
+        self._request_servers: dict[str | None, Server[Any]] = {}
+        self._task_group: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Serve sessions while inside; close every one on exit (their tasks go on)."""
+        async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            try:
+                yield
+            finally:
+                task_group.cancel_scope.cancel()
+                self._task_group = None
+                self._sessions.clear()
+
+    async def handle(self, owner: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one HTTP request of *owner* (already authenticated and admitted)."""
+        headers = Headers(scope=scope)
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            server = self._request_server(owner)
+            await handle_modern_request(server, self._security, False, {}, scope, receive, send)
+            return
+        session_id = headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is None:
+            await self._open(owner, scope, receive, send)
+            return
+        session = self._sessions.get(session_id)
+        if session is None or session.owner != owner:
+            await refusal(404, "Session not found")(scope, receive, send)
+            return
+        await session.transport.handle_request(scope, receive, send)
+        if session.transport.is_terminated:  # the client ended it (DELETE)
+            await self._discard(session_id)
+
+    async def _open(self, owner: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+        if len(self._sessions) >= self._settings.max_sessions:
+            logger.warning("refusing a new session: %d are open", len(self._sessions))
+            await refusal(503, "Too many open sessions", code=INTERNAL_ERROR)(scope, receive, send)
+            return
+        session_id = uuid4().hex
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=session_id,
+            security_settings=self._security,
+            idle_timeout=self._settings.session_idle_s,
+        )
+        self._sessions[session_id] = _Session(transport, owner)
+        opened = False
+        try:
+            await self._group().start(self._serve_session, session_id, transport, owner)
+            status = await _answer(transport, scope, receive, send)
+            opened = status is not None and status < 400
+        finally:
+            if not opened:
+                await self._discard(session_id)
+        if opened:
+            logger.info("session %s opened for %s", session_id[:8], owner or "the local user")
+
+    async def _serve_session(
+        self,
+        session_id: str,
+        transport: StreamableHTTPServerTransport,
+        owner: str | None,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        try:
+            async with transport.connect() as (read_stream, write_stream):
+                task_status.started()
+                with transport.idle_scope or anyio.CancelScope():
+                    await self._task_server.serve(read_stream, write_stream, owner=owner)
+        except Exception:
+            logger.exception("session %s failed", session_id[:8])
+        finally:
+            await self._discard(session_id)
+
+    async def _discard(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None and not session.transport.is_terminated:
+            with anyio.CancelScope(shield=True):
+                await session.transport.terminate()
+
+    def _request_server(self, owner: str | None) -> Server[Any]:
+        server = self._request_servers.get(owner)
+        if server is None:
+            # One request per POST: nothing can be pushed, so followers write nowhere.
+            followers = TaskFollowers(self._task_server.manager, Outbox(_Nowhere()), self._group())
+            server = self._task_server.connection_server(followers, owner)
+            self._request_servers[owner] = server
+        return server
+
+    def _group(self) -> TaskGroup:
+        if self._task_group is None:
+            raise RuntimeError("HttpSessions.run() is not active")
+        return self._task_group
+
+
+async def _answer(
+    transport: StreamableHTTPServerTransport, scope: Scope, receive: Receive, send: Send
+) -> int | None:
+    """Let *transport* answer; the HTTP status it answered with (``None``: none)."""
+    status: int | None = None
+
+    async def watched(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    await transport.handle_request(scope, receive, watched)
+    return status
+
+
+def _security(host: str) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection (Host and Origin checks) when bound to loopback."""
+    if not is_loopback(host):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+class _Nowhere:
+    """A write stream that drops everything (for servers with no stream to push on)."""
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Drop *item*."""
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None

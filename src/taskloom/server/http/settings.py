@@ -1,0 +1,67 @@
+"""Settings of the Streamable HTTP endpoint: where it listens, who may call it, limits."""
+
+import ipaddress
+from typing import Final, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MIN_TOKEN_LENGTH: Final = 16
+LOOPBACK_NAMES: Final = frozenset({"localhost"})
+
+
+class HttpSettings(BaseModel):
+    """How ``taskloom serve --http`` listens, authenticates and limits its callers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    """0: any free port (tests)."""
+    path: str = "/mcp"
+    tokens: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Bearer token -> the principal it identifies (never logged, never in a repr). With
+    none, the endpoint serves only on a loopback address, as the local user."""
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    """Largest request body accepted (HTTP 413 beyond)."""
+    rate_per_minute: float | None = Field(default=600, gt=0)
+    """Requests per minute per principal, bursting up to as many (HTTP 429 beyond);
+    ``None``: unlimited."""
+    max_sessions: int = Field(default=1_000, gt=0)
+    """Open sessions at most (HTTP 503 beyond)."""
+    session_idle_s: float = Field(default=30 * 60, gt=0)
+    """A session with no request in flight for this long is closed (its tasks go on)."""
+
+    @model_validator(mode="after")
+    def _safe(self) -> Self:
+        for token, principal in self.tokens.items():
+            if len(token) < MIN_TOKEN_LENGTH:
+                raise ValueError(
+                    f"the token of {principal!r} is too short (at least {MIN_TOKEN_LENGTH} "
+                    "characters)"
+                )
+            if not principal or not principal.isprintable():
+                raise ValueError("every token needs a principal name (printable, not empty)")
+        if not self.tokens and not is_loopback(self.host):
+            raise ValueError(
+                f"refusing to serve HTTP on {self.host} without tokens: configure tokens "
+                "(TASKLOOM_TOKENS or --tokens-file) or bind a loopback address such as 127.0.0.1"
+            )
+        if not self.path.startswith("/"):
+            raise ValueError(f"the HTTP path must start with '/': {self.path!r}")
+        return self
+
+    @property
+    def url(self) -> str:
+        """The endpoint's URL (with the configured port)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether *host* names this machine only (``127.0.0.0/8``, ``::1``, ``localhost``)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,56 @@
+"""Bearer tokens: reading them from configuration, and telling who presents one."""
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from typing import Final
+
+BEARER: Final = "bearer "
+
+
+def parse_tokens(text: str, *, source: str) -> dict[str, str]:
+    """Tokens from ``principal:token`` entries, one per line or comma-separated; blank
+    lines and ``#`` comments are skipped. Errors name the entry, never the token.
+
+    Raises:
+        ValueError: an entry is malformed, or a token is given twice.
+    """
+    tokens: dict[str, str] = {}
+    entries = [part for line in text.splitlines() for part in line.split(",")]
+    for number, raw in enumerate(entries, start=1):
+        entry = raw.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        principal, colon, token = entry.partition(":")
+        principal, token = principal.strip(), token.strip()
+        if not colon or not principal or not token:
+            raise ValueError(f"{source}: entry {number} is not 'principal:token'")
+        if token in tokens:
+            raise ValueError(f"{source}: entry {number} ({principal!r}) repeats another's token")
+        tokens[token] = principal
+    return tokens
+
+
+class TokenTable:
+    """Looks up the principal of a presented token, in constant time per known token."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._digests = {_digest(token): principal for token, principal in tokens.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self._digests)
+
+    def principal(self, authorization: str | None) -> str | None:
+        """The principal of an ``Authorization: Bearer <token>`` value, or ``None``."""
+        if authorization is None or not authorization.lower().startswith(BEARER):
+            return None
+        presented = _digest(authorization[len(BEARER) :].strip())
+        found = None
+        for digest, principal in self._digests.items():  # no early exit: same time for all
+            if hmac.compare_digest(digest, presented):
+                found = principal
+        return found
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()

@@ -1,0 +1,60 @@
+"""`python -m taskloom serve --http` as a real process, tokens from the environment."""
+
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from tests.e2e.test_stdio_server import REPOSITORY
+from tests.helpers import eventually
+from tests.server.http_support import ANN, BOB, http_client
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.mark.slow
+async def test_a_real_http_server_serves_each_principal_its_own_tasks(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPOSITORY),
+        "TASKLOOM_HTTP": url.removeprefix("http://").removesuffix("/mcp"),
+        "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
+    }
+    command = [sys.executable, "-m", "taskloom", "serve", "--db", str(tmp_path / "x.db")]
+    with (tmp_path / "stderr.log").open("w") as errlog:
+        process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
+        try:
+            async with httpx2.AsyncClient(timeout=5) as http:
+
+                async def listening() -> bool:
+                    try:
+                        return (await http.post(url, json={})).status_code == 401
+                    except httpx2.TransportError:
+                        return False
+
+                await eventually(listening, within_s=30, every_s=0.05)
+            with anyio.fail_after(60):
+                async with http_client(url, ANN) as ann, http_client(url, BOB) as bob:
+                    task_id = await ann.start("countdown", {"start": 4, "tick_s": 0})
+                    result = await ann.result(task_id)
+                    assert result["structuredContent"] == {"counted": 4, "lanes": 4}
+                    assert (await bob.list_tasks())["tasks"] == []
+        finally:
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(20):
+                await process.wait()
+    log = (tmp_path / "stderr.log").read_text()
+    assert ANN not in log
+    assert BOB not in log
+    assert "Traceback" not in log

@@ -1,0 +1,82 @@
+"""HTTP settings from flags and the environment; tokens; the rate limiter."""
+
+from pathlib import Path
+
+import pytest
+
+from taskloom.cli import main
+from taskloom.server.http import parse_tokens
+from taskloom.server.http.limits import RateLimiter
+from taskloom.server.http.tokens import TokenTable
+
+SECRET = "s3cret-token-of-ann-1234"
+
+
+def _mistake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as raised:
+        main(["serve", *argv])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert SECRET not in err
+    return err.removeprefix("taskloom: error: ").rstrip("\n")
+
+
+def test_http_flag_mistakes_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _mistake(capsys, "--http", "8765").startswith("--http wants HOST:PORT")
+    assert _mistake(capsys, "--http", "0.0.0.0:8765").startswith(
+        "refusing to serve HTTP on 0.0.0.0 without tokens"
+    )
+    missing = tmp_path / "none.txt"
+    assert _mistake(capsys, "--http", "127.0.0.1:1", "--tokens-file", str(missing)) == (
+        f"cannot read the tokens file: No such file or directory: {missing}"
+    )
+    bad = tmp_path / "tokens.txt"
+    bad.write_text(f"# principals\nann:{SECRET}\n{SECRET}\n")
+    assert _mistake(capsys, "--http", "127.0.0.1:1", "--tokens-file", str(bad)) == (
+        f"{bad}: entry 3 is not 'principal:token'"
+    )
+    monkeypatch.setenv("TASKLOOM_TOKENS", "ann:short")
+    assert _mistake(capsys, "--http", "127.0.0.1:1") == (
+        "the token of 'ann' is too short (at least 16 characters)"
+    )
+    monkeypatch.setenv("TASKLOOM_TOKENS", f"ann:{SECRET}")
+    assert _mistake(capsys, "--http", "127.0.0.1:1", "--max-body-bytes", "0") == (
+        "max_body_bytes: Input should be greater than 0"
+    )
+    assert _mistake(capsys, "--max-result-bytes", "-1") == (
+        "max_result_bytes: Input should be greater than 0"
+    )
+
+
+def test_tokens_come_from_lines_or_commas_and_may_not_repeat() -> None:
+    text = f"ann:{SECRET}, bob:other-token-0000000\n\n# carol:commented-out\n"
+    assert parse_tokens(text, source="env") == {SECRET: "ann", "other-token-0000000": "bob"}
+    with pytest.raises(ValueError, match=r"^env: entry 2 \('bob'\) repeats another's token$"):
+        parse_tokens(f"ann:{SECRET}\nbob:{SECRET}", source="env")
+
+
+def test_a_token_table_knows_only_bearer_tokens_it_holds() -> None:
+    table = TokenTable({SECRET: "ann"})
+    assert table.principal(f"Bearer {SECRET}") == "ann"
+    assert table.principal(f"bearer  {SECRET} ") == "ann"
+    assert table.principal(f"Basic {SECRET}") is None
+    assert table.principal(f"Bearer {SECRET}x") is None
+    assert table.principal(None) is None
+    assert not TokenTable({})
+
+
+def test_the_rate_limiter_bursts_then_refills_per_key() -> None:
+    now = [100.0]
+    limiter = RateLimiter(6, clock=lambda: now[0])  # one every 10 s, bursts of 6
+    assert [limiter.admit("ann") for _ in range(6)] == [0.0] * 6
+    assert limiter.admit("ann") == pytest.approx(10.0)
+    assert limiter.admit("bob") == 0.0
+    now[0] += 5
+    assert limiter.admit("ann") == pytest.approx(5.0)
+    now[0] += 5
+    assert limiter.admit("ann") == 0.0
+    assert RateLimiter.retry_after(0.2) == "1"
+    assert RateLimiter.retry_after(9.1) == "10"
