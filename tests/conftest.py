@@ -9,8 +9,9 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import TaskStore
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.testing import FakeClock, InMemoryTaskStore
+from tests import postgres
 
-STORE_KINDS = ("memory", "sqlite")
+STORE_KINDS = ("memory", "sqlite", "postgres")
 
 
 @pytest.fixture(scope="session")
@@ -21,12 +22,16 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=STORE_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    """A fresh, empty store of each kind (SQLite in a new file per test)."""
+    """A fresh, empty store of each kind (SQLite in a new file, PostgreSQL in a new schema)."""
     if request.param == "memory":
         yield InMemoryTaskStore()
-    else:
+    elif request.param == "sqlite":
         async with SqliteTaskStore.open(tmp_path / "tasks.db") as sqlite_store:
             yield sqlite_store
+    else:
+        postgres.require_server()
+        async with postgres.fresh_store() as postgres_store:
+            yield postgres_store
 
 
 @pytest.fixture

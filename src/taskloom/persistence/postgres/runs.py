@@ -1,0 +1,255 @@
+"""Run transactions of the PostgreSQL store (leases, node checkpoints, attempts).
+
+Each function runs inside one transaction of the connection it is given. Lock order is
+always a task row, then its lease row, so concurrent transactions cannot deadlock.
+"""
+
+import json
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import JsonValue
+
+from taskloom.engine.errors import LeaseLostError, TaskStateError
+from taskloom.engine.models import Task, TaskId, ensure_successor
+from taskloom.engine.runs import (
+    FAILURE_OUTCOMES,
+    AttemptOutcome,
+    ClaimedRun,
+    ErrorInfo,
+    Lease,
+    NodeAttempt,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+    StartTask,
+)
+from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.persistence.postgres import rows
+from taskloom.persistence.postgres.driver import Connection
+
+
+async def check_fence(connection: Connection, lease: Lease) -> None:
+    """Raise :class:`LeaseLostError` unless *lease* is still the task's lease.
+
+    The lease row stays share-locked until the transaction ends, so no claim can take
+    the run over between this check and the fenced write.
+    """
+    cursor = await connection.execute(
+        "SELECT token FROM leases WHERE task_id = %s FOR SHARE", (lease.task_id,)
+    )
+    found = await cursor.fetchone()
+    if found is None or found[0] != lease.token:
+        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+
+
+async def claim_runs(
+    connection: Connection,
+    *,
+    worker: str,
+    workflows: frozenset[str],
+    now: datetime,
+    lease_for: timedelta,
+    limit: int,
+    start: StartTask,
+    reclaim_from: str | None,
+) -> list[ClaimedRun]:
+    """See :meth:`taskloom.engine.runs.RunStore.claim_runs`.
+
+    Candidates are locked with ``FOR UPDATE SKIP LOCKED`` (workers never queue behind
+    each other); the lease is then taken by a conditional upsert, the verdict that
+    settles a race with a claim that read an older snapshot.
+    """
+    if not workflows or limit < 1:
+        return []
+    cursor = await connection.execute(
+        "SELECT t.body, l.task_id IS NOT NULL FROM tasks t"
+        " LEFT JOIN leases l ON l.task_id = t.id"
+        " WHERE t.state IN ('queued', 'running', 'input_required')"
+        " AND (t.expires_at IS NULL OR t.expires_at > %(now)s)"
+        " AND t.name = ANY(%(names)s)"
+        " AND (l.task_id IS NULL OR l.expires_at <= %(now)s OR l.worker = %(reclaim)s)"
+        " ORDER BY t.position LIMIT %(limit)s"
+        " FOR UPDATE OF t SKIP LOCKED",
+        {"now": now, "names": sorted(workflows), "reclaim": reclaim_from, "limit": limit},
+    )
+    candidates = await cursor.fetchall()
+    claimed: list[ClaimedRun] = []
+    expires = now + lease_for
+    for body, had_lease in candidates:
+        task = rows.task_from_body(body)
+        lease = Lease(
+            task_id=task.id, worker=worker, token=secrets.token_hex(16), expires_at=expires
+        )
+        taken = await connection.execute(
+            "INSERT INTO leases (task_id, worker, token, expires_at)"
+            " VALUES (%(task)s, %(worker)s, %(token)s, %(expires)s)"
+            " ON CONFLICT (task_id) DO UPDATE SET worker = excluded.worker,"
+            " token = excluded.token, expires_at = excluded.expires_at"
+            " WHERE leases.expires_at <= %(now)s OR leases.worker = %(reclaim)s",
+            {
+                "task": task.id,
+                "worker": worker,
+                "token": lease.token,
+                "expires": expires,
+                "now": now,
+                "reclaim": reclaim_from,
+            },
+        )
+        if taken.rowcount != 1:
+            continue  # another worker took it since our snapshot
+        nodes = await node_runs(connection, task.id)
+        started = task
+        if task.state is TaskState.QUEUED:
+            started = start(task)
+            ensure_successor(task, started)
+            await connection.execute(rows.UPDATE_SQL, rows.update_row(started, task.version))
+        resumed = bool(had_lease) or bool(nodes) or task.state is not TaskState.QUEUED
+        claimed.append(ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed))
+    return claimed
+
+
+async def renew_leases(
+    connection: Connection, *, worker: str, now: datetime, lease_for: timedelta
+) -> dict[TaskId, Task | None]:
+    """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
+    cursor = await connection.execute(
+        "WITH renewed AS ("
+        " UPDATE leases SET expires_at = %s WHERE worker = %s RETURNING task_id)"
+        " SELECT r.task_id, t.body FROM renewed r LEFT JOIN tasks t ON t.id = r.task_id",
+        (now + lease_for, worker),
+    )
+    return {
+        TaskId(task_id): rows.task_from_body(body) if body is not None else None
+        for task_id, body in await cursor.fetchall()
+    }
+
+
+async def release_lease(connection: Connection, lease: Lease) -> None:
+    """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
+    await connection.execute(
+        "DELETE FROM leases WHERE task_id = %s AND token = %s", (lease.task_id, lease.token)
+    )
+
+
+async def start_node(
+    connection: Connection, lease: Lease, start: NodeStart, now: datetime
+) -> NodeRun:
+    """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
+    await check_fence(connection, lease)
+    cursor = await connection.execute("SELECT state FROM tasks WHERE id = %s", (lease.task_id,))
+    state = await cursor.fetchone()
+    if state is None or TaskState(state[0]) in TERMINAL_STATES:
+        raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
+    if start.interrupted_attempt is not None:
+        await connection.execute(
+            "UPDATE node_attempts SET ended_at = %s, outcome = 'interrupted'"
+            " WHERE task_id = %s AND node = %s AND attempt = %s AND ended_at IS NULL",
+            (now, lease.task_id, start.node, start.interrupted_attempt),
+        )
+    await connection.execute(
+        "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
+        " VALUES (%s, %s, 'running', %s, %s, %s)"
+        " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+        " attempt = excluded.attempt, interruptions = excluded.interruptions,"
+        " not_before = NULL, updated_at = excluded.updated_at",
+        (lease.task_id, start.node, start.attempt, start.interruptions, now),
+    )
+    await connection.execute(
+        "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
+        " VALUES (%s, %s, %s, %s, %s)",
+        (lease.task_id, start.node, start.attempt, lease.worker, now),
+    )
+    return (await node_runs(connection, lease.task_id, start.node))[start.node]
+
+
+async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+    """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
+    await check_fence(connection, lease)
+    error = end.error.model_dump_json() if end.error is not None else None
+    changed = await connection.execute(
+        "UPDATE node_runs SET state = %s, failures = failures + %s, output = %s, error = %s,"
+        " not_before = %s, updated_at = %s"
+        " WHERE task_id = %s AND node = %s AND attempt = %s AND state = 'running'",
+        (
+            end.state.value,
+            int(end.outcome in FAILURE_OUTCOMES),
+            json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
+            error,
+            end.not_before,
+            now,
+            lease.task_id,
+            end.node,
+            end.attempt,
+        ),
+    )
+    if changed.rowcount != 1:
+        raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
+    await connection.execute(
+        "UPDATE node_attempts SET ended_at = %s, outcome = %s, error = %s"
+        " WHERE task_id = %s AND node = %s AND attempt = %s",
+        (now, end.outcome.value, error, lease.task_id, end.node, end.attempt),
+    )
+    return (await node_runs(connection, lease.task_id, end.node))[end.node]
+
+
+async def node_runs(
+    connection: Connection, task_id: str, node: str | None = None
+) -> dict[str, NodeRun]:
+    """The checkpoints of a run (or of one of its nodes), by node name."""
+    params: tuple[Any, ...] = (task_id,)
+    condition = ""
+    if node is not None:
+        condition = " AND node = %s"
+        params = (task_id, node)
+    cursor = await connection.execute(
+        "SELECT node, state, attempt, failures, interruptions, not_before, output, error,"
+        " updated_at FROM node_runs WHERE task_id = %s" + condition,
+        params,
+    )
+    found: dict[str, NodeRun] = {}
+    for row in await cursor.fetchall():
+        name, state, attempt, failures, interruptions, not_before, output, error, updated_at = row
+        found[name] = NodeRun(
+            node=name,
+            state=NodeState(state),
+            attempt=attempt,
+            failures=failures,
+            interruptions=interruptions,
+            not_before=rows.utc(not_before) if not_before is not None else None,
+            output=_json(output),
+            error=ErrorInfo.model_validate_json(error) if error is not None else None,
+            updated_at=rows.utc(updated_at),
+        )
+    return found
+
+
+async def attempts(connection: Connection, task_id: TaskId) -> list[NodeAttempt]:
+    """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
+    cursor = await connection.execute(
+        "SELECT node, attempt, worker, started_at, ended_at, outcome, error"
+        " FROM node_attempts WHERE task_id = %s ORDER BY started_at, node, attempt",
+        (task_id,),
+    )
+    return [
+        NodeAttempt(
+            task_id=task_id,
+            node=node,
+            attempt=attempt,
+            worker=worker,
+            started_at=rows.utc(started_at),
+            ended_at=rows.utc(ended_at) if ended_at is not None else None,
+            outcome=AttemptOutcome(outcome) if outcome is not None else None,
+            error=ErrorInfo.model_validate_json(error) if error is not None else None,
+        )
+        for node, attempt, worker, started_at, ended_at, outcome, error in await cursor.fetchall()
+    ]
+
+
+def _json(text: str | None) -> JsonValue:
+    if text is None:
+        return None
+    value: JsonValue = json.loads(text)
+    return value

@@ -1,0 +1,62 @@
+"""A real PostgreSQL for tests: each store lives in its own schema, dropped afterwards.
+
+The server comes from ``TASKLOOM_TEST_POSTGRES_URL`` (default: the local one that
+``scripts/ensure-postgres.sh`` starts). When it cannot be reached, tests that need it
+fail with the reason; they are never skipped.
+"""
+
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+
+TEST_URL: Final = os.environ.get(
+    "TASKLOOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def require_server() -> str:
+    """The test server's URL; fails the calling test if it does not answer."""
+    try:
+        with psycopg.connect(TEST_URL, connect_timeout=5):
+            pass
+    except psycopg.Error as error:
+        pytest.fail(
+            f"PostgreSQL at {TEST_URL} is unreachable ({str(error).splitlines()[0]}); "
+            "run scripts/ensure-postgres.sh or set TASKLOOM_TEST_POSTGRES_URL",
+            pytrace=False,
+        )
+    return TEST_URL
+
+
+def new_schema_name() -> str:
+    """A schema name no other test uses."""
+    return f"test_{secrets.token_hex(6)}"
+
+
+async def drop_schema(name: str) -> None:
+    """Remove a test's schema and everything in it."""
+    async with await psycopg.AsyncConnection.connect(TEST_URL, autocommit=True) as connection:
+        await connection.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+        )
+
+
+@asynccontextmanager
+async def fresh_store(**settings: Any) -> AsyncIterator[PostgresTaskStore]:
+    """A store in a new, empty schema of the test server."""
+    schema = settings.pop("schema_name", None) or new_schema_name()
+    try:
+        async with PostgresTaskStore.open(
+            PostgresSettings(url=TEST_URL, schema_name=schema, **settings)
+        ) as store:
+            yield store
+    finally:
+        await drop_schema(schema)
