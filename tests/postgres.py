@@ -17,23 +17,22 @@ from psycopg import sql
 
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 
-TEST_URL: Final = os.environ.get(
-    "TASKLOOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+DEFAULT_URL: Final = "postgresql://postgres@127.0.0.1:5432/postgres"
+TEST_URL: Final = os.environ.get("TASKLOOM_TEST_POSTGRES_URL", DEFAULT_URL)
 
 
 def require_server() -> str:
     """The test server's URL; fails the calling test if it does not answer."""
     try:
         with psycopg.connect(TEST_URL, connect_timeout=5):
-            pass
+            return TEST_URL
     except psycopg.Error as error:
-        pytest.fail(
-            f"PostgreSQL at {TEST_URL} is unreachable ({str(error).splitlines()[0]}); "
-            "run scripts/ensure-postgres.sh or set TASKLOOM_TEST_POSTGRES_URL",
-            pytrace=False,
-        )
-    return TEST_URL
+        reason = str(error).splitlines()[0]
+    pytest.fail(
+        f"PostgreSQL at {TEST_URL} is unreachable ({reason}); "
+        "run scripts/ensure-postgres.sh or set TASKLOOM_TEST_POSTGRES_URL",
+        pytrace=False,
+    )
 
 
 def new_schema_name() -> str:

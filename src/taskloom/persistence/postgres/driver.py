@@ -34,8 +34,9 @@ _SERVER_GONE: Final = frozenset({"57P01", "57P02", "57P03"})  # shut down, crash
 
 
 def one_line(error: BaseException) -> str:
-    """The driver's message on one line, without libpq's repeated prefixes."""
-    text = "; ".join(part.strip() for part in str(error).splitlines() if part.strip())
+    """The driver's message on one line, without libpq's prefixes and query excerpts."""
+    primary = error.diag.message_primary if isinstance(error, psycopg.Error) else None
+    text = primary or "; ".join(part.strip() for part in str(error).splitlines() if part.strip())
     return re.sub(r"\s+", " ", _NOISE.sub("", text)).strip() or type(error).__name__
 
 
