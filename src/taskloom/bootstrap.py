@@ -3,16 +3,20 @@
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 
 from taskloom.config import TaskloomSettings
+from taskloom.engine.errors import PersistenceError, TaskNotFoundError
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import TaskId
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
 from taskloom.engine.worker import Worker, default_worker_id
 from taskloom.persistence.factory import DatabaseSettings, open_store
+from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.persistence.sqlite.slots import WorkerSlot
 from taskloom.validation import JsonSchemaValidator
@@ -51,7 +55,9 @@ async def open_engine(
     On SQLite the worker takes a slot on the file (see ``WorkerSlot``): if that slot's
     previous holder died, its runs are taken back at once rather than after their
     leases expire. On PostgreSQL, where workers run on many machines, a dead worker's
-    runs are taken back by any live worker once their leases expire.
+    runs are taken back by any live worker once their leases expire, and changes made by
+    other processes are published here as PostgreSQL announces them: workers wake on
+    new work, and a cancel made anywhere reaches the node running it.
     """
     settings = settings if settings is not None else TaskloomSettings()
     registry = workflows if workflows is not None else load_workflows(settings)
@@ -71,6 +77,8 @@ async def open_engine(
                     reclaim_from=reclaim_from,
                 )
             async with anyio.create_task_group() as task_group:
+                if isinstance(store, PostgresTaskStore):
+                    await task_group.start(store.watch_changes, partial(_republish, manager))
                 if settings.run_sweeper:
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:
@@ -89,3 +97,12 @@ def _worker_identity(database: DatabaseSettings) -> Iterator[tuple[str, str | No
             yield slot.worker_id, slot.worker_id
     else:
         yield default_worker_id(), None
+
+
+async def _republish(manager: TaskManager, task_id: TaskId) -> None:
+    """Publish in this process a change that another process made."""
+    try:
+        task = await manager.get(task_id)
+    except (TaskNotFoundError, PersistenceError):
+        return  # gone, or the database is away: polls and heartbeats still cover it
+    manager.publish(task)

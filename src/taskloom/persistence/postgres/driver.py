@@ -100,9 +100,11 @@ async def connect(settings: PostgresSettings, database: str) -> Connection:
 class Database:
     """A connection pool and the one way to use it: :meth:`transaction` or :meth:`read`."""
 
-    def __init__(self, settings: PostgresSettings, name: str) -> None:
+    def __init__(self, settings: PostgresSettings, name: str, *, origin: str) -> None:
         self.settings = settings
         self.name = name
+        self.origin = origin
+        """Written into every connection's ``taskloom.origin`` setting (see ``notify``)."""
         self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             settings.url,
             min_size=settings.min_connections,
@@ -133,8 +135,9 @@ class Database:
     async def _configure(self, connection: Connection) -> None:
         connection.adapters.register_loader("json", TextLoader)  # pydantic parses task bodies
         await connection.execute(
-            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false)",
-            (self.settings.schema_name,),
+            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false),"
+            " set_config('taskloom.origin', %s, false)",
+            (self.settings.schema_name, self.origin),
         )
 
     async def transaction(self, work: Work[_T]) -> _T:

@@ -1,5 +1,6 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -8,6 +9,7 @@ from typing import Final, Self
 
 import anyio
 import psycopg
+from anyio.abc import TaskStatus
 
 from taskloom.engine.errors import (
     ConcurrencyError,
@@ -25,8 +27,9 @@ from taskloom.engine.runs import (
     NodeStart,
     StartTask,
 )
-from taskloom.persistence.postgres import rows, runs, schema
+from taskloom.persistence.postgres import notify, rows, runs, schema
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
+from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
 
 _CREATE_TRIES: Final = 5
@@ -71,9 +74,20 @@ class PostgresTaskStore:
         finally:
             with anyio.CancelScope(shield=True):
                 await connection.close()
-        database = Database(settings, name)
+        database = Database(settings, name, origin=secrets.token_hex(8))
         async with database.opened():
             yield cls(settings, database)
+
+    async def watch_changes(
+        self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call *on_change* with the id of every task that another process changes, as
+        PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
+        ``task_group.start``: it reports started once it listens.
+        """
+        await notify.listen(
+            self.settings, self._db.name, self._db.origin, on_change, task_status=task_status
+        )
 
     async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
