@@ -3,9 +3,10 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import psycopg
 import pytest
 from pydantic import BaseModel
 
@@ -20,6 +21,7 @@ from taskloom.engine.submit import submit
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.factory import database_settings, open_store
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.persistence.postgres.driver import application_name
 from taskloom.persistence.postgres.notify import foreign_change
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 from tests import postgres
@@ -119,6 +121,49 @@ async def test_a_cancel_made_by_another_process_reaches_the_running_node(
 
         await eventually(recorded)
         assert (await worker.manager.get(task.id)).state is TaskState.CANCELLED
+
+
+async def _terminate_backends(store: PostgresTaskStore) -> set[int]:
+    """End every server session of *store* (as a server restart or a network cut would)."""
+    async with await psycopg.AsyncConnection.connect(
+        postgres.TEST_URL, autocommit=True
+    ) as connection:
+        cursor = await connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (application_name(store.origin),),
+        )
+        pids = {pid for (pid,) in await cursor.fetchall()}
+        for pid in pids:  # one by one: never a side effect inside a WHERE clause
+            await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return pids
+
+
+async def _listening_again(store: PostgresTaskStore, dead: set[int]) -> bool:
+    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as connection:
+        cursor = await connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND query = 'LISTEN taskloom_changes'",
+            (application_name(store.origin),),
+        )
+        return any(pid not in dead for (pid,) in await cursor.fetchall())
+
+
+async def test_engines_carry_on_after_losing_every_connection(database: PostgresSettings) -> None:
+    async with server_and_worker(database, double) as (server, worker):
+        stores = [engine.runs for engine in (server, worker)]
+        assert all(isinstance(store, PostgresTaskStore) for store in stores)
+        for store in cast(list[PostgresTaskStore], stores):
+            dead = await _terminate_backends(store)
+            assert len(dead) >= 2  # its pool's connection and its listening one
+
+            async def listening(store: PostgresTaskStore = store, dead: set[int] = dead) -> bool:
+                return await _listening_again(store, dead)
+
+            await eventually(listening)
+        task = await submit(server.manager, double, {"n": 2})  # retried on a new connection
+        with anyio.fail_after(10):
+            done = await server.manager.wait_until_terminal(task.id)
+        assert done.result == 4
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,12 @@ def translate(error: psycopg.Error, database: str) -> PersistenceError:
     return PersistenceError(f"PostgreSQL {database}: {message}")
 
 
-async def connect(settings: PostgresSettings, database: str) -> Connection:
+def application_name(origin: str) -> str:
+    """What a store's connections call themselves (``pg_stat_activity.application_name``)."""
+    return f"taskloom-{origin}"
+
+
+async def connect(settings: PostgresSettings, database: str, *, origin: str) -> Connection:
     """One autocommit connection, failing fast with a one-line error.
 
     Raises:
@@ -90,6 +95,7 @@ async def connect(settings: PostgresSettings, database: str) -> Connection:
             settings.url,
             autocommit=True,
             connect_timeout=max(1, round(settings.connect_timeout_s)),
+            application_name=application_name(origin),
         )
     except psycopg.Error as error:
         raise DatabaseUnavailableError(
@@ -110,7 +116,7 @@ class Database:
             min_size=settings.min_connections,
             max_size=max(settings.max_connections, settings.min_connections),
             timeout=settings.acquire_timeout_s,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "application_name": application_name(origin)},
             configure=self._configure,
             name=f"taskloom:{name}",
             open=False,
@@ -164,7 +170,7 @@ class Database:
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_transient),
             stop=stop_after_delay(self.settings.retry_s),
-            wait=wait_exponential_jitter(initial=0.01, max=1.0, jitter=0.05),
+            wait=wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.05),
             sleep=anyio.sleep,
             reraise=True,
         )

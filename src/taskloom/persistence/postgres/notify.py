@@ -53,7 +53,7 @@ async def listen(
     delay = _RECONNECT_FIRST_S
     while True:
         try:
-            connection = await connect(settings, database)
+            connection = await connect(settings, database, origin=origin)
         except DatabaseUnavailableError:
             if not started:
                 raise

@@ -48,6 +48,11 @@ class PostgresTaskStore:
         self._db = database
 
     @property
+    def origin(self) -> str:
+        """This store's random id: in its notifications and its connections' names."""
+        return self._db.origin
+
+    @property
     def name(self) -> str:
         """``user@host:port/dbname``, for messages (never the password)."""
         return self._db.name
@@ -66,7 +71,8 @@ class PostgresTaskStore:
         if not isinstance(settings, PostgresSettings):
             settings = PostgresSettings(url=settings)
         name = describe(settings.url)
-        connection = await connect(settings, name)
+        origin = secrets.token_hex(8)
+        connection = await connect(settings, name, origin=origin)
         try:
             await schema.migrate(connection, settings.schema_name, name)
         except psycopg.Error as error:
@@ -74,7 +80,7 @@ class PostgresTaskStore:
         finally:
             with anyio.CancelScope(shield=True):
                 await connection.close()
-        database = Database(settings, name, origin=secrets.token_hex(8))
+        database = Database(settings, name, origin=origin)
         async with database.opened():
             yield cls(settings, database)
 
