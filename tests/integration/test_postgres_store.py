@@ -101,12 +101,17 @@ async def test_a_malformed_url_is_one_clear_line(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("url", "mysql://x/y"), ("schema_name", "Bad-Name"), ("schema_name", "")]
+    ("fields", "message"),
+    [
+        ({"url": "mysql://x/y"}, "url"),
+        ({"schema_name": "Bad-Name"}, "schema_name"),
+        ({"schema_name": ""}, "schema_name"),
+        ({"min_connections": 5, "max_connections": 2}, "min_connections cannot exceed"),
+    ],
 )
-def test_bad_settings_are_refused(field: str, value: str) -> None:
-    fields = {"url": postgres.TEST_URL, field: value}
-    with pytest.raises(ValueError, match=field):
-        PostgresSettings(**fields)
+def test_bad_settings_are_refused(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PostgresSettings(**{"url": postgres.TEST_URL, **fields})
 
 
 # -- the schema ---------------------------------------------------------------------------

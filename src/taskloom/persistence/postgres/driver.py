@@ -114,7 +114,7 @@ class Database:
         self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             settings.url,
             min_size=settings.min_connections,
-            max_size=max(settings.max_connections, settings.min_connections),
+            max_size=settings.max_connections,
             timeout=settings.acquire_timeout_s,
             kwargs={"autocommit": True, "application_name": application_name(origin)},
             configure=self._configure,

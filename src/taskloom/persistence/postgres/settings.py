@@ -3,7 +3,7 @@
 import re
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 URL_SCHEMES: Final = ("postgresql://", "postgres://")
 _SCHEMA_NAME: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -47,6 +47,12 @@ class PostgresSettings(BaseModel):
                 "not starting with a digit"
             )
         return name
+
+    @model_validator(mode="after")
+    def _pool_bounds(self) -> "PostgresSettings":
+        if self.min_connections > self.max_connections:
+            raise ValueError("min_connections cannot exceed max_connections")
+        return self
 
 
 def is_postgres_url(value: str) -> bool:
