@@ -1,5 +1,5 @@
 """A worker process for the PostgreSQL multi-process tests: ``python -m
-tests.integration.pg_worker URL SCHEMA``. It prints ``ready`` once it listens and works,
+tests.integration.pg_worker URL SCHEMA [LEASE_S]``. It prints ``ready`` once it listens and works,
 then runs until it is terminated. Its polls and heartbeats are too slow to matter, so
 whatever reaches it in a test came through LISTEN/NOTIFY."""
 
@@ -39,7 +39,25 @@ async def wait_forever(ctx: NodeContext[Numbers]) -> int:
     return 0
 
 
-def settings(url: str, schema: str, *, run_worker: bool) -> TaskloomSettings:
+once = Workflow("once", version="1", input=Numbers)
+
+
+@once.node()
+async def hang_on_first_attempt(ctx: NodeContext[Numbers]) -> int:
+    if ctx.attempt == 1:
+        await ctx.report(0, 1, "hanging")
+        await anyio.sleep_forever()
+    return ctx.attempt
+
+
+def settings(
+    url: str,
+    schema: str,
+    *,
+    run_worker: bool,
+    poll_s: float = SLOW_S,
+    lease_s: float = 3 * SLOW_S,
+) -> TaskloomSettings:
     """The settings of this worker (or of a server that submits to it)."""
     return TaskloomSettings(
         database=PostgresSettings(url=url, schema_name=schema),
@@ -47,16 +65,16 @@ def settings(url: str, schema: str, *, run_worker: bool) -> TaskloomSettings:
         load_entry_points=False,
         run_worker=run_worker,
         run_sweeper=False,
-        worker=WorkerSettings(poll_s=SLOW_S, lease_s=3 * SLOW_S, progress_interval_s=0),
+        worker=WorkerSettings(poll_s=poll_s, lease_s=lease_s, progress_interval_s=0),
     )
 
 
-async def main(url: str, schema: str) -> None:
+async def main(url: str, schema: str, lease_s: float) -> None:
     """Work until terminated."""
-    async with open_engine(settings(url, schema, run_worker=True)):
+    async with open_engine(settings(url, schema, run_worker=True, lease_s=lease_s)):
         print("ready", flush=True)
         await anyio.sleep_forever()
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1], sys.argv[2])
+    anyio.run(main, sys.argv[1], sys.argv[2], float(sys.argv[3]) if sys.argv[3:] else 3 * SLOW_S)
