@@ -386,4 +386,4 @@ TestTaskManagerOnMemory.settings = _SETTINGS
 TestTaskManagerOnSqlite = SqliteTaskManagerMachine.TestCase
 TestTaskManagerOnSqlite.settings = _SETTINGS
 TestTaskManagerOnPostgres = PostgresTaskManagerMachine.TestCase
-TestTaskManagerOnPostgres.settings = settings(_SETTINGS, max_examples=25)
+TestTaskManagerOnPostgres.settings = settings(_SETTINGS, max_examples=20)

@@ -83,6 +83,20 @@ def application_name(origin: str) -> str:
     return f"taskloom-{origin}"
 
 
+def connection_options(origin: str) -> dict[str, Any]:
+    """libpq options of every connection: autocommit (each port method opens its own
+    transaction), a name, and TCP keepalives so that a silently lost server is noticed
+    within about a minute rather than never."""
+    return {
+        "autocommit": True,
+        "application_name": application_name(origin),
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+    }
+
+
 async def connect(settings: PostgresSettings, database: str, *, origin: str) -> Connection:
     """One autocommit connection, failing fast with a one-line error.
 
@@ -93,9 +107,8 @@ async def connect(settings: PostgresSettings, database: str, *, origin: str) -> 
     try:
         return await psycopg.AsyncConnection.connect(
             settings.url,
-            autocommit=True,
             connect_timeout=max(1, round(settings.connect_timeout_s)),
-            application_name=application_name(origin),
+            **connection_options(origin),
         )
     except psycopg.Error as error:
         raise DatabaseUnavailableError(
@@ -116,7 +129,7 @@ class Database:
             min_size=settings.min_connections,
             max_size=settings.max_connections,
             timeout=settings.acquire_timeout_s,
-            kwargs={"autocommit": True, "application_name": application_name(origin)},
+            kwargs=connection_options(origin),
             configure=self._configure,
             name=f"taskloom:{name}",
             open=False,
