@@ -134,96 +134,116 @@ async def release_lease(connection: Connection, lease: Lease) -> None:
     )
 
 
+_NODE_COLUMNS = (
+    "node, state, attempt, failures, interruptions, not_before, output, error, updated_at"
+)
+
+
 async def start_node(
     connection: Connection, lease: Lease, start: NodeStart, now: datetime
 ) -> NodeRun:
-    """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
-    await check_fence(connection, lease)
-    cursor = await connection.execute("SELECT state FROM tasks WHERE id = %s", (lease.task_id,))
-    state = await cursor.fetchone()
-    if state is None or TaskState(state[0]) in TERMINAL_STATES:
+    """See :meth:`taskloom.engine.runs.RunStore.start_node`.
+
+    Two statements: the fence and the task's state, then every write in one.
+    """
+    cursor = await connection.execute(
+        "SELECT l.token, t.state FROM leases l JOIN tasks t ON t.id = l.task_id"
+        " WHERE l.task_id = %s FOR SHARE OF l",
+        (lease.task_id,),
+    )
+    found = await cursor.fetchone()
+    if found is None or found[0] != lease.token:
+        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+    if TaskState(found[1]) in TERMINAL_STATES:
         raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
-    if start.interrupted_attempt is not None:
-        await connection.execute(
-            "UPDATE node_attempts SET ended_at = %s, outcome = 'interrupted'"
-            " WHERE task_id = %s AND node = %s AND attempt = %s AND ended_at IS NULL",
-            (now, lease.task_id, start.node, start.interrupted_attempt),
-        )
-    await connection.execute(
-        "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
-        " VALUES (%s, %s, 'running', %s, %s, %s)"
+    cursor = await connection.execute(
+        "WITH interrupted AS ("
+        "  UPDATE node_attempts SET ended_at = %(now)s, outcome = 'interrupted'"
+        "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(interrupted)s"
+        "  AND ended_at IS NULL),"
+        " opened AS ("
+        "  INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
+        "  VALUES (%(task)s, %(node)s, %(attempt)s, %(worker)s, %(now)s))"
+        " INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
+        " VALUES (%(task)s, %(node)s, 'running', %(attempt)s, %(interruptions)s, %(now)s)"
         " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
         " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-        " not_before = NULL, updated_at = excluded.updated_at",
-        (lease.task_id, start.node, start.attempt, start.interruptions, now),
+        " not_before = NULL, updated_at = excluded.updated_at"
+        f" RETURNING {_NODE_COLUMNS}",
+        {
+            "task": lease.task_id,
+            "node": start.node,
+            "attempt": start.attempt,
+            "interruptions": start.interruptions,
+            "interrupted": start.interrupted_attempt,
+            "worker": lease.worker,
+            "now": now,
+        },
     )
-    await connection.execute(
-        "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
-        " VALUES (%s, %s, %s, %s, %s)",
-        (lease.task_id, start.node, start.attempt, lease.worker, now),
-    )
-    return (await node_runs(connection, lease.task_id, start.node))[start.node]
+    row = await cursor.fetchone()
+    assert row is not None  # an upsert always returns its row
+    return _node_run(row)
 
 
 async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
-    """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
+    """See :meth:`taskloom.engine.runs.RunStore.end_node`.
+
+    Two statements: the fence, then the checkpoint and the attempt's end in one.
+    """
     await check_fence(connection, lease)
     error = end.error.model_dump_json() if end.error is not None else None
-    changed = await connection.execute(
-        "UPDATE node_runs SET state = %s, failures = failures + %s, output = %s, error = %s,"
-        " not_before = %s, updated_at = %s"
-        " WHERE task_id = %s AND node = %s AND attempt = %s AND state = 'running'",
-        (
-            end.state.value,
-            int(end.outcome in FAILURE_OUTCOMES),
-            json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
-            error,
-            end.not_before,
-            now,
-            lease.task_id,
-            end.node,
-            end.attempt,
-        ),
-    )
-    if changed.rowcount != 1:
-        raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
-    await connection.execute(
-        "UPDATE node_attempts SET ended_at = %s, outcome = %s, error = %s"
-        " WHERE task_id = %s AND node = %s AND attempt = %s",
-        (now, end.outcome.value, error, lease.task_id, end.node, end.attempt),
-    )
-    return (await node_runs(connection, lease.task_id, end.node))[end.node]
-
-
-async def node_runs(
-    connection: Connection, task_id: str, node: str | None = None
-) -> dict[str, NodeRun]:
-    """The checkpoints of a run (or of one of its nodes), by node name."""
-    params: tuple[Any, ...] = (task_id,)
-    condition = ""
-    if node is not None:
-        condition = " AND node = %s"
-        params = (task_id, node)
     cursor = await connection.execute(
-        "SELECT node, state, attempt, failures, interruptions, not_before, output, error,"
-        " updated_at FROM node_runs WHERE task_id = %s" + condition,
-        params,
+        "WITH ended AS ("
+        "  UPDATE node_runs SET state = %(state)s, failures = failures + %(failed)s,"
+        "  output = %(output)s, error = %(error)s, not_before = %(not_before)s,"
+        "  updated_at = %(now)s"
+        "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(attempt)s"
+        f"  AND state = 'running' RETURNING {_NODE_COLUMNS}),"
+        " closed AS ("
+        "  UPDATE node_attempts SET ended_at = %(now)s, outcome = %(outcome)s, error = %(error)s"
+        "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(attempt)s"
+        "  AND EXISTS (SELECT FROM ended))"
+        " SELECT * FROM ended",
+        {
+            "state": end.state.value,
+            "failed": int(end.outcome in FAILURE_OUTCOMES),
+            "output": json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
+            "error": error,
+            "not_before": end.not_before,
+            "now": now,
+            "task": lease.task_id,
+            "node": end.node,
+            "attempt": end.attempt,
+            "outcome": end.outcome.value,
+        },
     )
-    found: dict[str, NodeRun] = {}
-    for row in await cursor.fetchall():
-        name, state, attempt, failures, interruptions, not_before, output, error, updated_at = row
-        found[name] = NodeRun(
-            node=name,
-            state=NodeState(state),
-            attempt=attempt,
-            failures=failures,
-            interruptions=interruptions,
-            not_before=rows.utc(not_before) if not_before is not None else None,
-            output=_json(output),
-            error=ErrorInfo.model_validate_json(error) if error is not None else None,
-            updated_at=rows.utc(updated_at),
-        )
-    return found
+    row = await cursor.fetchone()
+    if row is None:
+        raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
+    return _node_run(row)
+
+
+async def node_runs(connection: Connection, task_id: str) -> dict[str, NodeRun]:
+    """The checkpoints of a run, by node name."""
+    cursor = await connection.execute(
+        f"SELECT {_NODE_COLUMNS} FROM node_runs WHERE task_id = %s", (task_id,)
+    )
+    return {run.node: run for run in map(_node_run, await cursor.fetchall())}
+
+
+def _node_run(row: tuple[Any, ...]) -> NodeRun:
+    name, state, attempt, failures, interruptions, not_before, output, error, updated_at = row
+    return NodeRun(
+        node=name,
+        state=NodeState(state),
+        attempt=attempt,
+        failures=failures,
+        interruptions=interruptions,
+        not_before=rows.utc(not_before) if not_before is not None else None,
+        output=_json(output),
+        error=ErrorInfo.model_validate_json(error) if error is not None else None,
+        updated_at=rows.utc(updated_at),
+    )
 
 
 async def attempts(connection: Connection, task_id: TaskId) -> list[NodeAttempt]:
