@@ -1,7 +1,9 @@
 """Run transactions of the PostgreSQL store (leases, node checkpoints, attempts).
 
-Each function runs inside one transaction of the connection it is given. Lock order is
-always a task row, then its lease row, so concurrent transactions cannot deadlock.
+Each function runs inside one transaction of the connection it is given. Writers lock a
+task row (``FOR NO KEY UPDATE``, which leaves the foreign-key checks of checkpoint inserts
+alone) before its lease row. The one cycle left, purging an expired task while its worker
+writes a checkpoint, is broken by PostgreSQL's deadlock detector and the loser retried.
 """
 
 import json
@@ -58,7 +60,7 @@ async def claim_runs(
 ) -> list[ClaimedRun]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`.
 
-    Candidates are locked with ``FOR UPDATE SKIP LOCKED`` (workers never queue behind
+    Candidates are locked with ``FOR NO KEY UPDATE SKIP LOCKED`` (workers never queue behind
     each other); the lease is then taken by a conditional upsert, the verdict that
     settles a race with a claim that read an older snapshot.
     """
@@ -72,7 +74,7 @@ async def claim_runs(
         " AND t.name = ANY(%(names)s)"
         " AND (l.task_id IS NULL OR l.expires_at <= %(now)s OR l.worker = %(reclaim)s)"
         " ORDER BY t.position LIMIT %(limit)s"
-        " FOR UPDATE OF t SKIP LOCKED",
+        " FOR NO KEY UPDATE OF t SKIP LOCKED",
         {"now": now, "names": sorted(workflows), "reclaim": reclaim_from, "limit": limit},
     )
     candidates = await cursor.fetchall()

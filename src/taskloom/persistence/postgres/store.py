@@ -207,7 +207,8 @@ async def _get(
     task_id: TaskId, now: datetime, connection: Connection, *, lock: bool
 ) -> Task | None:
     cursor = await connection.execute(
-        f"SELECT body FROM tasks WHERE id = %s AND {rows.LIVE}" + (" FOR UPDATE" if lock else ""),
+        f"SELECT body FROM tasks WHERE id = %s AND {rows.LIVE}"
+        + (" FOR NO KEY UPDATE" if lock else ""),
         (task_id, now),
     )
     row = await cursor.fetchone()
