@@ -8,7 +8,8 @@
 set -euo pipefail
 
 HOST=127.0.0.1
-PORT=5432
+PORT="${TASKLOOM_PG_PORT:-5432}"       # these two only exist to test this script
+CLUSTER="${TASKLOOM_PG_CLUSTER:-main}" # on a spare cluster
 
 answers() {
     (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null
@@ -28,7 +29,7 @@ if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
     exit 1
 fi
 
-if ! compgen -G "/etc/postgresql/*/main" >/dev/null; then
+if ! command -v pg_ctlcluster >/dev/null || ! compgen -G "/etc/postgresql/*" >/dev/null; then
     say "installing PostgreSQL from the Debian packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -36,28 +37,32 @@ if ! compgen -G "/etc/postgresql/*/main" >/dev/null; then
 fi
 
 version="$(ls /etc/postgresql | sort -V | tail -n 1)"
-config="/etc/postgresql/$version/main"
+config="/etc/postgresql/$version/$CLUSTER"
+if [[ ! -d "$config" ]]; then
+    say "creating the PostgreSQL $version cluster $CLUSTER"
+    pg_createcluster "$version" "$CLUSTER" -p "$PORT" >/dev/null
+fi
 if ! grep -q "taskloom tests" "$config/pg_hba.conf"; then
     # Connections from this machine need no password (the tests' server only).
+    original="$(cat "$config/pg_hba.conf")"
     {
         echo "# taskloom tests: trust local connections"
         echo "local all all trust"
         echo "host all all 127.0.0.1/32 trust"
         echo "host all all ::1/128 trust"
-        cat "$config/pg_hba.conf"
-    } >"$config/pg_hba.conf.new"
-    mv "$config/pg_hba.conf.new" "$config/pg_hba.conf"
+        echo "$original"
+    } >"$config/pg_hba.conf" # rewritten in place: keeps its owner and mode
 fi
-echo "listen_addresses = 'localhost'" >"$config/conf.d/taskloom-tests.conf"
-echo "port = $PORT" >>"$config/conf.d/taskloom-tests.conf"
+mkdir -p "$config/conf.d"
+printf "listen_addresses = 'localhost'\nport = %s\n" "$PORT" >"$config/conf.d/taskloom-tests.conf"
 
 say "(re)starting PostgreSQL $version with that configuration"
-pg_ctlcluster --skip-systemctl-redirect "$version" main restart
+pg_ctlcluster --skip-systemctl-redirect "$version" "$CLUSTER" restart
 for _ in $(seq 1 60); do
     if answers; then
         exit 0
     fi
     sleep 0.5
 done
-say "PostgreSQL $version did not start on $HOST:$PORT; see /var/log/postgresql/"
+say "PostgreSQL $version ($CLUSTER) did not start on $HOST:$PORT; see /var/log/postgresql/"
 exit 1

@@ -194,6 +194,14 @@ def test_a_url_selects_postgresql_and_a_path_selects_sqlite(tmp_path: Path) -> N
         database_settings("mysql://me@db/tasks")
 
 
+def test_settings_read_from_data_pick_the_store_by_its_fields() -> None:
+    url = "postgresql://me@db.example/tasks"
+    on_postgres = TaskloomSettings.model_validate({"database": {"url": url}})
+    on_sqlite = TaskloomSettings.model_validate({"database": {"path": "t.db"}})
+    assert on_postgres.database == PostgresSettings(url=url)
+    assert on_sqlite.database == SqliteSettings(path=Path("t.db"))
+
+
 async def test_open_store_opens_the_store_it_is_given(
     tmp_path: Path, database: PostgresSettings
 ) -> None:
