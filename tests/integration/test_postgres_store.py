@@ -92,6 +92,12 @@ async def test_the_password_never_appears_in_a_message() -> None:
     assert "someone@127.0.0.1:1/postgres" in str(caught.value)
 
 
+def test_the_password_is_not_in_the_settings_repr() -> None:
+    settings = PostgresSettings(url="postgresql://someone:s3cret-pw@db/tasks")
+    assert "s3cret-pw" not in repr(settings)
+    assert "s3cret-pw" not in str(settings)
+
+
 @pytest.mark.parametrize("url", ["postgresql://[broken", "postgresql://h/db?no_such_option=1"])
 async def test_a_malformed_url_is_one_clear_line(url: str) -> None:
     with pytest.raises(PersistenceError, match=r"^invalid PostgreSQL URL: ") as caught:

@@ -14,8 +14,9 @@ class PostgresSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    url: str
-    """A libpq URL, e.g. ``postgresql://user:password@host:5432/dbname``."""
+    url: str = Field(repr=False)
+    """A libpq URL, e.g. ``postgresql://user:password@host:5432/dbname`` (left out of
+    ``repr``, which would show its password)."""
     schema_name: str = "taskloom"
     """The schema that holds taskloom's tables (created if missing); other applications
     may share the database, never the schema."""
