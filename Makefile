@@ -24,6 +24,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 unit: $(STAMP)
+	scripts/ensure-postgres.sh
 	$(PY) -m pytest
 
 test: lint typecheck unit bench-quick

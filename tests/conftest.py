@@ -1,6 +1,6 @@
 """Shared fixtures: the anyio backend and a task store of every kind."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -9,8 +9,9 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import TaskStore
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.testing import FakeClock, InMemoryTaskStore
+from tests import postgres
 
-STORE_KINDS = ("memory", "sqlite")
+STORE_KINDS = ("memory", "sqlite", "postgres")
 
 
 @pytest.fixture(scope="session")
@@ -21,12 +22,25 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=STORE_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    """A fresh, empty store of each kind (SQLite in a new file per test)."""
+    """A fresh, empty store of each kind (SQLite in a new file, PostgreSQL emptied)."""
     if request.param == "memory":
         yield InMemoryTaskStore()
-    else:
+    elif request.param == "sqlite":
         async with SqliteTaskStore.open(tmp_path / "tasks.db") as sqlite_store:
             yield sqlite_store
+    else:
+        schema = request.getfixturevalue("postgres_schema")
+        async with postgres.emptied_store(schema) as postgres_store:
+            yield postgres_store
+
+
+@pytest.fixture(scope="session")
+def postgres_schema() -> Iterator[str]:
+    """One schema of the test server for the session's contract tests, dropped at the end."""
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    yield name
+    postgres.drop_schema_now(name)
 
 
 @pytest.fixture

@@ -1,19 +1,27 @@
 """The composition root: the only module that wires the store, the engine and its loops."""
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 
 from taskloom.config import TaskloomSettings
-from taskloom.engine.errors import WorkflowDefinitionError
+from taskloom.engine.errors import (
+    PersistenceError,
+    TaskNotFoundError,
+    WorkflowDefinitionError,
+)
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import TaskId
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
-from taskloom.engine.worker import Worker
-from taskloom.persistence.sqlite import SqliteTaskStore
+from taskloom.engine.worker import Worker, default_worker_id
+from taskloom.persistence.factory import DatabaseSettings, open_store
+from taskloom.persistence.postgres import PostgresTaskStore
+from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.persistence.sqlite.slots import WorkerSlot
 from taskloom.server import TaskServer
 from taskloom.server.http import HttpService, HttpSettings
@@ -59,17 +67,21 @@ async def open_engine(
 ) -> AsyncIterator[Engine]:
     """Open the database and yield a running engine; stop and close everything on exit.
 
-    The worker takes a slot on the database (see ``WorkerSlot``): if that slot's
+    The store is the SQLite file or the PostgreSQL database of ``settings.database``.
+    On SQLite the worker takes a slot on the file (see ``WorkerSlot``): if that slot's
     previous holder died, its runs are taken back at once rather than after their
-    leases expire.
+    leases expire. On PostgreSQL, where workers run on many machines, a dead worker's
+    runs are taken back by any live worker once their leases expire, and changes made by
+    other processes are published here as PostgreSQL announces them: workers wake on
+    new work, and a cancel made anywhere reaches the node running it.
     """
     settings = settings if settings is not None else TaskloomSettings()
     registry = workflows if workflows is not None else load_workflows(settings)
-    async with SqliteTaskStore.open(settings.database) as store:
+    async with open_store(settings.database) as store:
         manager = TaskManager(
             store, clock=clock, settings=settings.tasks, validator=JsonSchemaValidator()
         )
-        with WorkerSlot(settings.database.path) as slot:
+        with _worker_identity(settings.database) as (worker_id, reclaim_from):
             worker = None
             if settings.run_worker:
                 worker = Worker(
@@ -77,10 +89,12 @@ async def open_engine(
                     store,
                     dict(registry),
                     settings=settings.worker,
-                    worker_id=slot.worker_id,
-                    reclaim_from=slot.worker_id,
+                    worker_id=worker_id,
+                    reclaim_from=reclaim_from,
                 )
             async with anyio.create_task_group() as task_group:
+                if isinstance(store, PostgresTaskStore):
+                    await task_group.start(store.watch_changes, partial(_republish, manager))
                 if settings.run_sweeper:
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:
@@ -89,6 +103,25 @@ async def open_engine(
                     yield Engine(manager=manager, runs=store, workflows=registry, worker=worker)
                 finally:
                     task_group.cancel_scope.cancel()
+
+
+@contextmanager
+def _worker_identity(database: DatabaseSettings) -> Iterator[tuple[str, str | None]]:
+    """This process's worker id, and the dead predecessor whose runs it may take back now."""
+    if isinstance(database, SqliteSettings):
+        with WorkerSlot(database.path) as slot:
+            yield slot.worker_id, slot.worker_id
+    else:
+        yield default_worker_id(), None
+
+
+async def _republish(manager: TaskManager, task_id: TaskId) -> None:
+    """Publish in this process a change that another process made."""
+    try:
+        task = await manager.get(task_id)
+    except (TaskNotFoundError, PersistenceError):
+        return  # gone, or the database is away: polls and heartbeats still cover it
+    manager.publish(task)
 
 
 async def serve_stdio(settings: TaskloomSettings | None = None) -> None:

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from taskloom.engine.manager import TaskManagerSettings
 from taskloom.engine.worker import WorkerSettings
+from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.server import ServerSettings
 
@@ -22,7 +23,10 @@ class TaskloomSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    database: SqliteSettings = Field(default_factory=lambda: SqliteSettings(path=DEFAULT_DATABASE))
+    database: SqliteSettings | PostgresSettings = Field(
+        default_factory=lambda: SqliteSettings(path=DEFAULT_DATABASE)
+    )
+    """An SQLite file (the default) or a PostgreSQL database shared by many processes."""
     tasks: TaskManagerSettings = Field(default_factory=TaskManagerSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

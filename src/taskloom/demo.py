@@ -114,10 +114,9 @@ async def phase_two(manager: TaskManager, ids: dict[str, str]) -> None:
 async def main() -> None:
     """Run the demo in ./demo-data/taskloom.db (recreated on every run)."""
     shutil.rmtree(DATA, ignore_errors=True)
-    settings = TaskloomSettings(
-        database=SqliteSettings(path=DATA / "taskloom.db"), run_worker=False
-    )
-    print(f"taskloom durable task core demo, database {settings.database.path}\n")
+    database = SqliteSettings(path=DATA / "taskloom.db")
+    settings = TaskloomSettings(database=database, run_worker=False)
+    print(f"taskloom durable task core demo, database {database.path}\n")
     async with open_engine(settings) as engine:
         ids = await phase_one(engine.manager)
     async with open_engine(settings) as engine:

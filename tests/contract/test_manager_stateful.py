@@ -2,7 +2,7 @@
 
 The model is a plain dict of what every task should look like. After every step the
 invariants are checked against the real store: every live task reads back exactly as
-modelled (so nothing committed is lost, not even across a reopen of the SQLite file),
+modelled (so nothing committed is lost, not even across a reopen of the database),
 terminal states never change, expired tasks are invisible, and listing page by page
 returns every live task exactly once, newest first.
 
@@ -44,8 +44,10 @@ from taskloom.engine.manager import TaskManager, TaskManagerSettings
 from taskloom.engine.models import InputRequest, Task, TaskFailure
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.states import TaskState, check_transition, is_terminal
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.testing import FakeClock, InMemoryTaskStore
+from tests import postgres
 
 pytestmark = pytest.mark.slow
 
@@ -102,9 +104,20 @@ class TaskManagerMachine(RuleBasedStateMachine):
         if self.kind == "memory":
             store = getattr(self, "_memory", None) or InMemoryTaskStore()
             self._memory = store
-        else:
+        elif self.kind == "sqlite":
             self._store_cm = self.portal.wrap_async_context_manager(
                 SqliteTaskStore.open(self.folder / "tasks.db")
+            )
+            store = self._store_cm.__enter__()
+        else:
+            if not hasattr(self, "_schema"):
+                postgres.require_server()
+                self._schema = postgres.new_schema_name()
+                self._stack.callback(postgres.drop_schema_now, self._schema)
+            self._store_cm = self.portal.wrap_async_context_manager(
+                PostgresTaskStore.open(
+                    PostgresSettings(url=postgres.TEST_URL, schema_name=self._schema)
+                )
             )
             store = self._store_cm.__enter__()
         return TaskManager(
@@ -298,10 +311,10 @@ class TaskManagerMachine(RuleBasedStateMachine):
     def sweep(self) -> None:
         self.call(self.manager.purge_expired)
 
-    @precondition(lambda self: self.kind == "sqlite")
+    @precondition(lambda self: self.kind != "memory")
     @rule()
     def reopen(self) -> None:
-        """Close the database file and open it again: nothing committed may be lost."""
+        """Close the database and open it again: nothing committed may be lost."""
         self._close()
         self.manager = self._open()
 
@@ -357,6 +370,10 @@ class SqliteTaskManagerMachine(TaskManagerMachine):
     kind = "sqlite"
 
 
+class PostgresTaskManagerMachine(TaskManagerMachine):
+    kind = "postgres"
+
+
 _SETTINGS = settings(
     max_examples=60,
     stateful_step_count=40,
@@ -368,3 +385,5 @@ TestTaskManagerOnMemory = TaskManagerMachine.TestCase
 TestTaskManagerOnMemory.settings = _SETTINGS
 TestTaskManagerOnSqlite = SqliteTaskManagerMachine.TestCase
 TestTaskManagerOnSqlite.settings = _SETTINGS
+TestTaskManagerOnPostgres = PostgresTaskManagerMachine.TestCase
+TestTaskManagerOnPostgres.settings = settings(_SETTINGS, max_examples=20)

@@ -120,6 +120,10 @@ class DatabaseBusyError(PersistenceError):
     """The database stayed locked by another writer past every retry."""
 
 
+class DatabaseUnavailableError(PersistenceError):
+    """The database server cannot be reached, or refused the connection (address, password)."""
+
+
 class CorruptDatabaseError(PersistenceError):
     """The database file is damaged or is not a database at all."""
 

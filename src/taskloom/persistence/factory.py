@@ -1,0 +1,50 @@
+"""Choosing the store from what the user wrote: a PostgreSQL URL, or an SQLite file path."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Protocol
+
+from taskloom.engine.errors import PersistenceError
+from taskloom.engine.ports import TaskStore
+from taskloom.engine.runs import RunStore
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, is_postgres_url
+from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
+
+DatabaseSettings = SqliteSettings | PostgresSettings
+
+
+class DurableStore(TaskStore, RunStore, Protocol):
+    """A store of tasks and of their runs (what the engine and its workers need)."""
+
+
+def database_settings(target: str | Path | DatabaseSettings) -> DatabaseSettings:
+    """The settings for *target*: ``postgresql://...`` is PostgreSQL, anything else a file.
+
+    Raises:
+        PersistenceError: a URL of a database taskloom does not support.
+    """
+    if isinstance(target, SqliteSettings | PostgresSettings):
+        return target
+    text = str(target)
+    if is_postgres_url(text):
+        return PostgresSettings(url=text)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise PersistenceError(
+            f"unsupported database URL scheme {scheme!r}: give an SQLite file path "
+            "or a postgresql:// URL"
+        )
+    return SqliteSettings(path=Path(text))
+
+
+@asynccontextmanager
+async def open_store(target: str | Path | DatabaseSettings) -> AsyncIterator[DurableStore]:
+    """Open the store *target* names (see :func:`database_settings`); close it on exit."""
+    settings = database_settings(target)
+    if isinstance(settings, PostgresSettings):
+        async with PostgresTaskStore.open(settings) as postgres_store:
+            yield postgres_store
+    else:
+        async with SqliteTaskStore.open(settings) as sqlite_store:
+            yield sqlite_store

@@ -1,0 +1,222 @@
+"""Everything that touches psycopg's connections: the pool, one transaction per call with
+retries of transient failures, and driver errors translated into engine errors."""
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final, TypeVar
+
+import anyio
+import psycopg
+from psycopg import errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.string import TextLoader
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
+from taskloom.engine.errors import (
+    DatabaseBusyError,
+    DatabaseUnavailableError,
+    PersistenceError,
+    StoreClosedError,
+)
+from taskloom.persistence.postgres.settings import PostgresSettings
+
+_T = TypeVar("_T")
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+Work = Callable[[Connection], Awaitable[_T]]
+
+_NOISE: Final = re.compile(
+    r'connection failed: |connection to server at "[^"]*"(?: \([^)]*\))?, port \d+ failed: '
+    r"|FATAL:\s+|ERROR:\s+"
+)
+_SERVER_GONE: Final = frozenset({"57P01", "57P02", "57P03"})  # shut down, crashed, starting
+
+
+def one_line(error: BaseException) -> str:
+    """The driver's message on one line, without libpq's prefixes and query excerpts."""
+    primary = error.diag.message_primary if isinstance(error, psycopg.Error) else None
+    text = primary or "; ".join(part.strip() for part in str(error).splitlines() if part.strip())
+    return re.sub(r"\s+", " ", _NOISE.sub("", text)).strip() or type(error).__name__
+
+
+def describe(url: str) -> str:
+    """``user@host:port/dbname`` for messages: the URL without its password.
+
+    Raises:
+        PersistenceError: the URL is malformed.
+    """
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as error:
+        raise PersistenceError(f"invalid PostgreSQL URL: {one_line(error)}") from error
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"{user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for failures that left nothing behind and may pass on a second try."""
+    if isinstance(error, errors.TransactionRollback):  # serialization failure, deadlock
+        return True
+    if isinstance(error, errors.LockNotAvailable):
+        return True
+    if isinstance(error, psycopg.OperationalError):
+        state = error.sqlstate
+        return state is None or state.startswith("08") or state in _SERVER_GONE
+    return False
+
+
+def translate(error: psycopg.Error, database: str) -> PersistenceError:
+    """The engine error for a driver error (the caller chains it as ``__cause__``)."""
+    message = one_line(error)
+    if isinstance(error, errors.TransactionRollback | errors.LockNotAvailable):
+        return DatabaseBusyError(f"PostgreSQL {database} stayed contended: {message}")
+    if isinstance(error, psycopg.OperationalError):
+        return DatabaseUnavailableError(f"PostgreSQL {database} is unavailable: {message}")
+    return PersistenceError(f"PostgreSQL {database}: {message}")
+
+
+def application_name(origin: str) -> str:
+    """What a store's connections call themselves (``pg_stat_activity.application_name``)."""
+    return f"taskloom-{origin}"
+
+
+def connection_options(origin: str) -> dict[str, Any]:
+    """libpq options of every connection: autocommit (each port method opens its own
+    transaction), a name, and TCP keepalives so that a silently lost server is noticed
+    within about a minute rather than never."""
+    return {
+        "autocommit": True,
+        "application_name": application_name(origin),
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+    }
+
+
+async def connect(settings: PostgresSettings, database: str, *, origin: str) -> Connection:
+    """One autocommit connection, failing fast with a one-line error.
+
+    Raises:
+        DatabaseUnavailableError: no server answers, or it refused us (role, password,
+            database name).
+    """
+    try:
+        return await psycopg.AsyncConnection.connect(
+            settings.url,
+            connect_timeout=max(1, round(settings.connect_timeout_s)),
+            **connection_options(origin),
+        )
+    except psycopg.Error as error:
+        raise DatabaseUnavailableError(
+            f"cannot connect to PostgreSQL {database}: {one_line(error)}"
+        ) from error
+
+
+class Database:
+    """A connection pool and the one way to use it: :meth:`transaction` or :meth:`read`."""
+
+    def __init__(self, settings: PostgresSettings, name: str, *, origin: str) -> None:
+        self.settings = settings
+        self.name = name
+        self.origin = origin
+        """Written into every connection's ``taskloom.origin`` setting (see ``notify``)."""
+        self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            settings.url,
+            min_size=settings.min_connections,
+            max_size=settings.max_connections,
+            timeout=settings.acquire_timeout_s,
+            kwargs=connection_options(origin),
+            configure=self._configure,
+            name=f"taskloom:{name}",
+            open=False,
+        )
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator["Database"]:
+        """Open the pool (waiting for its first connections) and close it on exit."""
+        try:
+            await self.pool.open(wait=True, timeout=self.settings.connect_timeout_s)
+        except PoolTimeout as error:
+            raise DatabaseUnavailableError(
+                f"PostgreSQL {self.name}: no connection within "
+                f"{self.settings.connect_timeout_s:g} s"
+            ) from error
+        try:
+            yield self
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.pool.close()
+
+    async def _configure(self, connection: Connection) -> None:
+        connection.adapters.register_loader("json", TextLoader)  # pydantic parses task bodies
+        await connection.execute(
+            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false),"
+            " set_config('taskloom.origin', %s, false)",
+            (self.settings.schema_name, self.origin),
+        )
+
+    async def transaction(self, work: Work[_T]) -> _T:
+        """Run *work* in one transaction, retrying transient failures.
+
+        A failure while committing is not retried (the write may have landed).
+
+        Raises:
+            PersistenceError: a translated driver error.
+            TaskloomError: whatever *work* raised (its changes were rolled back).
+        """
+        return await self._retrying(work, write=True)
+
+    async def read(self, work: Work[_T]) -> _T:
+        """Run *work* outside a transaction (for single-statement reads), with retries."""
+        return await self._retrying(work, write=False)
+
+    async def _retrying(self, work: Work[_T], *, write: bool) -> _T:
+        try:
+            return await self._once(work, write=write)  # the fast path: no retry machinery
+        except psycopg.Error as error:
+            if not is_transient(error):
+                raise translate(error, self.name) from error
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_delay(self.settings.retry_s),
+            wait=wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.05),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._once(work, write=write)
+        except psycopg.Error as error:
+            raise translate(error, self.name) from error
+        raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+    async def _once(self, work: Work[_T], *, write: bool) -> _T:
+        try:
+            async with self.pool.connection() as connection:
+                if not write:
+                    return await work(connection)
+                committing = False
+                try:
+                    async with connection.transaction():
+                        value = await work(connection)
+                        committing = True
+                except psycopg.OperationalError as error:
+                    if committing:
+                        raise PersistenceError(
+                            f"PostgreSQL {self.name}: the connection failed while committing, "
+                            f"so the write may or may not have landed: {one_line(error)}"
+                        ) from error
+                    raise
+                return value
+        except PoolClosed as error:
+            raise StoreClosedError("the store is closed") from error
+        except PoolTimeout as error:
+            raise DatabaseUnavailableError(
+                f"PostgreSQL {self.name}: no free connection within "
+                f"{self.settings.acquire_timeout_s:g} s"
+            ) from error

@@ -1,0 +1,97 @@
+"""Recognising taskloom's schema in a PostgreSQL database and migrating it with numbered
+SQL files, one transaction for all of them, under an advisory lock."""
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Final
+
+from psycopg import sql
+
+from taskloom.engine.errors import ForeignDatabaseError, SchemaVersionError
+from taskloom.persistence.postgres.driver import Connection
+
+VERSION_TABLE: Final = "taskloom_migrations"
+_LOCK_KEY: Final = 0x544C4F4D  # "TLOM": one migrator at a time per schema
+_MIGRATION_NAME: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@cache
+def migrations() -> tuple[tuple[int, str], ...]:
+    """Every migration as ``(number, sql)``, numbered 1, 2, 3... without gaps."""
+    folder = resources.files("taskloom.persistence.postgres") / "migrations"
+    found: list[tuple[int, str]] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
+    found.sort()
+    numbers = [number for number, _ in found]
+    if numbers != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations must be numbered 1..N without gaps, found {numbers}")
+    return tuple(found)
+
+
+def latest_version() -> int:
+    """The schema version this taskloom writes."""
+    return len(migrations())
+
+
+async def migrate(connection: Connection, schema: str, database: str) -> int:
+    """Create *schema* if needed and bring it up to date in one transaction; return the version.
+
+    Raises:
+        ForeignDatabaseError: the schema holds another application's tables.
+        SchemaVersionError: the schema was written by a newer taskloom.
+        psycopg.Error: the server refused (translated by the caller).
+    """
+    where = f"schema {schema!r} of {database}"
+    async with connection.transaction():
+        await connection.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_KEY, schema)
+        )
+        tables = await _relations(connection, schema)
+        if tables is None:
+            await connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        elif tables and VERSION_TABLE not in tables:
+            raise ForeignDatabaseError(
+                f"{where} holds tables of another application, not taskloom's; "
+                "choose another schema"
+            )
+        await connection.execute(
+            sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema))
+        )
+        await connection.execute(
+            f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} ("
+            " version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cursor = await connection.execute(f"SELECT coalesce(max(version), 0) FROM {VERSION_TABLE}")
+        row = await cursor.fetchone()
+        current = int(row[0]) if row is not None else 0
+        latest = latest_version()
+        if current > latest:
+            raise SchemaVersionError(
+                f"{where} has schema version {current}, newer than this taskloom "
+                f"understands ({latest}); upgrade taskloom"
+            )
+        for number, text in migrations()[current:]:
+            await connection.execute(text)  # several statements: allowed without parameters
+            await connection.execute(
+                f"INSERT INTO {VERSION_TABLE} (version) VALUES (%s)", (number,)
+            )
+    return max(current, latest)
+
+
+async def _relations(connection: Connection, schema: str) -> set[str] | None:
+    """The names of the relations in *schema*, or ``None`` if it does not exist."""
+    cursor = await connection.execute(
+        "SELECT c.relname FROM pg_namespace n"
+        " LEFT JOIN pg_class c ON c.relnamespace = n.oid"
+        " WHERE n.nspname = %s",
+        (schema,),
+    )
+    found = await cursor.fetchall()
+    if not found:
+        return None
+    return {name for (name,) in found if name is not None}

@@ -1,0 +1,283 @@
+"""PostgresTaskStore: the scale-out store that many processes on many machines share."""
+
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Final, Self
+
+import anyio
+import psycopg
+from anyio.abc import TaskStatus
+
+from taskloom.engine.errors import (
+    ConcurrencyError,
+    StaleTaskError,
+    TaskNotFoundError,
+)
+from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
+from taskloom.engine.ports import TaskMutation
+from taskloom.engine.runs import (
+    ClaimedRun,
+    FailureQuery,
+    Lease,
+    NodeAttempt,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    StartTask,
+)
+from taskloom.persistence.postgres import notify, rows, runs, schema
+from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
+from taskloom.persistence.postgres.notify import OnChange
+from taskloom.persistence.postgres.settings import PostgresSettings
+
+_CREATE_TRIES: Final = 5
+
+
+class PostgresTaskStore:
+    """Tasks in one PostgreSQL schema, shared by any number of servers and workers.
+
+    Every method is one transaction on a pooled connection; every state change is a
+    compare-and-set on the row's version (and lease token when fenced). Open it with
+    :meth:`open`.
+    """
+
+    def __init__(self, settings: PostgresSettings, database: Database) -> None:
+        self.settings = settings
+        self._db = database
+
+    @property
+    def origin(self) -> str:
+        """This store's random id: in its notifications and its connections' names."""
+        return self._db.origin
+
+    @property
+    def name(self) -> str:
+        """``user@host:port/dbname``, for messages (never the password)."""
+        return self._db.name
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: PostgresSettings | str) -> AsyncIterator[Self]:
+        """Connect, create and migrate the schema if needed, and close the pool on exit.
+
+        Raises:
+            DatabaseUnavailableError: no server answers, or it refused the connection.
+            ForeignDatabaseError: the schema holds another application's tables.
+            SchemaVersionError: the schema was written by a newer taskloom.
+            PersistenceError: a malformed URL, or any other failure to open it.
+        """
+        if not isinstance(settings, PostgresSettings):
+            settings = PostgresSettings(url=settings)
+        name = describe(settings.url)
+        origin = secrets.token_hex(8)
+        connection = await connect(settings, name, origin=origin)
+        try:
+            await schema.migrate(connection, settings.schema_name, name)
+        except psycopg.Error as error:
+            raise translate(error, name) from error
+        finally:
+            with anyio.CancelScope(shield=True):
+                await connection.close()
+        database = Database(settings, name, origin=origin)
+        async with database.opened():
+            yield cls(settings, database)
+
+    async def watch_changes(
+        self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call *on_change* with the id of every task that another process changes, as
+        PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
+        ``task_group.start``: it reports started once it listens.
+        """
+        await notify.listen(
+            self.settings, self._db.name, self._db.origin, on_change, task_status=task_status
+        )
+
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """See :meth:`taskloom.engine.ports.TaskStore.create`."""
+        return await self._db.transaction(partial(_create, task, now))
+
+    async def get(self, task_id: TaskId, now: datetime) -> Task | None:
+        """See :meth:`taskloom.engine.ports.TaskStore.get`."""
+        return await self._db.read(partial(_get, task_id, now, lock=False))
+
+    async def list(self, query: TaskQuery, now: datetime) -> StorePage:
+        """See :meth:`taskloom.engine.ports.TaskStore.list`."""
+        return await self._db.read(partial(_list, query, now))
+
+    async def update(
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+    ) -> Task:
+        """See :meth:`taskloom.engine.ports.TaskStore.update`."""
+        return await self._db.transaction(partial(_update, task_id, now, mutate, fence))
+
+    async def purge_expired(self, now: datetime, limit: int) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
+        return await self._db.transaction(partial(_purge_expired, now, limit))
+
+    # -- runs (RunStore) ------------------------------------------------------------------
+
+    async def claim_runs(
+        self,
+        *,
+        worker: str,
+        workflows: frozenset[str],
+        now: datetime,
+        lease_for: timedelta,
+        limit: int,
+        start: StartTask,
+        reclaim_from: str | None = None,
+    ) -> Sequence[ClaimedRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
+        return await self._db.transaction(
+            partial(
+                runs.claim_runs,
+                worker=worker,
+                workflows=workflows,
+                now=now,
+                lease_for=lease_for,
+                limit=limit,
+                start=start,
+                reclaim_from=reclaim_from,
+            )
+        )
+
+    async def renew_leases(
+        self, *, worker: str, now: datetime, lease_for: timedelta
+    ) -> dict[TaskId, Task | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
+        return await self._db.transaction(
+            partial(runs.renew_leases, worker=worker, now=now, lease_for=lease_for)
+        )
+
+    async def release_lease(self, lease: Lease) -> None:
+        """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
+        await self._db.transaction(partial(runs.release_lease, lease=lease))
+
+    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
+        return await self._db.transaction(
+            partial(runs.start_node, lease=lease, start=start, now=now)
+        )
+
+    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
+        return await self._db.transaction(partial(runs.end_node, lease=lease, end=end, now=now))
+
+    async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
+        """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
+        return await self._db.read(partial(runs.attempts, task_id=task_id))
+
+    async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
+        """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
+        return await self._db.read(partial(runs.failed_attempts, query=query, now=now))
+
+
+# -- transactions ------------------------------------------------------------------------
+
+
+async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Task, bool]:
+    if task.idempotency_key is None:
+        await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
+        return task, True
+    for _ in range(_CREATE_TRIES):
+        inserted = await connection.execute(
+            rows.INSERT_SQL + " ON CONFLICT (coalesce(owner, ''), idempotency_key)"
+            " WHERE idempotency_key IS NOT NULL DO NOTHING",
+            rows.insert_row(task),
+        )
+        if inserted.rowcount == 1:
+            return task, True
+        cursor = await connection.execute(
+            "SELECT position, expires_at, body FROM tasks"
+            " WHERE coalesce(owner, '') = %s AND idempotency_key = %s FOR UPDATE",
+            (task.owner or "", task.idempotency_key),
+        )
+        holder = await cursor.fetchone()
+        if holder is None:
+            continue  # the holder was deleted since: try the insert again
+        position, expires_at, body = holder
+        if expires_at is None or expires_at > now:
+            return rows.task_from_body(body), False
+        await connection.execute("DELETE FROM tasks WHERE position = %s", (position,))
+    raise ConcurrencyError(
+        f"idempotency key {task.idempotency_key!r} kept changing hands; try again"
+    )
+
+
+async def _get(
+    task_id: TaskId, now: datetime, connection: Connection, *, lock: bool
+) -> Task | None:
+    cursor = await connection.execute(
+        f"SELECT body FROM tasks WHERE id = %s AND {rows.LIVE}"
+        + (" FOR NO KEY UPDATE" if lock else ""),
+        (task_id, now),
+    )
+    row = await cursor.fetchone()
+    return rows.task_from_body(row[0]) if row is not None else None
+
+
+async def _list(query: TaskQuery, now: datetime, connection: Connection) -> StorePage:
+    where = [rows.LIVE]
+    params: list[object] = [now]
+    if query.before is not None:
+        where.append("position < %s")
+        params.append(query.before)
+    if query.match_owner:
+        if query.owner is None:
+            where.append("owner IS NULL")
+        else:
+            where.append("owner = %s")
+            params.append(query.owner)
+    if query.states is not None:
+        where.append("state = ANY(%s)")
+        params.append(sorted(state.value for state in query.states))
+    params.append(query.limit + 1)
+    cursor = await connection.execute(
+        f"SELECT position, body FROM tasks WHERE {' AND '.join(where)}"
+        " ORDER BY position DESC LIMIT %s",
+        params,
+    )
+    found = await cursor.fetchall()
+    page = found[: query.limit]
+    tasks = tuple(rows.task_from_body(body) for _, body in page)
+    next_before = page[-1][0] if len(found) > query.limit else None
+    return StorePage(tasks=tasks, next_before=next_before)
+
+
+async def _update(
+    task_id: TaskId,
+    now: datetime,
+    mutate: TaskMutation,
+    fence: Lease | None,
+    connection: Connection,
+) -> Task:
+    current = await _get(task_id, now, connection, lock=True)  # writers of a task queue here
+    if current is None:
+        raise TaskNotFoundError(task_id)
+    if fence is not None:
+        await runs.check_fence(connection, fence)
+    new = mutate(current)
+    ensure_successor(current, new)
+    written = await connection.execute(rows.UPDATE_SQL, rows.update_row(new, current.version))
+    if written.rowcount != 1:
+        cursor = await connection.execute("SELECT version FROM tasks WHERE id = %s", (task_id,))
+        found = await cursor.fetchone()
+        if found is None:
+            raise TaskNotFoundError(task_id)
+        raise StaleTaskError(
+            task_id=task_id, expected_version=current.version, found_version=found[0]
+        )
+    return new
+
+
+async def _purge_expired(now: datetime, limit: int, connection: Connection) -> int:
+    deleted = await connection.execute(
+        "DELETE FROM tasks WHERE position IN (SELECT position FROM tasks"
+        " WHERE expires_at <= %s ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)",
+        (now, limit),
+    )
+    return deleted.rowcount

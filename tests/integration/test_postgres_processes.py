@@ -1,0 +1,114 @@
+"""A server here and a worker in another OS process, on one PostgreSQL database."""
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+
+from taskloom.bootstrap import Engine, open_engine
+from taskloom.engine.runs import AttemptOutcome
+from taskloom.engine.states import TaskState
+from taskloom.engine.submit import submit
+from tests import postgres
+from tests.helpers import eventually
+from tests.integration import pg_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def schema() -> AsyncIterator[str]:
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    yield name
+    await postgres.drop_schema(name)
+
+
+@asynccontextmanager
+async def worker_process(schema: str, *, lease_s: float = 1800.0) -> AsyncIterator[Process]:
+    """Start ``pg_worker`` in a process of its own; terminate it on exit."""
+    command = [
+        *(sys.executable, "-m", "tests.integration.pg_worker"),
+        *(postgres.TEST_URL, schema, str(lease_s)),
+    ]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        try:
+            assert process.stdout is not None
+            with anyio.fail_after(30):
+                async for line in TextReceiveStream(process.stdout):
+                    if "ready" in line:
+                        break
+            yield process
+        finally:
+            if process.returncode is None:
+                process.terminate()
+            with anyio.CancelScope(shield=True), anyio.fail_after(10):
+                await process.wait()
+
+
+@asynccontextmanager
+async def server(schema: str) -> AsyncIterator[Engine]:
+    async with open_engine(
+        pg_worker.settings(postgres.TEST_URL, schema, run_worker=False)
+    ) as engine:
+        yield engine
+
+
+async def test_work_submitted_here_runs_in_the_worker_process(schema: str) -> None:
+    async with server(schema) as here, worker_process(schema):
+        task = await submit(here.manager, pg_worker.double, {"n": 21})
+        with anyio.fail_after(15):
+            done = await here.manager.wait_until_terminal(task.id)
+        assert done.result == 42
+        (attempt,) = await here.runs.attempts(task.id)
+        assert attempt.outcome is AttemptOutcome.COMPLETED
+        assert here.worker is None  # so the worker that ran it was the other process's
+
+
+async def test_a_cancel_made_here_reaches_the_node_running_in_the_worker_process(
+    schema: str,
+) -> None:
+    async with server(schema) as here, worker_process(schema):
+        task = await submit(here.manager, pg_worker.hold, {"n": 1})
+        with anyio.fail_after(15), here.manager.subscribe([task.id]) as changes:
+            current = await here.manager.get(task.id)
+            while current.status_message is None or "holding" not in current.status_message:
+                current = await changes.receive()
+        cancelled = await here.manager.cancel(task.id, reason="stop")
+        assert cancelled.state is TaskState.CANCELLED
+
+        async def the_node_saw_it() -> bool:
+            attempts = await here.runs.attempts(task.id)
+            return [a.outcome for a in attempts] == [AttemptOutcome.CANCELLED]
+
+        await eventually(the_node_saw_it, within_s=15)
+
+
+async def test_a_live_worker_takes_over_the_runs_of_a_killed_worker_process(schema: str) -> None:
+    async with server(schema) as here:
+        async with worker_process(schema, lease_s=1.0) as process:
+            task = await submit(here.manager, pg_worker.once, {"n": 1})
+            with anyio.fail_after(15), here.manager.subscribe([task.id]) as changes:
+                current = await here.manager.get(task.id)
+                while current.status_message is None or "hanging" not in current.status_message:
+                    current = await changes.receive()
+            process.kill()  # SIGKILL: no interrupted attempt recorded, no lease released
+            await process.wait()
+        live = pg_worker.settings(
+            postgres.TEST_URL, schema, run_worker=True, poll_s=0.05, lease_s=1.0
+        )
+        async with open_engine(live) as other:
+            assert other.worker is not None
+            with anyio.fail_after(15):
+                done = await here.manager.wait_until_terminal(task.id)
+        assert done.state is TaskState.COMPLETED
+        assert done.result == 2
+        attempts = [(a.attempt, a.outcome) for a in await here.runs.attempts(task.id)]
+        assert attempts == [(1, AttemptOutcome.INTERRUPTED), (2, AttemptOutcome.COMPLETED)]
+        workers = [a.worker for a in await here.runs.attempts(task.id)]
+        assert workers[1] == other.worker.worker_id != workers[0]
