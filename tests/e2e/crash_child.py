@@ -48,6 +48,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
+from taskloom.persistence import factory
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 
 SERVE_LIMIT_S = 30.0
@@ -225,7 +226,7 @@ def main(argv: list[str]) -> int:
     database = Path(argv[0])
     _KillPoint.configure(argv[1] if len(argv) > 1 else None, database)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bootstrap, "SqliteTaskStore", KillingStore)
+        patch.setattr(factory, "SqliteTaskStore", KillingStore)  # what open_engine opens
         patch.setattr(bootstrap, "TaskManager", KillingManager)
         return anyio.run(serve, database, backend="asyncio")
 
