@@ -13,6 +13,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.server.modern_client import EXT, ModernClient, open_modern_client
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 
 
 @asynccontextmanager
@@ -61,6 +62,14 @@ async def test_a_real_server_serves_the_tasks_extension(tmp_path: Path) -> None:
             await client.update(asking, {key: answer})
             answered = await client.until(asking)
             assert answered["result"]["content"] == [{"type": "text", "text": '"Hello, Grace!"'}]
+
+            pushed = await client.start("countdown", {"start": 20, "tick_s": 0.01})
+            listen = {"notifications": {"taskIds": [pushed]}}
+            ended = await client.request("subscriptions/listen", listen)  # ends with the task
+            frames = client.notifications("notifications/tasks")
+            assert frames[-1]["status"] == "completed"
+            subscription = ended["_meta"][SUBSCRIPTION]  # the listen request's id
+            assert frames[-1]["_meta"] == {SUBSCRIPTION: subscription}
 
             failing = await client.until(await client.start("fails"))
             assert failing["status"] == "completed"

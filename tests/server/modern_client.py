@@ -14,6 +14,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData
 
 from tests.helpers import eventually
+from tests.server.client import Tap
 
 MODERN = "2026-07-28"
 EXT = "io.modelcontextprotocol/tasks"
@@ -33,9 +34,14 @@ def envelope(*, declare: bool) -> dict[str, Any]:
 class ModernClient:
     """Raw 2026-07-28 requests; *declare* is the default for the extension declaration."""
 
-    def __init__(self, dispatcher: JSONRPCDispatcher[Any], *, declare: bool) -> None:
+    def __init__(self, dispatcher: JSONRPCDispatcher[Any], tap: Tap, *, declare: bool) -> None:
         self.dispatcher = dispatcher
+        self.tap = tap
         self.declare = declare
+
+    def notifications(self, method: str) -> list[dict[str, Any]]:
+        """The params of every *method* notification received so far, in order."""
+        return [m.get("params", {}) for m in self.tap.messages if m.get("method") == method]
 
     async def request(
         self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None
@@ -100,6 +106,7 @@ async def open_modern_client(
     declare: bool = True,
 ) -> AsyncIterator[ModernClient]:
     """A 2026-07-28 client over a stream pair (the session only runs the dispatcher)."""
-    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read_stream, write_stream)
+    tap = Tap(read_stream)
+    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(tap, write_stream)
     async with ClientSession(dispatcher=dispatcher):
-        yield ModernClient(dispatcher, declare=declare)
+        yield ModernClient(dispatcher, tap, declare=declare)

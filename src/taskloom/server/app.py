@@ -25,6 +25,7 @@ from taskloom.server.calls import ToolCalls
 from taskloom.server.errors import error_boundary
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.legacy import LegacyTasks
+from taskloom.server.listen import TaskListen
 from taskloom.server.modern import ModernTasks, UpdateTaskParams, per_generation
 from taskloom.server.notify import TaskFollowers
 from taskloom.server.outbox import Outbox
@@ -109,6 +110,10 @@ class TaskServer:
             per_generation(tasks.cancel, modern.cancel),
         )
         server.add_request_handler("tasks/update", UpdateTaskParams, modern.update)
+        listen = TaskListen(self.manager, owner=owner)
+        server.add_request_handler(
+            "subscriptions/listen", types.SubscriptionsListenRequestParams, listen.listen
+        )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
         server.middleware += [error_boundary, advertise_tasks, task_bridge]
         return server
