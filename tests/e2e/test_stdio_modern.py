@@ -78,3 +78,20 @@ async def test_a_real_server_serves_the_tasks_extension(tmp_path: Path) -> None:
         async with serving(tmp_path) as again:  # a new process on the same database
             assert await again.get(done) == finished
     assert "Traceback" not in (tmp_path / "stderr.log").read_text()
+
+
+@pytest.mark.slow
+async def test_a_question_survives_a_restart_and_tasks_update_resumes_it(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with serving(tmp_path) as client:  # E4 at 2026-07-28
+            task_id = await client.start("ask", {"question": "Still there?"})
+            asked = (await client.until(task_id, {"input_required"}))["inputRequests"]
+        async with serving(tmp_path) as again:
+            waiting = await again.get(task_id)
+            assert waiting["status"] == "input_required"
+            assert waiting["inputRequests"] == asked  # the same keys and questions
+            [key] = asked
+            await again.update(task_id, {key: {"action": "accept", "content": {"name": "Yes"}}})
+            done = await again.until(task_id)
+    assert done["result"]["content"] == [{"type": "text", "text": '"Hello, Yes!"'}]
+    assert "Traceback" not in (tmp_path / "stderr.log").read_text()
