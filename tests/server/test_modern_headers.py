@@ -10,6 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from taskloom.bootstrap import Engine
+from taskloom.engine.states import TaskState
 from taskloom.server.modern import ModernTasks, UpdateTaskParams
 from tests.server.modern_client import EXT
 
@@ -26,7 +27,7 @@ def _http_request(method: str, headers: dict[str, str]) -> Any:
 
 
 async def test_m31_a_matching_mcp_name_is_accepted(engine: Engine) -> None:
-    task = await engine.manager.create("countdown", {"start": 1, "tick_s": 0})
+    task = await engine.manager.create("gated", {"gate": "m31"}, workflow_version="1")
     tasks = ModernTasks(engine.manager, owner=None)
     ctx = _http_request("tasks/get", {"mcp-name": task.id})
     got = await tasks.get(ctx, types.GetTaskRequestParams(task_id=task.id))
@@ -48,11 +49,11 @@ async def _call(tasks: ModernTasks, ctx: Any, method: str, task_id: str) -> dict
 async def test_m31_a_mismatched_mcp_name_is_32020_before_any_lookup(
     engine: Engine, method: str
 ) -> None:
-    task = await engine.manager.create("countdown", {"start": 1, "tick_s": 0})
+    task = await engine.manager.create("gated", {"gate": "m31"}, workflow_version="1")
     tasks = ModernTasks(engine.manager, owner=None)
     ctx = _http_request(method, {"mcp-name": "another-task"})
     with pytest.raises(MCPError) as raised:
         await _call(tasks, ctx, method, task.id)
     assert raised.value.error.code == -32020
     assert "another-task" in raised.value.error.message
-    assert await engine.manager.get(task.id) == task  # the cancel did not happen
+    assert (await engine.manager.get(task.id)).state is not TaskState.CANCELLED
