@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench bench-quick clean
+.PHONY: demo test lint typecheck unit bench bench-quick conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "taskloom needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -35,5 +35,16 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) bench/run.py --quick
 
+# The official MCP conformance suite's tasks-* scenarios (2026-07-28 tasks extension).
+# Installs the suite and Node 22 from the npm registry into $(CONFORMANCE_TOOLS), from
+# tests/conformance/package-lock.json; not part of `make test` (it needs the registry).
+CONFORMANCE_TOOLS ?= .conformance
+
+conformance: $(STAMP)
+	mkdir -p $(CONFORMANCE_TOOLS)
+	cp tests/conformance/package.json tests/conformance/package-lock.json $(CONFORMANCE_TOOLS)/
+	cd $(CONFORMANCE_TOOLS) && npm ci --no-audit --no-fund --loglevel=error
+	$(PY) -m tests.conformance.run $(CONFORMANCE_TOOLS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache $(CONFORMANCE_TOOLS)

@@ -20,8 +20,10 @@ from taskloom.testing import FakeClock
 from taskloom.workflows.countdown import countdown
 from tests.server import flows
 from tests.server.client import LegacyClient, open_client
+from tests.server.modern_client import ModernClient, open_modern_client
 
 Connect = Callable[..., AbstractAsyncContextManager[LegacyClient]]
+ConnectModern = Callable[..., AbstractAsyncContextManager[ModernClient]]
 
 
 @pytest.fixture(autouse=True)
@@ -40,9 +42,8 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
         load_entry_points=False,
         run_sweeper=False,
     )
-    registry = WorkflowRegistry(
-        {w.name: w for w in (countdown, flows.gated, flows.must_task, flows.ask)}
-    )
+    served = (countdown, flows.gated, flows.must_task, flows.ask, flows.fails, flows.broken)
+    registry = WorkflowRegistry({w.name: w for w in (*served, flows.ask_two)})
     async with open_engine(settings, clock=clock, workflows=registry) as opened:
         yield opened
 
@@ -83,4 +84,31 @@ def connect(task_server: TaskServer) -> Connect:
 async def client(connect: Connect) -> AsyncIterator[LegacyClient]:
     """A client on a 2025-11-25 connection."""
     async with connect() as connected:
+        yield connected
+
+
+@pytest.fixture
+def connect_modern(task_server: TaskServer) -> ConnectModern:
+    """``async with connect_modern() as client``: a 2026-07-28 client on a new connection."""
+
+    @asynccontextmanager
+    async def connected(
+        *, owner: str | None = None, declare: bool = True
+    ) -> AsyncIterator[ModernClient]:
+        async with (
+            create_client_server_memory_streams() as (client_streams, server_streams),
+            anyio.create_task_group() as task_group,
+        ):
+            task_group.start_soon(lambda: task_server.serve(*server_streams, owner=owner))
+            async with open_modern_client(*client_streams, declare=declare) as client:
+                yield client
+            task_group.cancel_scope.cancel()
+
+    return connected
+
+
+@pytest.fixture
+async def modern(connect_modern: ConnectModern) -> AsyncIterator[ModernClient]:
+    """A 2026-07-28 client whose requests declare the tasks extension."""
+    async with connect_modern() as connected:
         yield connected

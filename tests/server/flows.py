@@ -63,3 +63,52 @@ ask = Workflow("ask", version="1", input=AskInput, description="Ask for a name."
 async def greet(ctx: NodeContext[AskInput]) -> str:
     answer = await ctx.ask(ctx.input.question, Name)
     return f"Hello, {answer.name}!"
+
+
+class Empty(BaseModel):
+    """No arguments."""
+
+
+fails = Workflow("fails", version="1", input=Empty, description="Fail with a tool error.")
+
+
+@fails.node()
+async def explode(ctx: NodeContext[Empty]) -> str:
+    raise RuntimeError("told to fail")
+
+
+class Promised(BaseModel):
+    promised: int
+
+
+broken = Workflow(
+    "broken", version="1", input=Empty, output=Promised, description="Break its output schema."
+)
+
+
+@broken.node()
+async def wrong_shape(ctx: NodeContext[Empty]) -> str:
+    return "not what the output schema promised"
+
+
+class Confirm(BaseModel):
+    confirm: bool
+
+
+ask_two = Workflow("ask_two", version="1", input=Empty, description="Ask two questions at once.")
+
+
+@ask_two.node()
+async def first_question(ctx: NodeContext[Empty]) -> str:
+    return (await ctx.ask("Your name?", Name)).name
+
+
+@ask_two.node()
+async def second_question(ctx: NodeContext[Empty]) -> bool:
+    return (await ctx.ask("Sure?", Confirm)).confirm
+
+
+@ask_two.node(deps=[first_question, second_question])
+async def combine(ctx: NodeContext[Empty]) -> str:
+    sure = ctx.output(second_question)
+    return f"{ctx.output(first_question)} {'is' if sure else 'is not'} sure"

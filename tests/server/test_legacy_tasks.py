@@ -103,8 +103,15 @@ async def test_l10_tasks_get_right_after_creation_finds_the_task(client: LegacyC
     assert got["status"] == "working"
 
 
-async def test_l11_tasks_get_is_flat_and_stable_between_changes(client: LegacyClient) -> None:
+async def test_l11_tasks_get_is_flat_and_stable_between_changes(
+    client: LegacyClient, engine: Engine
+) -> None:
     task_id = await client.start("gated", {"gate": "l11"})
+
+    async def running() -> bool:  # the worker's start is a change; wait it out first
+        return (await engine.manager.get(task_id)).state is TaskState.RUNNING
+
+    await eventually(running)
     first = await client.get(task_id)
     second = await client.get(task_id)
     assert set(first) <= {

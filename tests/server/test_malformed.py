@@ -8,6 +8,7 @@ from taskloom.bootstrap import Engine
 from taskloom.engine.states import TaskState
 from tests.helpers import eventually
 from tests.server.client import LegacyClient
+from tests.server.modern_client import ModernClient
 
 SPEC_CODES = {-32600, -32601, -32602, -32603}
 
@@ -59,3 +60,57 @@ async def test_a_malformed_request_is_a_spec_error_and_changes_nothing(
     assert await engine.manager.get(task_id) == before
     assert [task.id for task in (await engine.manager.list()).tasks] == [task_id]
     assert (await client.get(task_id))["status"] == "working"  # still serving
+
+
+MODERN_MALFORMED: list[tuple[str, Any]] = [
+    ("tasks/get", {"taskId": 5}),
+    ("tasks/get", {}),
+    ("tasks/get", {"taskId": "x" * 100_000}),
+    ("tasks/update", {"taskId": "x"}),
+    ("tasks/update", {"taskId": "x", "inputResponses": []}),
+    ("tasks/update", {"taskId": "x", "inputResponses": None}),
+    ("tasks/update", {"taskId": ["x"], "inputResponses": {}}),
+    ("tasks/cancel", {"taskId": {"id": "x"}}),
+    ("tasks/cancel", {"taskId": "\x00\u202e"}),
+    ("tasks/result", {"taskId": "x"}),
+    ("tasks/list", {}),
+    ("tasks/whatever", {}),
+    ("tools/call", {"name": "countdown", "arguments": {"start": -1}}),
+    ("tools/call", {"name": "countdown", "arguments": "start=3"}),
+    ("tools/call", {"name": 5}),
+    ("tools/call", {"name": "nope", "arguments": {}}),
+]
+
+
+@pytest.mark.parametrize(("method", "params"), MODERN_MALFORMED)
+async def test_a_malformed_modern_request_is_a_spec_error_and_changes_nothing(
+    modern: ModernClient, engine: Engine, method: str, params: Any
+) -> None:
+    task_id = await modern.start("gated", {"gate": "steady"})
+
+    async def running() -> bool:
+        return (await engine.manager.get(task_id)).state is TaskState.RUNNING
+
+    await eventually(running)
+    before = await engine.manager.get(task_id)
+    error = await modern.error(method, params)
+    assert error.code in SPEC_CODES, (method, params, error)
+    assert "Traceback" not in error.message
+    assert await engine.manager.get(task_id) == before
+    assert [task.id for task in (await engine.manager.list()).tasks] == [task_id]
+    assert (await modern.get(task_id))["status"] == "working"
+
+
+async def test_a_bad_answer_to_a_pending_question_is_32602_and_changes_nothing(
+    modern: ModernClient, engine: Engine
+) -> None:
+    task_id = await modern.start("ask", {})
+    [key] = (await modern.until(task_id, {"input_required"}))["inputRequests"]
+    before = await engine.manager.get(task_id)
+    responses: list[Any] = [None, [], {"action": "accept", "content": "Ada"}, {"content": {}}]
+    for response in responses:
+        error = await modern.error(
+            "tasks/update", {"taskId": task_id, "inputResponses": {key: response}}
+        )
+        assert error.code == -32602, response
+    assert await engine.manager.get(task_id) == before

@@ -38,11 +38,13 @@ async def test_the_sdk_client_calls_workflows_as_plain_tools(
             assert listed.is_error is False
 
 
-async def test_tasks_methods_are_32601_on_2026_07_28(task_server: TaskServer) -> None:
+async def test_tasks_get_without_the_extension_is_32021_on_2026_07_28(
+    task_server: TaskServer,
+) -> None:
     with anyio.fail_after(20):
         async with Client(in_process(task_server), mode="2026-07-28") as client:
             assert client.protocol_version == "2026-07-28"
             request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id="x"))
             with pytest.raises(MCPError) as raised:
                 await client.session.send_request(request, types.GetTaskResult)
-            assert raised.value.error.code == -32601
+            assert raised.value.error.code == -32021

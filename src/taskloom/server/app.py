@@ -28,8 +28,11 @@ from taskloom.server.errors import error_boundary
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.history import HistoryTools
 from taskloom.server.legacy import LegacyTasks
+from taskloom.server.listen import TaskListen
+from taskloom.server.modern import ModernTasks, UpdateTaskParams, per_generation
 from taskloom.server.notify import TaskFollowers
 from taskloom.server.outbox import Outbox
+from taskloom.server.protocol import TASKS_EXTENSION
 from taskloom.server.result_limit import limit_results
 from taskloom.server.routing import check_task_routing
 from taskloom.server.settings import ServerSettings
@@ -101,6 +104,7 @@ class TaskServer:
             fallback=fallback,
         )
         tasks = LegacyTasks(self.manager, owner=owner, recheck_s=recheck_s)
+        modern = ModernTasks(self.manager, owner=owner)
         server: Server[Any] = Server(
             self.settings.name,
             version=_taskloom_version(),
@@ -109,10 +113,22 @@ class TaskServer:
         # Results are dicts (a CreateTaskResult leaves through the bridge), so the call
         # handler is registered directly rather than through the typed ``on_call_tool``.
         server.add_request_handler("tools/call", types.CallToolRequestParams, calls.call_tool)
-        server.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks.get)
+        server.add_request_handler(
+            "tasks/get", types.GetTaskRequestParams, per_generation(tasks.get, modern.get)
+        )
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
         server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
-        server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
+        server.add_request_handler(
+            "tasks/cancel",
+            types.CancelTaskRequestParams,
+            per_generation(tasks.cancel, modern.cancel),
+        )
+        server.add_request_handler("tasks/update", UpdateTaskParams, modern.update)
+        listen = TaskListen(self.manager, owner=owner)
+        server.add_request_handler(
+            "subscriptions/listen", types.SubscriptionsListenRequestParams, listen.listen
+        )
+        server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
         limit = self.settings.max_result_bytes
         server.middleware += [audit_trail(owner), error_boundary, check_task_routing]
         server.middleware += [limit_results(limit)] if limit is not None else []

@@ -8,9 +8,10 @@ On a 2025-11-25 connection (where ``capabilities.tasks`` was announced):
 - without it, on an ``optional`` tool: the task runs and the call waits for its result;
 - with it, on a fallback tool (``task_status``...; task support forbidden): ``-32601``.
 
-On any other version nothing was announced, so ``params.task`` is ignored and every
-call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``). That
-includes 2026-07-28 until the tasks extension is served there.
+On 2026-07-28 the server decides (``modern.start_directed``, ADR 0010): a workflow's
+call becomes a task when the request declared the tasks extension, and ``params.task``
+is ignored. On any older version nothing was announced, so ``params.task`` is ignored
+and every call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``).
 """
 
 import contextlib
@@ -29,8 +30,9 @@ from taskloom.engine.submit import submit
 from taskloom.server.bridge import TaskCreated
 from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
+from taskloom.server.modern import start_directed
 from taskloom.server.notify import ProgressPush, TaskFollowers
-from taskloom.server.protocol import LEGACY_VERSION
+from taskloom.server.protocol import LEGACY_VERSION, is_modern
 from taskloom.server.results import call_tool_result, invalid_arguments_result
 from taskloom.server.tools import list_tools
 from taskloom.server.wire_legacy import create_task_result
@@ -75,6 +77,12 @@ class ToolCalls:
         workflow = self._workflows.get(params.name)
         if workflow is None:
             raise unknown_tool(params.name)
+        if is_modern(ctx):
+            created = await start_directed(
+                self._manager, ctx, workflow, params.arguments, owner=self._owner
+            )
+            if created is not None:
+                return created
         if tasks_announced and params.task is not None:
             await self._start(ctx, workflow, params.arguments, params.task)
         if tasks_announced and workflow.task_support == "required":

@@ -100,16 +100,24 @@ class InputAsker:
             return None
 
     async def _end(self, task_id: str, *, declined: bool, question: str) -> None:
-        with contextlib.suppress(TaskNotFoundError, TaskStateError):  # ended meanwhile
-            if declined:
-                failure = TaskFailure(
-                    code="input_declined",
-                    message=f"the requestor declined to answer: {question}",
-                )
-                await self._manager.fail(task_id, failure)
-            else:
-                await self._manager.cancel(
-                    task_id,
-                    owner=self._owner,
-                    reason=f"the requestor dismissed the question: {question}",
-                )
+        await refuse(
+            self._manager, task_id, owner=self._owner, declined=declined, question=question
+        )
+
+
+async def refuse(
+    manager: TaskManager, task_id: str, *, owner: str | None, declined: bool, question: str
+) -> None:
+    """The requestor would not answer *question*: *declined* fails the task
+    (``input_declined``), otherwise (dismissed) it is cancelled. Both generations use it."""
+    with contextlib.suppress(TaskNotFoundError, TaskStateError):  # ended meanwhile
+        if declined:
+            failure = TaskFailure(
+                code="input_declined",
+                message=f"the requestor declined to answer: {question}",
+            )
+            await manager.fail(task_id, failure)
+        else:
+            await manager.cancel(
+                task_id, owner=owner, reason=f"the requestor dismissed the question: {question}"
+            )

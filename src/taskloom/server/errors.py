@@ -11,7 +11,13 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 from pydantic import ValidationError
 
 from taskloom.engine.errors import (
@@ -26,6 +32,7 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState, is_terminal
+from taskloom.server.protocol import TASKS_EXTENSION
 from taskloom.server.status import wire_status
 
 logger = logging.getLogger(__name__)
@@ -102,3 +109,35 @@ async def error_boundary(ctx: ServerRequestContext[Any, Any], call_next: CallNex
 def unknown_tool(name: str) -> MCPError:
     """A ``tools/call`` naming no tool of this server."""
     return MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
+
+
+def missing_tasks_extension(what: str) -> MCPError:
+    """2026-07-28: *what* needs the tasks extension, which this request did not declare."""
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{what} needs the {TASKS_EXTENSION} extension: declare it in the request's "
+        "_meta client capabilities",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def task_id_header_mismatch(header: str | None, task_id: object) -> MCPError:
+    """An ``Mcp-Name`` header missing, or naming another task than ``params.taskId`` (HTTP)."""
+    if header is None:
+        return MCPError(
+            HEADER_MISMATCH, f"the Mcp-Name header is missing; it must be params.taskId {task_id!r}"
+        )
+    return MCPError(
+        HEADER_MISMATCH, f"Mcp-Name header {header!r} does not match params.taskId {task_id!r}"
+    )
+
+
+def server_fault(task: Task) -> MCPError:
+    """What a task that failed through the server's fault answers (ADR 0010)."""
+    code = task.error.code if task.error is not None else "unknown"
+    message = task.error.message if task.error is not None else "the task failed"
+    return MCPError(
+        INTERNAL_ERROR,
+        f"Task {task.id} failed: {message}",
+        {"taskId": task.id, "status": "failed", "reason": code},
+    )

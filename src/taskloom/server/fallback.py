@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import anyio
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from taskloom.engine.errors import TaskloomError
@@ -146,7 +147,10 @@ class FallbackTools:
             )
         if task.state is TaskState.CANCELLED:
             return _error(f"task {task.id} was cancelled ({task.status_message}); no result")
-        return call_tool_result(task)
+        try:
+            return call_tool_result(task)
+        except MCPError as error:  # a server fault: no result either
+            return _error(error.error.message)
 
     async def _cancel(self, query: TaskIdInput) -> dict[str, Any]:
         task = await self._manager.cancel(

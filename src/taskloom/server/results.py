@@ -3,7 +3,8 @@
 - completed: the workflow's result as JSON text, and as ``structuredContent`` when it is
   a JSON object (always the case for a workflow with an output model);
 - failed: ``isError: true`` with the failure's message (a tool execution error, which
-  the model can read and act on);
+  the model can read and act on), unless the failure is the server's fault (ADR 0010):
+  then a JSON-RPC error ``-32603``;
 - cancelled: no result at all, a JSON-RPC error (ADR 0008).
 """
 
@@ -12,14 +13,16 @@ from typing import Any
 
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
-from taskloom.server.errors import cancelled_without_result
+from taskloom.server.errors import cancelled_without_result, server_fault
+from taskloom.server.status import is_server_fault
 
 
 def call_tool_result(task: Task) -> dict[str, Any]:
     """The result a terminal *task*'s tool call answers with.
 
     Raises:
-        MCPError: the task was cancelled (it has no result).
+        MCPError: the task was cancelled (it has no result), or failed through the
+            server's fault.
         ValueError: the task has not finished (a programming error).
     """
     match task.state:
@@ -30,6 +33,8 @@ def call_tool_result(task: Task) -> dict[str, Any]:
                 result["structuredContent"] = task.result
             return result
         case TaskState.FAILED:
+            if is_server_fault(task.error):
+                raise server_fault(task)
             message = task.error.message if task.error is not None else "the task failed"
             return {"content": [_text(message)], "isError": True}
         case TaskState.CANCELLED:

@@ -13,10 +13,10 @@ there only a disagreeing header is refused. Not over HTTP (stdio), nothing is ch
 from typing import Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
-from mcp_types import HEADER_MISMATCH
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from taskloom.server.errors import task_id_header_mismatch
 
 TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
@@ -31,8 +31,5 @@ async def check_task_routing(
         raw = headers.get(MCP_NAME_HEADER)
         modern = ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
         if (raw is not None or modern) and decode_header_value(raw) != task_id:
-            raise MCPError(
-                HEADER_MISMATCH,
-                f"{MCP_NAME_HEADER} header does not match the request's taskId",
-            )
+            raise task_id_header_mismatch(raw, task_id)
     return await call_next(ctx)
