@@ -639,3 +639,6 @@ async def test_a_node_whose_worker_keeps_dying_fails(
     assert done.state is TaskState.FAILED
     assert done.error is not None
     assert done.error.error_type == "WorkerLost"
+    history = await _runs(store).attempts(task.id)
+    assert [a.outcome for a in history] == [AttemptOutcome.INTERRUPTED] * 3
+    assert done.error.details == {"node": "only", "phase": "main", "attempts": 3}

@@ -222,7 +222,7 @@ class RunExecution:
             interrupted = previous.attempt  # its worker died mid-attempt
             interruptions += 1
             if interruptions >= MAX_INTERRUPTIONS:
-                await self._give_up_interrupted(node, previous)
+                await self._give_up_interrupted(node, previous, interruptions)
                 return
         elif previous is not None and previous.state is NodeState.RETRYING:
             await self._sleep_until_due(previous)
@@ -324,7 +324,9 @@ class RunExecution:
         with contextlib.suppress(TaskloomError):
             await self._runs.end_node(self.lease, end, self._now())
 
-    async def _give_up_interrupted(self, node: Node[Any], previous: NodeRun) -> None:
+    async def _give_up_interrupted(
+        self, node: Node[Any], previous: NodeRun, interruptions: int
+    ) -> None:
         info = ErrorInfo(
             error_type="WorkerLost",
             message=f"its worker stopped {MAX_INTERRUPTIONS} times while running it",
@@ -341,6 +343,7 @@ class RunExecution:
             outcome=AttemptOutcome.INTERRUPTED,
             state=NodeState.FAILED,
             error=info,
+            interruptions=interruptions,
         )
         self._remember(await self._runs.end_node(self.lease, end, self._now()))
         if not node.may_fail:

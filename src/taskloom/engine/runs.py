@@ -125,6 +125,8 @@ class NodeEnd(_Frozen):
     output: JsonValue = None
     error: ErrorInfo | None = None
     not_before: UtcDatetime | None = None
+    interruptions: int | None = Field(default=None, ge=0)
+    """The node's new count of worker deaths, when this end records one (a give-up)."""
 
 
 class FailureQuery(_Frozen):

@@ -239,6 +239,9 @@ class InMemoryTaskStore:
                 "output": end.output if end.state is NodeState.COMPLETED else None,
                 "error": end.error,
                 "not_before": end.not_before,
+                "interruptions": (
+                    current.interruptions if end.interruptions is None else end.interruptions
+                ),
                 "updated_at": now,
             }
         )

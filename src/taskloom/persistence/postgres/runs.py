@@ -199,7 +199,7 @@ async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: date
         "WITH ended AS ("
         "  UPDATE node_runs SET state = %(state)s, failures = failures + %(failed)s,"
         "  output = %(output)s, error = %(error)s, not_before = %(not_before)s,"
-        "  updated_at = %(now)s"
+        "  interruptions = coalesce(%(interruptions)s, interruptions), updated_at = %(now)s"
         "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(attempt)s"
         f"  AND state = 'running' RETURNING {_NODE_COLUMNS}),"
         " closed AS ("
@@ -213,6 +213,7 @@ async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: date
             "output": json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
             "error": error,
             "not_before": end.not_before,
+            "interruptions": end.interruptions,
             "now": now,
             "task": lease.task_id,
             "node": end.node,

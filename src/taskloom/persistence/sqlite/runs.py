@@ -149,7 +149,7 @@ def end_node(raw: sqlite3.Connection, lease: Lease, end: NodeEnd, now: datetime)
     error = end.error.model_dump_json() if end.error is not None else None
     changed = raw.execute(
         "UPDATE node_runs SET state = ?, failures = failures + ?, output = ?, error = ?,"
-        " not_before = ?, updated_at = ?"
+        " not_before = ?, interruptions = coalesce(?, interruptions), updated_at = ?"
         " WHERE task_id = ? AND node = ? AND attempt = ? AND state = 'running'",
         (
             end.state.value,
@@ -157,6 +157,7 @@ def end_node(raw: sqlite3.Connection, lease: Lease, end: NodeEnd, now: datetime)
             json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
             error,
             rows.micros(end.not_before) if end.not_before is not None else None,
+            end.interruptions,
             now_us,
             lease.task_id,
             end.node,
