@@ -182,6 +182,21 @@ class SqliteTaskStore:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
         return await self._read(partial(_call_with_raw, partial(runs.attempts, task_id=task_id)))
 
+    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
+        return await self._read(partial(_call_with_raw, partial(runs.node_runs, task_id=task_id)))
+
+    async def fork_run(
+        self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+    ) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+        return await self.writer.submit(
+            partial(
+                _call_with_raw,
+                partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
+            )
+        )
+
     async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
         return await retry_transient(
             partial(run_in_thread, self._reader, function),
