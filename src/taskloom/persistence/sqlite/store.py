@@ -25,6 +25,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.persistence.sqlite import rows, runs, schema
 from taskloom.persistence.sqlite.driver import connect, retry_transient, run_in_thread
+from taskloom.persistence.sqlite.maintenance import StoreHealth, health
 from taskloom.persistence.sqlite.settings import SqliteSettings
 from taskloom.persistence.sqlite.writer import GroupCommitWriter
 
@@ -196,6 +197,10 @@ class SqliteTaskStore:
                 partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
             )
         )
+
+    async def health(self) -> StoreHealth:
+        """SQLite's integrity and foreign-key checks, the schema version and task counts."""
+        return await self._read(health)
 
     async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
         return await retry_transient(

@@ -1,0 +1,54 @@
+"""``taskloom worker``: a process that only runs workflows' nodes from the database.
+
+Start as many as you like on one database (and next to ``taskloom serve``): claims are
+atomic and every write is fenced by the run's lease. Ctrl-C or SIGTERM stops it; the runs
+it holds are handed back and resume from their checkpoints elsewhere.
+"""
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+import anyio
+
+from taskloom.bootstrap import open_engine
+from taskloom.commands.common import EXIT_OK, add_db, add_workflows, env_int, settings_from
+from taskloom.engine.worker import WorkerSettings
+
+
+def register(commands: "argparse._SubParsersAction[Any]") -> None:
+    """Add ``worker`` to the command line."""
+    parser = commands.add_parser(
+        "worker",
+        help="run queued tasks from the database until stopped",
+        description="Run the workflows' tasks from the database (no MCP); Ctrl-C stops.",
+    )
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=env_int("MAX_RUNS", WorkerSettings().max_runs),
+        help="runs executed at once (env TASKLOOM_MAX_RUNS; default %(default)s)",
+    )
+    add_db(parser)
+    add_workflows(parser)
+    parser.set_defaults(handler=run_worker)
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    """Execute runs until SIGINT or SIGTERM."""
+    settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_engine(settings) as engine:
+            assert engine.worker is not None
+            print(
+                f"worker {engine.worker.worker_id} on {args.db} runs: "
+                f"{', '.join(engine.workflows)} (Ctrl-C stops it)",
+                file=sys.stderr,
+                flush=True,
+            )
+            async for received in signals:
+                name = signal.Signals(received).name
+                print(f"{name}: stopping; runs in flight resume elsewhere", file=sys.stderr)
+                break
+    return EXIT_OK
