@@ -48,19 +48,10 @@ def env_flag(name: str) -> bool:
     return (env(name) or "").strip().lower() in _TRUE
 
 
-def env_int(name: str, default: int) -> int:
-    """``TASKLOOM_<name>`` as an integer, else *default*.
-
-    Raises:
-        CommandError: the variable is set but is not an integer.
-    """
-    value = env(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise CommandError(f"TASKLOOM_{name} must be an integer, got {value!r}") from None
+def env_int(name: str, default: int) -> str:
+    """``TASKLOOM_<name>`` or *default*, as the text of an ``int`` option's default:
+    argparse converts it, so a bad value is reported like a bad flag."""
+    return env(name) or str(default)
 
 
 def split_names(value: str) -> list[str]:

@@ -52,7 +52,7 @@ async def follow(
     final: Task | None = None
     async with anyio.create_task_group() as task_group:
         watching = anyio.CancelScope()
-        task_group.start_soon(_signals, manager, task.id, on_interrupt, watching)
+        task_group.start_soon(_signals, manager, task.id, on_interrupt, watching, view)
         with watching:
             watch = manager.watch(task.id, recheck_every=RECHECK_S)
             async with aclosing(watch) as snapshots:
@@ -70,7 +70,11 @@ async def follow(
 
 
 async def _signals(
-    manager: TaskManager, task_id: str, on_interrupt: OnInterrupt, watching: anyio.CancelScope
+    manager: TaskManager,
+    task_id: str,
+    on_interrupt: OnInterrupt,
+    watching: anyio.CancelScope,
+    view: ProgressView,
 ) -> None:
     interrupted = False
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -79,7 +83,7 @@ async def _signals(
                 watching.cancel()  # stop waiting (a second Ctrl-C while cancelling)
                 continue
             interrupted = True
-            print("\nCtrl-C: cancelling the task and stopping its nodes...", file=sys.stderr)
+            view.note("Ctrl-C: cancelling the task and stopping its nodes...")
             with contextlib.suppress(TaskStateError):  # it ended meanwhile: its outcome stands
                 await manager.cancel(task_id, reason=CTRL_C_REASON)
 

@@ -105,6 +105,12 @@ class ProgressView:
             lines.append(f"    {phase:<{width}} {bar(fraction)} {detail}".rstrip())
         return lines
 
+    def note(self, message: str) -> None:
+        """Print *message* below the drawing; the next drawing starts under it."""
+        self._stream.write(message + "\n")
+        self._stream.flush()
+        self._drawn = 0
+
     def close(self) -> None:
         """Leave the cursor below the drawing."""
         self._stream.flush()

@@ -13,7 +13,14 @@ from typing import Any
 import anyio
 
 from taskloom.bootstrap import open_engine
-from taskloom.commands.common import EXIT_OK, add_db, add_workflows, env_int, settings_from
+from taskloom.commands.common import (
+    EXIT_OK,
+    CommandError,
+    add_db,
+    add_workflows,
+    env_int,
+    settings_from,
+)
 from taskloom.engine.worker import WorkerSettings
 
 
@@ -37,6 +44,8 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
 
 async def run_worker(args: argparse.Namespace) -> int:
     """Execute runs until SIGINT or SIGTERM."""
+    if args.max_runs < 1:
+        raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
     settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_engine(settings) as engine:
