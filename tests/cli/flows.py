@@ -39,3 +39,22 @@ async def use(ctx: NodeContext[FragileInput]) -> int:
 async def finish(ctx: NodeContext[FragileInput]) -> int:
     await _log(ctx)
     return ctx.output(use) * 2
+
+
+class Empty(BaseModel):
+    """No arguments."""
+
+
+class Go(BaseModel):
+    """A yes-or-no answer."""
+
+    go: bool
+
+
+confirm = Workflow("confirm", version="1", input=Empty)
+
+
+@confirm.node()
+async def decide(ctx: NodeContext[Empty]) -> str:
+    answer = await ctx.ask("Launch the rocket?", Go)
+    return "launched" if answer.go else "stayed home"

@@ -265,3 +265,22 @@ def test_a_missing_or_damaged_database_is_one_line(
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
     for argv in (["tasks", "list"], ["db", "check"], ["run", "countdown"]):
         assert "damaged.db" in mistake(capsys, *argv, "--db", str(damaged))
+
+
+def test_operator_settings_enable_a_workflow(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    matrix = '{"commands": [{"argv": ["echo", "hi"]}]}'
+    assert "command_matrix is disabled" in mistake(
+        capsys, "run", "command_matrix", "--input", matrix, "--db", db
+    )
+    allowed = '{"command_matrix": {"allowed_programs": ["echo"]}}'
+    code, out, _ = cli(
+        capsys, "run", "command_matrix", "--input", matrix, "--settings", allowed, "--db", db
+    )
+    assert code == 0, out
+    assert "Completed: task " in out
+    assert "invalid settings: nope: Extra inputs" in mistake(
+        capsys, "run", "command_matrix", "--settings", '{"command_matrix": {"nope": 1}}'
+    )
+    assert "--settings maps workflow names to objects" in mistake(
+        capsys, "run", "countdown", "--settings", '{"countdown": 1}'
+    )

@@ -19,6 +19,8 @@ from taskloom.commands.common import open_database
 from taskloom.engine.submit import submit
 from taskloom.workflows.countdown import countdown
 
+REPOSITORY = Path(__file__).resolve().parents[2]
+
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     with pytest.raises(SystemExit) as raised:
@@ -64,8 +66,9 @@ class Terminal:
     def __init__(self, argv: list[str], cwd: Path) -> None:
         master, slave = os.openpty()
         self._master = master
+        env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
         self.process = subprocess.Popen(
-            argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True
+            argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True, env=env
         )
         os.close(slave)
         self.output = ""
@@ -95,6 +98,10 @@ class Terminal:
             return False
         self.output += chunk.decode(errors="replace")
         return bool(chunk)
+
+    def type(self, text: str) -> None:
+        """Type *text* at the terminal."""
+        os.write(self._master, text.encode())
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -139,3 +146,27 @@ def test_run_in_a_terminal_shows_live_progress_and_ctrl_c_cancels_cleanly(
     assert nodes["plan"]["state"] == "completed"
     assert {nodes[f"lane_{i}"]["outcomes"][-1] for i in range(4)} == {"cancelled"}
     assert nodes["report"]["state"] == "not started"
+
+
+@pytest.mark.slow
+def test_run_in_a_terminal_asks_the_tasks_question_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "t.db")
+    argv = ["run", "confirm", "--db", db, "--workflows", "tests.cli.flows"]
+    terminal = Terminal([sys.executable, "-m", "taskloom", *argv], tmp_path)
+    try:
+        terminal.read_until(r"The task asks: Launch the rocket\?\s+answer \(y/n\): ")
+        terminal.type("maybe\n")
+        terminal.read_until(r"please answer with y or n\s+answer \(y/n\): ")
+        terminal.type("y\n")
+        terminal.read_to_end()
+        assert terminal.process.wait(timeout=30) == 0, terminal.output
+    finally:
+        terminal.close()
+    assert "answered" in terminal.output
+    assert "Completed: task " in terminal.output
+    _, listed = _cli(capsys, "tasks", "list", "--db", db, "--json")
+    (task,) = json.loads(listed)["tasks"]
+    assert (task["state"], task["result"]) == ("completed", "launched")
+    assert task["input_responses"] == {"decide#1": {"go": True}}

@@ -92,12 +92,37 @@ def add_workflows(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """``--settings JSON|@FILE`` (``TASKLOOM_SETTINGS``): operator settings by workflow."""
+    parser.add_argument(
+        "--settings",
+        default=env("SETTINGS"),
+        metavar="JSON|@FILE",
+        help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
+        '["make"]}}\' (env TASKLOOM_SETTINGS)',
+    )
+
+
 def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
-    """Engine settings for the database and workflow modules the flags name."""
+    """Engine settings for the database, workflow modules and workflow settings the flags
+    name.
+
+    Raises:
+        CommandError: ``--settings`` is not a JSON object of objects.
+    """
     modules = getattr(args, "workflows", [])
+    text = getattr(args, "settings", None)
+    by_workflow: dict[str, Any] = (
+        {}
+        if text is None
+        else read_json_object(text, "--settings", '{"repo_audit": {"reports_dir": "reports"}}')
+    )
+    if not all(isinstance(values, dict) for values in by_workflow.values()):
+        raise CommandError('--settings maps workflow names to objects, like {"repo_audit": {}}')
     return TaskloomSettings(
         database=SqliteSettings(path=getattr(args, "db", DEFAULT_DATABASE)),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
+        workflow_settings=by_workflow,
         **changes,
     )
 
@@ -150,11 +175,11 @@ def read_json(text: str, what: str) -> JsonValue:
     return value
 
 
-def read_json_object(text: str, what: str) -> dict[str, JsonValue]:
-    """Like :func:`read_json`, but the value must be a JSON object."""
+def read_json_object(text: str, what: str, example: str = '{"start": 5}') -> dict[str, JsonValue]:
+    """Like :func:`read_json`, but the value must be a JSON object (like *example*)."""
     value = read_json(text, what)
     if not isinstance(value, dict):
-        raise CommandError(f'{what} must be a JSON object, like {{"start": 5}}')
+        raise CommandError(f"{what} must be a JSON object, like {example}")
     return value
 
 
@@ -166,17 +191,6 @@ def print_json(value: Any) -> None:
 def task_json(task: Task) -> dict[str, Any]:
     """A task as JSON (every field, times in ISO-8601)."""
     return task.model_dump(mode="json")
-
-
-def out(*lines: str) -> None:
-    """Print *lines* to standard output."""
-    for line in lines:
-        print(line)
-
-
-def jsonable(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A mapping with JSON-friendly values (for ``--json`` output)."""
-    return json.loads(json.dumps(value, default=str))  # type: ignore[no-any-return]
 
 
 def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow[Any]:

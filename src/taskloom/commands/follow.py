@@ -13,6 +13,7 @@ import anyio
 
 from taskloom.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from taskloom.commands.progress_view import ProgressView
+from taskloom.commands.prompt import Prompter
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskStateError
 from taskloom.engine.manager import TaskManager
@@ -45,11 +46,13 @@ async def follow(
 ) -> int:
     """Draw *task*'s progress until it ends; print how it ended; return the exit code.
 
-    On Ctrl-C (or SIGTERM), ``cancel`` cancels the task and waits for its nodes to stop,
+    When the input is a terminal, the task's questions are asked there. On Ctrl-C (or
+    SIGTERM), ``cancel`` cancels the task and waits for its nodes to stop,
     and ``detach`` stops watching (the task goes on; exit code 130).
     """
     view = ProgressView(workflow, sys.stdout, live=sys.stdout.isatty())
     final: Task | None = None
+    prompter = Prompter(manager, task.id, view) if sys.stdin.isatty() else None
     async with anyio.create_task_group() as task_group:
         watching = anyio.CancelScope()
         task_group.start_soon(_signals, manager, task.id, on_interrupt, watching, view)
@@ -59,6 +62,10 @@ async def follow(
                 async for current in snapshots:
                     view.update(current, await runs.checkpoints(current.id))
                     final = current
+                    if prompter is not None:
+                        for key in prompter.new_questions(current.input_requests):
+                            request = current.input_requests[key]
+                            task_group.start_soon(prompter.ask, key, request)
         task_group.cancel_scope.cancel()
     view.close()
     assert final is not None

@@ -77,9 +77,12 @@ class ProgressView:
         self._live = live and workflow is not None
         self._drawn = 0
         self._last_line: str | None = None
+        self._paused = False
 
     def update(self, task: Task, nodes: Mapping[str, NodeRun]) -> None:
         """Show *task* and its node checkpoints."""
+        if self._paused:
+            return
         if self._live:
             self._redraw(self.lines(task, nodes))
             return
@@ -109,6 +112,16 @@ class ProgressView:
         """Print *message* below the drawing; the next drawing starts under it."""
         self._stream.write(message + "\n")
         self._stream.flush()
+        self._drawn = 0
+
+    def pause(self, message: str) -> None:
+        """Stop drawing (e.g. while a question is asked) after printing *message*."""
+        self.note(message)
+        self._paused = True
+
+    def resume(self) -> None:
+        """Draw again, below whatever was printed meanwhile."""
+        self._paused = False
         self._drawn = 0
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.models import Task
-from taskloom.engine.runs import AttemptOutcome, NodeAttempt, NodeRun
+from taskloom.engine.runs import NodeAttempt, NodeRun
 
 
 def when(moment: datetime | None) -> str:
@@ -105,15 +105,3 @@ def node_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
             ]
         )
     return table(rows)
-
-
-def outcome_counts(attempts: Sequence[NodeAttempt]) -> dict[str, int]:
-    """How many attempts ended each way."""
-    counts: dict[str, int] = {}
-    for attempt in attempts:
-        key = str(attempt.outcome or "running")
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-INTERRUPTED = AttemptOutcome.INTERRUPTED

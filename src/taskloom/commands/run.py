@@ -6,6 +6,7 @@ from typing import Any
 from taskloom.bootstrap import load_workflows, open_engine
 from taskloom.commands.common import (
     add_db,
+    add_settings,
     add_workflows,
     env,
     find_workflow,
@@ -34,6 +35,7 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
     )
     add_db(parser)
     add_workflows(parser)
+    add_settings(parser)
     parser.set_defaults(handler=run)
 
 

@@ -10,6 +10,7 @@ from taskloom.commands.common import (
     EXIT_OK,
     CommandError,
     Local,
+    add_settings,
     env,
     env_flag,
     open_database,
@@ -64,6 +65,7 @@ def register(actions: "argparse._SubParsersAction[Any]") -> None:
         help="run the new task here with live progress, as `taskloom run` does "
         "(env TASKLOOM_RUN=1); otherwise a worker or server on this database runs it",
     )
+    add_settings(resume)
     resume.set_defaults(handler=resume_task)
 
 

@@ -17,6 +17,7 @@ from taskloom.commands.common import (
     EXIT_OK,
     CommandError,
     add_db,
+    add_settings,
     add_workflows,
     env_int,
     settings_from,
@@ -39,6 +40,7 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
     )
     add_db(parser)
     add_workflows(parser)
+    add_settings(parser)
     parser.set_defaults(handler=run_worker)
 
 
