@@ -144,7 +144,7 @@ async def audit(client: McpClient, screen: Screen) -> None:
     )
 
 
-async def cancel_mid_phase(client: McpClient, screen: Screen, db: Path, pace: Pace) -> None:
+async def cancel_mid_phase(client: McpClient, screen: Screen, db: Path, pace: Pace) -> str:
     """Part 2: cancel a run in the middle of a phase; completed nodes stay completed."""
     _say(
         "",
@@ -158,12 +158,13 @@ async def cancel_mid_phase(client: McpClient, screen: Screen, db: Path, pace: Pa
         cancelled = await client.cancel(task_id)
     except MCPError as error:
         _say(f"   the run finished before the cancel arrived ({error.error.message})")
-        return
+        return task_id
     _say(
         f'   tasks/cancel while it said "{seen}": the task is now {cancelled["status"]}',
         "   and its running nodes were stopped. The node checkpoints in the database:",
         *await node_report(db, task_id),
     )
+    return task_id
 
 
 async def crash_and_resume(client: McpClient, screen: Screen, pace: Pace) -> tuple[str, str]:
@@ -221,7 +222,7 @@ async def main(argv: Sequence[str]) -> None:
                 f"{', '.join(workflows)}"
             )
             await audit(client, screen)
-            await cancel_mid_phase(client, screen, db, pace)
+            cancelled = await cancel_mid_phase(client, screen, db, pace)
             task_id, _ = await crash_and_resume(client, screen, pace)
         async with serve(db, cwd=data, errlog=errlog) as client:
             await finish_after_restart(client, screen, db, task_id)
@@ -230,6 +231,8 @@ async def main(argv: Sequence[str]) -> None:
         "Done. Everything above is still in the database; look at it with the CLI:",
         f"  taskloom tasks list --db {DATA / 'taskloom.db'}",
         f"  taskloom tasks show {task_id} --db {DATA / 'taskloom.db'}",
+        f"  taskloom tasks resume {cancelled} --run --db {DATA / 'taskloom.db'}"
+        "   (finishes the cancelled run; plan is not run again)",
         "  taskloom run countdown --input '{\"start\": 20}'   (Ctrl-C cancels)",
     )
 

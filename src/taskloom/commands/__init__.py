@@ -6,6 +6,7 @@ the parsed arguments that returns the exit code (see ``common.EXIT_*``).
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -14,6 +15,7 @@ import anyio
 from taskloom.commands import db, run, tasks_change, tasks_read, worker, workflows
 from taskloom.commands.common import (
     EXIT_CANCELLED,
+    EXIT_OK,
     EXIT_USAGE,
     add_db,
     add_json,
@@ -49,6 +51,9 @@ def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> NoRet
     except KeyboardInterrupt:
         print("taskloom: interrupted", file=sys.stderr)
         code = EXIT_CANCELLED
+    except BrokenPipeError:  # e.g. `taskloom tasks list | head`: the reader has enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
     except (Exception, BaseExceptionGroup) as error:
         mistake = first_taskloom_error(error)
         if mistake is None:
