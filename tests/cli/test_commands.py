@@ -10,6 +10,7 @@ import pytest
 
 from taskloom.cli import main
 from taskloom.commands.common import open_database
+from taskloom.engine.ids import new_task_id
 from taskloom.engine.models import InputRequest, Task
 
 FLOWS = "tests.cli.flows"
@@ -192,7 +193,7 @@ def test_workflows_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.splitlines()[0].split() == ["WORKFLOW", "VERSION", "NODES", "PHASES", "DESCRIPTION"]
     assert "countdown       1        6      plan > count > report" in out
     code, out, _ = cli(capsys, "workflows", "show", "countdown")
-    assert "phase 2/3: count (4 node(s), in parallel)" in out
+    assert "phase 2/3: count (4 nodes, in parallel)" in out
     assert "  [report] <- lane_0, lane_1, lane_2, lane_3   (gives the result)" in out
     assert "fail_at" in out
     code, out, _ = cli(capsys, "workflows", "show", "repo_audit", "--json")
@@ -284,3 +285,16 @@ def test_operator_settings_enable_a_workflow(capsys: pytest.CaptureFixture[str],
     assert "--settings maps workflow names to objects" in mistake(
         capsys, "run", "countdown", "--settings", '{"countdown": 1}'
     )
+
+
+def test_task_ids_never_look_like_flags() -> None:
+    ids = [new_task_id() for _ in range(3000)]  # about 47 would start with "-" by chance
+    assert not [task_id for task_id in ids if task_id.startswith("-")]
+    assert {len(task_id) for task_id in ids} == {24}
+
+
+def test_an_id_that_starts_with_a_dash_goes_after_double_dash(
+    capsys: pytest.CaptureFixture[str], db: str
+) -> None:
+    cli(capsys, "db", "migrate", "--db", db)
+    assert "task not found: -abc" in mistake(capsys, "tasks", "show", "--db", db, "--", "-abc")

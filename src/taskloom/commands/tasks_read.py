@@ -83,13 +83,17 @@ async def list_tasks(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [["ID", "WORKFLOW", "STATE", "UPDATED", "STATUS"]]
     rows += [
-        [task.id, task.name, task.state, when(task.updated_at), task.status_message or ""]
+        [task.id, task.name, task.state, when(task.updated_at), _cut(task.status_message or "")]
         for task in page.tasks
     ]
     print("\n".join(table(rows)))
     if page.next_cursor is not None:
         print(f"(more tasks exist: raise --limit above {args.limit})")
     return EXIT_OK
+
+
+def _cut(text: str, limit: int = 72) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def _node_records(local: Local, task: Task, args: argparse.Namespace) -> list[Any]:

@@ -88,8 +88,8 @@ def draw(workflow: Workflow[Any]) -> list[str]:
         nodes = _in_phase(workflow, phase)
         if number == 1:
             lines.append("")
-        heading = f"phase {number}/{len(phases)}: {phase} ({len(nodes)} node(s), in parallel)"
-        lines.append(heading if len(nodes) > 1 else heading.replace(", in parallel", ""))
+        size = f"{len(nodes)} nodes, in parallel" if len(nodes) > 1 else "1 node"
+        lines.append(f"phase {number}/{len(phases)}: {phase} ({size})")
         for node in nodes:
             waits = f" <- {', '.join(node.deps)}" if node.deps else ""
             lines.append(f"  [{node.name:<{width}}]{waits}{_policies(workflow, node)}")
