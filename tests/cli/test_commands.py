@@ -71,6 +71,10 @@ def test_run_completes_with_progress_and_exit_code_0(
     nodes = {node["node"]: node for node in _json(out)["nodes"]}
     assert [node["phase"] for node in nodes.values()] == ["plan", *["count"] * 4, "report"]
     assert all(node["state"] == "completed" and node["attempts"] == 1 for node in nodes.values())
+    history = _json(out)["attempts"]
+    assert len(history) == 6
+    assert {attempt["outcome"] for attempt in history} == {"completed"}
+    assert all(attempt["worker"].endswith(":slot-0") for attempt in history)
     code, out, _ = cli(capsys, "tasks", "show", task["id"], "--db", db)
     assert "state      completed" in out
     assert "lane_3" in out
@@ -222,7 +226,9 @@ def test_the_environment_sets_every_flag(
     monkeypatch.setenv("TASKLOOM_JSON", "1")
     monkeypatch.setenv("TASKLOOM_STATE", "completed, failed")
     monkeypatch.setenv("TASKLOOM_LIMIT", "1")
-    assert len(_json(cli(capsys, "tasks", "list")[1])["tasks"]) == 1
+    first = _json(cli(capsys, "tasks", "list")[1])
+    assert len(first["tasks"]) == 1
+    assert first["next_cursor"] is None  # one task in the database
     monkeypatch.setenv("TASKLOOM_LIMIT", "many")
     assert "argument --limit: invalid int value: 'many'" in mistake(capsys, "tasks", "list")
 
@@ -298,3 +304,22 @@ def test_an_id_that_starts_with_a_dash_goes_after_double_dash(
 ) -> None:
     cli(capsys, "db", "migrate", "--db", db)
     assert "task not found: -abc" in mistake(capsys, "tasks", "show", "--db", db, "--", "-abc")
+
+
+def test_list_pages_with_a_cursor(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    cli(capsys, "db", "migrate", "--db", db)
+
+    async def three(manager: Any) -> list[str]:
+        return [(await manager.create("countdown", {"start": n})).id for n in (1, 2, 3)]
+
+    created = _in_db(Path(db), three)
+    first = _json(cli(capsys, "tasks", "list", "--limit", "2", "--db", db, "--json")[1])
+    assert [task["id"] for task in first["tasks"]] == created[:0:-1]  # newest first
+    _, out, _ = cli(capsys, "tasks", "list", "--limit", "2", "--db", db)
+    assert out.splitlines()[-1] == f"(more: --cursor {first['next_cursor']})"
+    cursor = first["next_cursor"]
+    rest = _json(cli(capsys, "tasks", "list", "--cursor", cursor, "--db", db, "--json")[1])
+    assert ([task["id"] for task in rest["tasks"]], rest["next_cursor"]) == ([created[0]], None)
+    assert "invalid cursor: 'nonsense'" in mistake(
+        capsys, "tasks", "list", "--cursor", "nonsense", "--db", db
+    )

@@ -43,6 +43,11 @@ def register(actions: "argparse._SubParsersAction[Any]") -> None:
         default=env_int("LIMIT", 50),
         help="at most this many (1-1000; env TASKLOOM_LIMIT; default %(default)s)",
     )
+    listing.add_argument(
+        "--cursor",
+        default=env("CURSOR"),
+        help="continue after the page that gave this next_cursor (env TASKLOOM_CURSOR)",
+    )
     listing.set_defaults(handler=list_tasks)
     show = actions.add_parser("show", help="a task, its nodes and their attempts")
     show.set_defaults(handler=show_task)
@@ -74,9 +79,10 @@ async def list_tasks(args: argparse.Namespace) -> int:
     """Print a page of tasks."""
     async with open_database(args.db) as local:
         states = [TaskState(state) for state in args.state] if args.state else None
-        page = await local.manager.list(states=states, limit=args.limit)
+        page = await local.manager.list(states=states, limit=args.limit, cursor=args.cursor)
     if args.json:
-        print_json({"tasks": [task_json(task) for task in page.tasks]})
+        tasks = [task_json(task) for task in page.tasks]
+        print_json({"tasks": tasks, "next_cursor": page.next_cursor})
         return EXIT_OK
     if not page.tasks:
         print("no tasks")
@@ -88,7 +94,7 @@ async def list_tasks(args: argparse.Namespace) -> int:
     ]
     print("\n".join(table(rows)))
     if page.next_cursor is not None:
-        print(f"(more tasks exist: raise --limit above {args.limit})")
+        print(f"(more: --cursor {page.next_cursor})")
     return EXIT_OK
 
 
@@ -96,20 +102,16 @@ def _cut(text: str, limit: int = 72) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-async def _node_records(local: Local, task: Task, args: argparse.Namespace) -> list[Any]:
-    workflow = _workflows(args).get(task.name)
-    nodes = await local.runs.checkpoints(task.id)
-    attempts = await local.runs.attempts(task.id)
-    return node_rows(workflow, nodes, attempts)
-
-
 async def show_task(args: argparse.Namespace) -> int:
-    """Print a task and its nodes."""
+    """Print a task, its nodes and (with ``--json``) every attempt."""
     async with open_database(args.db) as local:
         task = await local.manager.get(args.task_id)
-        records = await _node_records(local, task, args)
+        nodes = await local.runs.checkpoints(task.id)
+        attempts = await local.runs.attempts(task.id)
+    records = node_rows(_workflows(args).get(task.name), nodes, attempts)
     if args.json:
-        print_json({"task": task_json(task), "nodes": records})
+        history = [attempt.model_dump(mode="json") for attempt in attempts]
+        print_json({"task": task_json(task), "nodes": records, "attempts": history})
         return EXIT_OK
     print("\n".join(task_lines(task)))
     if records:
