@@ -238,5 +238,8 @@ async def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1:], backend="asyncio")
+    try:
+        anyio.run(main, sys.argv[1:], backend="asyncio")
+    except* BrokenPipeError:  # `make demo | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(0)

@@ -3,10 +3,9 @@
 The outcome decides the exit code: 0 completed, 1 failed, 130 cancelled.
 """
 
-import contextlib
 import signal
 import sys
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any, Final, Literal
 
 import anyio
@@ -91,7 +90,7 @@ async def _signals(
                 continue
             interrupted = True
             view.note("Ctrl-C: cancelling the task and stopping its nodes...")
-            with contextlib.suppress(TaskStateError):  # it ended meanwhile: its outcome stands
+            with suppress(TaskStateError):  # it ended meanwhile: its outcome stands
                 await manager.cancel(task_id, reason=CTRL_C_REASON)
 
 
