@@ -170,3 +170,39 @@ def test_run_in_a_terminal_asks_the_tasks_question_there(
     (task,) = json.loads(listed)["tasks"]
     assert (task["state"], task["result"]) == ("completed", "launched")
     assert task["input_responses"] == {"decide#1": {"go": True}}
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_is_finished_by_a_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "k.db")
+    arguments = '{"start": 40, "tick_s": 0.05}'
+    terminal = Terminal(
+        [sys.executable, "-m", "taskloom", "run", "countdown", "--input", arguments, "--db", db],
+        tmp_path,
+    )
+    try:
+        task_id = terminal.read_until(r"as task (\S+) in")[1]
+        terminal.read_until(r"count: [1-9]\d*/\d+ numbers")
+        terminal.process.kill()
+        assert terminal.process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        terminal.close()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "taskloom", "worker", "--db", db],
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    try:
+        code, out = _cli(capsys, "tasks", "result", task_id, "--wait", "--db", db)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert (code, json.loads(out)) == (0, {"counted": 40, "lanes": 4})
+    _, shown = _cli(capsys, "tasks", "show", task_id, "--db", db, "--json")
+    nodes = {node["node"]: node for node in json.loads(shown)["nodes"]}
+    assert nodes["plan"]["outcomes"] == ["completed"]  # not run again by the worker
+    assert {tuple(nodes[f"lane_{i}"]["outcomes"]) for i in range(4)} == {
+        ("interrupted", "completed")
+    }
