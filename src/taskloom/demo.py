@@ -202,7 +202,7 @@ async def finish_after_restart(client: McpClient, screen: Screen, db: Path, task
 async def main(argv: Sequence[str]) -> None:
     """Run the demo in ./demo-data (recreated on every run)."""
     quick = "--quick" in argv or os.environ.get("TASKLOOM_DEMO_QUICK", "") in {"1", "true"}
-    pace = Pace(start=32, tick_s=0.1) if quick else Pace(start=60, tick_s=0.15)
+    pace = Pace(start=24, tick_s=0.25) if quick else Pace(start=60, tick_s=0.15)
     shutil.rmtree(DATA, ignore_errors=True)
     await anyio.Path(DATA).mkdir(parents=True)
     data = Path(await anyio.Path(DATA).absolute())

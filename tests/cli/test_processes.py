@@ -177,7 +177,7 @@ def test_a_run_killed_with_sigkill_is_finished_by_a_worker(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "k.db")
-    arguments = '{"start": 40, "tick_s": 0.05}'
+    arguments = '{"start": 24, "tick_s": 0.25}'  # 1.5 s per lane: killed mid-lane
     terminal = Terminal(
         [sys.executable, "-m", "taskloom", "run", "countdown", "--input", arguments, "--db", db],
         tmp_path,
@@ -199,7 +199,7 @@ def test_a_run_killed_with_sigkill_is_finished_by_a_worker(
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
-    assert (code, json.loads(out)) == (0, {"counted": 40, "lanes": 4})
+    assert (code, json.loads(out)) == (0, {"counted": 24, "lanes": 4})
     _, shown = _cli(capsys, "tasks", "show", task_id, "--db", db, "--json")
     nodes = {node["node"]: node for node in json.loads(shown)["nodes"]}
     assert nodes["plan"]["outcomes"] == ["completed"]  # not run again by the worker
