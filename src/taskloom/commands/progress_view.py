@@ -14,7 +14,7 @@ from taskloom.engine.dag import Workflow
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeRun, NodeState
 
-_STATUS: Final = re.compile(r"^phase (\d+)/(\d+) ([^:]+): ([\d.]+)(?:/([\d.]+))?(.*)$")
+_STATUS: Final = re.compile(r"^phase (\d+)/(\d+) ([^:]+): (([\d.]+)(?:/([\d.]+))?.*)$")
 _UP: Final = "\x1b[{}A"
 _CLEAR_LINE: Final = "\r\x1b[2K"
 WIDTH: Final = 24
@@ -29,6 +29,8 @@ class PhaseStatus:
     phase: str
     done: float
     total: float | None
+    detail: str
+    """What follows the phase's name, e.g. ``12/40 numbers``."""
 
     @property
     def fraction(self) -> float | None:
@@ -43,13 +45,14 @@ def parse_status(message: str | None) -> PhaseStatus | None:
     found = _STATUS.match(message or "")
     if found is None:
         return None
-    number, phases, phase, done, total, _ = found.groups()
+    number, phases, phase, detail, done, total = found.groups()
     return PhaseStatus(
         number=int(number),
         phases=int(phases),
         phase=phase,
         done=float(done),
         total=float(total) if total else None,
+        detail=detail,
     )
 
 
@@ -161,12 +164,8 @@ class ProgressView:
             fraction = done / len(names)
             detail = f"{done}/{len(names)} nodes"
             if status is not None and status.phase == phase and done < len(names):
-                reported = status.fraction
-                if reported is not None:
-                    fraction = max(fraction, reported)
-                detail += (
-                    "  " + task.status_message.split(": ", 1)[1] if task.status_message else ""
-                )
+                fraction = max(fraction, status.fraction or 0.0)
+                detail += "  " + status.detail
             busy = [name for name in names if _busy(nodes.get(name))]
             if busy:
                 detail += "  running " + ", ".join(busy)

@@ -20,6 +20,7 @@ from taskloom.commands.common import (
     task_json,
 )
 from taskloom.commands.follow import follow
+from taskloom.engine.dag import Workflow
 from taskloom.engine.fork import fork
 from taskloom.engine.registry import WorkflowRegistry
 
@@ -108,15 +109,14 @@ async def answer_task(args: argparse.Namespace) -> int:
 
 
 @asynccontextmanager
-async def _opened(args: argparse.Namespace, name: str) -> AsyncIterator[Local]:
-    """The database, with a worker for workflow *name* when the task is to run here."""
+async def _opened(args: argparse.Namespace, workflow: Workflow[Any]) -> AsyncIterator[Local]:
+    """The database, with a worker for *workflow* when the task is to run here."""
     if not args.run:
         async with open_database(args.db) as local:
             yield local
         return
     settings = settings_from(args, run_sweeper=False)
-    workflow = load_workflows(settings)[name]
-    only = WorkflowRegistry({name: workflow})
+    only = WorkflowRegistry({workflow.name: workflow})
     async with open_engine(settings, workflows=only) as engine:
         yield Local(manager=engine.manager, runs=engine.runs)
 
@@ -132,7 +132,7 @@ async def resume_task(args: argparse.Namespace) -> int:
             "(load it with --workflows MODULE)"
         )
     workflow = workflows[source.name]
-    async with _opened(args, workflow.name) as local:
+    async with _opened(args, workflow) as local:
         forked = await fork(
             local.manager, local.runs, workflow, source.id, from_node=args.from_node
         )
