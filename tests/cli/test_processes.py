@@ -41,7 +41,6 @@ def test_a_worker_process_runs_queued_tasks_and_stops_on_sigterm(
         async with open_database(db) as local:
             return (await submit(local.manager, countdown, {"start": 4, "tick_s": 0})).id
 
-    task_id = anyio.run(queue, backend="asyncio")
     worker = subprocess.Popen(
         [sys.executable, "-m", "taskloom", "worker", "--db", str(db)],
         stderr=subprocess.PIPE,
@@ -49,13 +48,20 @@ def test_a_worker_process_runs_queued_tasks_and_stops_on_sigterm(
         cwd=tmp_path,
     )
     try:
+        assert worker.stderr is not None
+        ready, _, _ = select.select([worker.stderr], [], [], 30)
+        assert ready, "the worker did not start"
+        banner = worker.stderr.readline()  # printed once it follows its changes
+        task_id = anyio.run(queue, backend="asyncio")
         code, out = _cli(capsys, "tasks", "result", task_id, "--wait", "--db", str(db))
     finally:
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=30)
     assert (code, json.loads(out)) == (0, {"counted": 4, "lanes": 4})
     assert worker.returncode == 0, err
-    assert re.match(r"worker \S+:slot-0 on .*w\.db runs: countdown, repo_audit", err)
+    assert re.match(r"worker \S+:slot-0 on .*w\.db runs: countdown, repo_audit", banner)
+    assert re.search(rf"UTC  countdown {task_id} running\n", err), err
+    assert re.search(rf"UTC  countdown {task_id} completed\n", err), err
     assert "SIGTERM: stopping; runs in flight resume elsewhere" in err
     assert "Traceback" not in err
 

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import anyio
+from anyio.abc import TaskStatus
 
 from taskloom.bootstrap import open_engine
 from taskloom.commands.common import (
@@ -22,6 +23,9 @@ from taskloom.commands.common import (
     env_int,
     settings_from,
 )
+from taskloom.commands.render import when
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
 
 
@@ -50,8 +54,9 @@ async def run_worker(args: argparse.Namespace) -> int:
         raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
     settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_engine(settings) as engine:
+        async with open_engine(settings) as engine, anyio.create_task_group() as task_group:
             assert engine.worker is not None
+            await task_group.start(log_changes, engine.manager)
             print(
                 f"worker {engine.worker.worker_id} on {args.db} runs: "
                 f"{', '.join(engine.workflows)} (Ctrl-C stops it)",
@@ -62,4 +67,26 @@ async def run_worker(args: argparse.Namespace) -> int:
                 name = signal.Signals(received).name
                 print(f"{name}: stopping; runs in flight resume elsewhere", file=sys.stderr)
                 break
+            task_group.cancel_scope.cancel()
     return EXIT_OK
+
+
+async def log_changes(
+    manager: TaskManager, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """One line on stderr each time a task this process runs changes state."""
+    states: dict[str, TaskState] = {}
+    with manager.subscribe() as changes:
+        task_status.started()
+        async for task in changes:
+            if states.get(task.id) is task.state:
+                continue
+            states[task.id] = task.state
+            why = ""
+            if task.is_terminal:
+                del states[task.id]
+                if task.state is not TaskState.COMPLETED:
+                    why = f": {task.error.message if task.error else task.status_message}"
+            print(
+                f"{when(task.updated_at)}  {task.name} {task.id} {task.state}{why}", file=sys.stderr
+            )
