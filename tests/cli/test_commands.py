@@ -272,6 +272,10 @@ def test_a_missing_or_damaged_database_is_one_line(
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
     for argv in (["tasks", "list"], ["db", "check"], ["run", "countdown"]):
         assert "damaged.db" in mistake(capsys, *argv, "--db", str(damaged))
+    for argv in (["tasks", "list"], ["db", "migrate"], ["run", "countdown"], ["worker"]):
+        assert mistake(capsys, *argv, "--db", str(tmp_path)) == (
+            f"taskloom: error: {tmp_path} is a directory; --db takes a database file\n"
+        )
 
 
 def test_operator_settings_enable_a_workflow(capsys: pytest.CaptureFixture[str], db: str) -> None:

@@ -110,6 +110,9 @@ def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
     Raises:
         CommandError: ``--settings`` is not a JSON object of objects.
     """
+    db = getattr(args, "db", DEFAULT_DATABASE)
+    if db.is_dir():
+        raise CommandError(f"{db} is a directory; --db takes a database file")
     modules = getattr(args, "workflows", [])
     text = getattr(args, "settings", None)
     by_workflow: dict[str, Any] = (
@@ -120,7 +123,7 @@ def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
     if not all(isinstance(values, dict) for values in by_workflow.values()):
         raise CommandError('--settings maps workflow names to objects, like {"repo_audit": {}}')
     return TaskloomSettings(
-        database=SqliteSettings(path=getattr(args, "db", DEFAULT_DATABASE)),
+        database=SqliteSettings(path=db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
         workflow_settings=by_workflow,
         **changes,
@@ -145,6 +148,8 @@ async def open_store(db: Path, *, create: bool = False) -> AsyncIterator[SqliteT
     """
     if not create and not await anyio.Path(db).exists():
         raise CommandError(f"no taskloom database at {db} (pass --db PATH or set TASKLOOM_DB)")
+    if await anyio.Path(db).is_dir():
+        raise CommandError(f"{db} is a directory; --db takes a database file")
     async with SqliteTaskStore.open(SqliteSettings(path=db)) as store:
         yield store
 
