@@ -1,6 +1,7 @@
 """The ``taskloom`` command. Every flag can also be set by a ``TASKLOOM_*`` variable.
 
-``taskloom serve [--db PATH] [--workflows MODULE ...]`` serves MCP over stdio. A user
+``taskloom serve [--db PATH] [--workflows MODULE ...]`` serves MCP over stdio; the other
+commands (run, tasks, workflows, db, worker) are in :mod:`taskloom.commands`. A user
 mistake (a bad flag, a module that does not import, a file that is not a taskloom
 database) is one line on stderr and exit code 2, never a traceback.
 """
@@ -17,6 +18,7 @@ import anyio
 
 from taskloom.bootstrap import serve_http, serve_stdio
 from taskloom.cli_http import add_http_options, http_settings, server_settings
+from taskloom.commands import NAMES, dispatch, register
 from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
 from taskloom.persistence.sqlite import SqliteSettings
@@ -53,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         "(env TASKLOOM_WORKFLOWS, comma-separated)",
     )
     add_http_options(serve)
+    register(commands)
     return parser
 
 
@@ -65,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.error("choose a command: serve")
+        parser.error(f"choose a command: {', '.join(('serve', *NAMES))}")
+    if args.command != "serve":
+        dispatch(args, parser)
     settings = TaskloomSettings(
         database=SqliteSettings(path=args.db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),

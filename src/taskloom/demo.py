@@ -1,129 +1,245 @@
-"""`make demo`: the durable task core end to end, in a real SQLite file.
+"""`make demo`: durable MCP tasks end to end, through a real `taskloom serve` process.
 
-Until the workflow runner and the MCP server exist, the demo drives the TaskManager
-directly: it creates tasks, moves them through their states, asks for and receives input,
-cancels one mid-run, lists them page by page, and reopens the database to show that
-everything committed survived.
+The demo starts the server as a child process on ./demo-data/taskloom.db and drives it
+with the MCP Python client (protocol 2025-11-25, task-augmented tool calls). It audits
+this project's source tree with a live progress bar, cancels a slow run in the middle of
+a phase, then kills the server with SIGKILL in the middle of a third run, restarts it and
+shows the run finishing from its checkpoint. ``--quick`` (or ``TASKLOOM_DEMO_QUICK=1``)
+uses shorter runs, for CI.
 """
 
+import os
 import shutil
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
+from mcp.shared.exceptions import MCPError
 
-from taskloom.bootstrap import open_engine
-from taskloom.config import TaskloomSettings
-from taskloom.engine.errors import IllegalTransitionError, TaskNotFoundError
-from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import InputRequest, Task
-from taskloom.persistence.sqlite import SqliteSettings
+import taskloom
+from taskloom.commands.common import open_database
+from taskloom.commands.progress_view import bar, overall_from_status
+from taskloom.commands.render import table
+from taskloom.demo_client import McpClient, serve, structured
+from taskloom.engine.models import TaskId
 
 DATA = Path("demo-data")
+POLL_S = 0.05
+"""How often the demo polls ``tasks/get`` (a real client would use ``pollInterval``)."""
+WAIT_S = 60.0
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-def show(label: str, task: Task) -> None:
-    """One line per task: id, state, version and what it says."""
-    progress = ""
-    if task.progress is not None and task.progress.total:
-        progress = f" {task.progress.completed:g}/{task.progress.total:g}"
-    message = f"  {task.status_message}" if task.status_message else ""
-    print(f"  {label:<22} {task.id[:10]}…  {task.state:<15} v{task.version}{progress}{message}")
+@dataclass(frozen=True)
+class Pace:
+    """How long the countdowns take: 4 lanes count ``start / 4`` numbers each."""
+
+    start: int
+    tick_s: float
 
 
-async def phase_one(manager: TaskManager) -> dict[str, str]:
-    """Create, run, ask, answer, cancel: every state a task can be in."""
-    print("1. Creating tasks (each is committed with synchronous=FULL before create returns)")
-    audit = await manager.create("repo_audit", {"path": "src"}, idempotency_key="audit-src")
-    again = await manager.create("repo_audit", {"path": "src"}, idempotency_key="audit-src")
-    show("audit", audit)
-    print(f"  same idempotency key, same arguments -> same task: {again.id == audit.id}")
-    deploy = await manager.create("command_matrix", {"commands": ["make test"]})
-    long_job = await manager.create("countdown", {"seconds": 600})
-    show("deploy", deploy)
-    show("long job", long_job)
+def _source_tree() -> Path:
+    """This project's ``src/`` (or the installed package when there is no checkout)."""
+    package = Path(taskloom.__file__).resolve().parent
+    return package.parent if package.parent.name == "src" else package
 
-    print("\n2. Running the audit through its phases")
-    await manager.start(audit.id)
-    phases = ["list files", "analyse", "report"]
-    for number, phase in enumerate(phases, start=1):
-        show(
-            "audit",
-            await manager.report_progress(
-                audit.id,
-                completed=number,
-                total=len(phases),
-                message=f"phase {number}/{len(phases)} {phase}",
-            ),
-        )
-    show(
-        "audit",
-        await manager.complete(audit.id, {"files": 42, "todo": 3}, status_message="audit done"),
+
+class Screen:
+    """Progress as one line redrawn in place on a terminal, or a line per change."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._live = stream.isatty()
+        self._last = ""
+
+    def progress(self, status: dict[str, Any]) -> None:
+        message = status.get("statusMessage", "")
+        fraction = 1.0 if status["status"] == "completed" else overall_from_status(message)
+        said = f": {message}" if message else ""
+        line = f"   {bar(fraction or 0.0)} {fraction or 0.0:4.0%}  {status['status']}{said}"
+        if line == self._last:
+            return
+        self._last = line
+        if self._live:
+            self._stream.write("\r\x1b[2K" + line)
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()
+
+    def done(self) -> None:
+        if self._live and self._last:
+            self._stream.write("\n")
+        self._last = ""
+
+
+async def poll(client: McpClient, task_id: str, screen: Screen, until: str | None = None) -> str:
+    """Poll ``tasks/get``, drawing progress, until the task ends (or its status message
+    starts with *until* and shows some progress); return the last status message."""
+    with anyio.fail_after(WAIT_S):
+        while True:
+            status = await client.get(task_id)
+            screen.progress(status)
+            message: str = status.get("statusMessage", "")
+            if status["status"] in TERMINAL:
+                break
+            if (
+                until is not None
+                and message.startswith(until)
+                and not message.startswith(f"{until} 0/")
+            ):
+                break
+            await anyio.sleep(POLL_S)
+    screen.done()
+    return message
+
+
+async def node_report(db: Path, task_id: str) -> list[str]:
+    """Each node of the task, from the database: its state and how its attempts ended."""
+    async with open_database(db) as local:
+        nodes = await local.runs.checkpoints(TaskId(task_id))
+        attempts = await local.runs.attempts(TaskId(task_id))
+    order = ["plan", "lane_0", "lane_1", "lane_2", "lane_3", "report"]
+    rows = [["   NODE", "STATE", "ATTEMPTS", "HOW EACH ATTEMPT ENDED"]]
+    for name in order:
+        ended = [str(a.outcome or "running") for a in attempts if a.node == name]
+        run = nodes.get(name)
+        state = str(run.state) if run is not None else "never started"
+        if run is not None and run.error is not None and run.error.error_type == "Cancelled":
+            state = "stopped by the cancel"
+        rows.append([f"   {name}", state, str(len(ended)), ", ".join(ended) or "-"])
+    return table(rows)
+
+
+def _say(*lines: str) -> None:
+    for line in lines:
+        print(line, flush=True)
+
+
+async def audit(client: McpClient, screen: Screen) -> None:
+    """Part 1: a real workflow on real files, with progress."""
+    source = _source_tree()
+    _say(
+        "",
+        f"1. Audit this project's source tree ({source}) as a background task",
+        "   tools/call repo_audit with params.task: the server stores the task durably and "
+        "answers its id at once;",
+        "   the work goes on in the server while the client polls tasks/get for progress:",
+    )
+    task_id = await client.start_task("repo_audit", {"path": str(source)})
+    _say(f"   task {task_id}")
+    await poll(client, task_id, screen)
+    summary = structured(await client.result(task_id))
+    languages = ", ".join(f"{row['language']} {row['files']}" for row in summary["languages"][:5])
+    markers = ", ".join(f"{name} {count}" for name, count in summary["markers"].items())
+    _say(
+        "   tasks/result, the audit's summary:",
+        f"     files      {summary['files']} ({summary['bytes'] / 1024:.0f} KiB)",
+        f"     lines      {summary['lines']:,}",
+        f"     languages  {languages} (files per language)",
+        f"     markers    {markers}",
+        f"     report     {summary['report_markdown']}",
     )
 
-    print("\n3. A task that asks the human before its last step")
-    await manager.start(deploy.id)
-    question = InputRequest(
-        message="All checks passed. Run the final deploy command?",
-        requested_schema={"type": "object", "properties": {"confirm": {"type": "boolean"}}},
+
+async def cancel_mid_phase(client: McpClient, screen: Screen, db: Path, pace: Pace) -> str:
+    """Part 2: cancel a run in the middle of a phase; completed nodes stay completed."""
+    _say(
+        "",
+        "2. Cancel a slow run in the middle of a phase",
+        f"   countdown from {pace.start} in 4 parallel lanes (phases: plan > count > report)",
     )
-    show("deploy", await manager.require_input(deploy.id, "final-step", question))
-    show("deploy", await manager.provide_input(deploy.id, "final-step", {"confirm": True}))
-    show("deploy", await manager.complete(deploy.id, {"deployed": True}, status_message="deployed"))
-
-    print("\n4. Cancelling a long task half-way")
-    await manager.start(long_job.id)
-    await manager.report_progress(long_job.id, completed=300, total=600, message="halfway")
-    show("long job", await manager.cancel(long_job.id, reason="cancelled by the operator"))
+    task_id = await client.start_task("countdown", {"start": pace.start, "tick_s": pace.tick_s})
+    _say(f"   task {task_id}")
+    seen = await poll(client, task_id, screen, until="phase 2/3 count:")
     try:
-        await manager.complete(long_job.id, "too late")
-    except IllegalTransitionError as error:
-        print(f"  its late completion is refused: {error}")
-    return {"audit": audit.id, "deploy": deploy.id, "long job": long_job.id}
+        cancelled = await client.cancel(task_id)
+    except MCPError as error:
+        _say(f"   the run finished before the cancel arrived ({error.error.message})")
+        return task_id
+    _say(
+        f'   tasks/cancel while it said "{seen}": the task is now {cancelled["status"]}',
+        "   and its running nodes were stopped. The node checkpoints in the database:",
+        *await node_report(db, task_id),
+    )
+    return task_id
 
 
-async def phase_two(manager: TaskManager, ids: dict[str, str]) -> None:
-    """Read everything back after reopening the database."""
-    print("\n5. After closing and reopening the database, everything committed is still there")
-    for label, task_id in ids.items():
-        show(label, await manager.get(task_id))
-    audit = await manager.get(ids["audit"])
-    print(f"  audit result: {audit.result}")
-
-    print("\n6. Listing, newest first, two per page (cursors are opaque)")
-    cursor: str | None = None
-    page_number = 0
-    while True:
-        page = await manager.list(limit=2, cursor=cursor)
-        page_number += 1
-        print(f"  page {page_number}: " + ", ".join(f"{t.name} ({t.state})" for t in page.tasks))
-        if page.next_cursor is None:
-            break
-        cursor = page.next_cursor
-
-    print("\n7. Retention: a task whose TTL ran out disappears and is purged")
-    brief = await manager.create("countdown", {"seconds": 1}, ttl_ms=100)
-    await anyio.sleep(0.15)
-    try:
-        await manager.get(brief.id)
-    except TaskNotFoundError as error:
-        print(f"  {error}")
-    print(f"  purged {await manager.purge_expired()} expired task(s)")
+async def crash_and_resume(client: McpClient, screen: Screen, pace: Pace) -> tuple[str, str]:
+    """Part 3, first half: start a run and kill the server with SIGKILL mid-phase."""
+    _say(
+        "",
+        "3. Kill the server with SIGKILL in the middle of a run, restart it, and let the run "
+        "finish",
+    )
+    task_id = await client.start_task("countdown", {"start": pace.start, "tick_s": pace.tick_s})
+    _say(f"   task {task_id}")
+    seen = await poll(client, task_id, screen, until="phase 2/3 count:")
+    client.process.kill()
+    await client.process.wait()
+    _say(f'   killed the server (pid {client.process.pid}) with SIGKILL while it said "{seen}"')
+    return task_id, seen
 
 
-async def main() -> None:
-    """Run the demo in ./demo-data/taskloom.db (recreated on every run)."""
+async def finish_after_restart(client: McpClient, screen: Screen, db: Path, task_id: str) -> None:
+    """Part 3, second half: the new server takes the run back and finishes it."""
+    _say(
+        f"   restarted the server (pid {client.process.pid}) on the same database: it takes "
+        "back the dead server's runs at once",
+    )
+    await poll(client, task_id, screen)
+    result = structured(await client.result(task_id))
+    _say(
+        f"   tasks/result: {result}",
+        "   Attempts per node (plan completed before the kill, so it did not run again;",
+        "   the lanes were interrupted by the kill and ran once more):",
+        *await node_report(db, task_id),
+    )
+
+
+async def main(argv: Sequence[str]) -> None:
+    """Run the demo in ./demo-data (recreated on every run)."""
+    quick = "--quick" in argv or os.environ.get("TASKLOOM_DEMO_QUICK", "") in {"1", "true"}
+    pace = Pace(start=24, tick_s=0.25) if quick else Pace(start=60, tick_s=0.15)
     shutil.rmtree(DATA, ignore_errors=True)
-    database = SqliteSettings(path=DATA / "taskloom.db")
-    settings = TaskloomSettings(database=database, run_worker=False)
-    print(f"taskloom durable task core demo, database {database.path}\n")
-    async with open_engine(settings) as engine:
-        ids = await phase_one(engine.manager)
-    async with open_engine(settings) as engine:
-        await phase_two(engine.manager, ids)
-    print("\nDone. The workflow runner and the MCP server build on this core.")
+    await anyio.Path(DATA).mkdir(parents=True)
+    data = Path(await anyio.Path(DATA).absolute())
+    db = data / "taskloom.db"
+    screen = Screen(sys.stdout)
+    _say(
+        "taskloom demo: durable MCP tasks that survive cancels and crashes",
+        f"Database: {db}",
+        "The demo starts `taskloom serve` as a separate process and talks to it over stdio",
+        "with the MCP Python client (protocol 2025-11-25, task-augmented tool calls).",
+    )
+    with (data / "server.log").open("a") as errlog:
+        async with serve(db, cwd=data, errlog=errlog) as client:
+            workflows = [name for name in client.tools if not name.startswith("task_")]
+            _say(
+                f"Server started (pid {client.process.pid}); its workflows, as MCP tools: "
+                f"{', '.join(workflows)}"
+            )
+            await audit(client, screen)
+            cancelled = await cancel_mid_phase(client, screen, db, pace)
+            task_id, _ = await crash_and_resume(client, screen, pace)
+        async with serve(db, cwd=data, errlog=errlog) as client:
+            await finish_after_restart(client, screen, db, task_id)
+    _say(
+        "",
+        "Done. Everything above is still in the database; look at it with the CLI:",
+        f"  taskloom tasks list --db {DATA / 'taskloom.db'}",
+        f"  taskloom tasks show {task_id} --db {DATA / 'taskloom.db'}",
+        f"  taskloom tasks resume {cancelled} --run --db {DATA / 'taskloom.db'}"
+        "   (finishes the cancelled run; plan is not run again)",
+        "  taskloom run countdown --input '{\"start\": 20}'   (Ctrl-C cancels)",
+    )
 
 
 if __name__ == "__main__":
-    anyio.run(main, backend="asyncio")
+    try:
+        anyio.run(main, sys.argv[1:], backend="asyncio")
+    except* BrokenPipeError:  # `make demo | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(0)

@@ -641,4 +641,6 @@ async def test_a_node_whose_worker_keeps_dying_fails(
     assert done.error.error_type == "WorkerLost"
     history = await _runs(store).attempts(task.id)
     assert [a.outcome for a in history] == [AttemptOutcome.INTERRUPTED] * 3
+    node = (await _runs(store).checkpoints(task.id))["only"]
+    assert (node.state, node.attempt, node.interruptions) == (NodeState.FAILED, 3, 3)
     assert done.error.details == {"node": "only", "phase": "main", "attempts": 3}

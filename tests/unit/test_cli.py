@@ -18,7 +18,9 @@ def _mistake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 def test_no_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _mistake(capsys) == "taskloom: error: choose a command: serve\n"
+    assert _mistake(capsys) == (
+        "taskloom: error: choose a command: serve, run, tasks, workflows, db, worker\n"
+    )
 
 
 def test_an_unknown_flag(capsys: pytest.CaptureFixture[str]) -> None:

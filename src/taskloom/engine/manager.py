@@ -124,13 +124,48 @@ class TaskManager:
             InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
             IdempotencyConflictError: the key was used with another name or arguments.
         """
+        task = self.draft(
+            name,
+            arguments,
+            owner=owner,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=poll_interval_ms,
+            idempotency_key=idempotency_key,
+            workflow_version=workflow_version,
+        )
+        stored, created = await self._store.create(task, task.created_at)
+        if created:
+            self.feed.publish(stored)
+        elif stored.name != task.name or stored.arguments != task.arguments:
+            raise IdempotencyConflictError(key=idempotency_key or "", existing_task_id=stored.id)
+        return stored
+
+    def draft(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        owner: str | None = None,
+        ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
+        poll_interval_ms: int | None = None,
+        idempotency_key: str | None = None,
+        workflow_version: str | None = None,
+        status_message: str | None = None,
+    ) -> Task:
+        """The queued task :meth:`create` would store, validated but not stored (for
+        operations that store it with more in one transaction, like a fork).
+
+        Raises:
+            InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
+        """
         now = self._clock.now()
-        task = _validated_task(
+        return _validated_task(
             id=new_task_id(),
             name=name,
             arguments=_json_object(arguments or {}),
             owner=owner,
             state=TaskState.QUEUED,
+            status_message=status_message,
             created_at=now,
             updated_at=now,
             ttl_ms=self._granted_ttl(ttl_ms),
@@ -139,12 +174,6 @@ class TaskManager:
             workflow_version=workflow_version,
             version=1,
         )
-        stored, created = await self._store.create(task, now)
-        if created:
-            self.feed.publish(stored)
-        elif stored.name != task.name or stored.arguments != task.arguments:
-            raise IdempotencyConflictError(key=idempotency_key or "", existing_task_id=stored.id)
-        return stored
 
     async def get(self, task_id: str, *, owner: OwnerScope = ANY_OWNER) -> Task:
         """The task with this id, as visible to *owner*.

@@ -198,3 +198,18 @@ class RunStore(Protocol):
         """Up to ``query.limit`` attempts that failed or timed out, latest end first, of
         the live (unexpired) tasks *query* selects."""
         ...
+
+    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
+        """The checkpoint of every node of a task that has started, by node name."""
+        ...
+
+    async def fork_run(
+        self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+    ) -> dict[str, NodeRun]:
+        """Store *task* (a new queued task) and copy to it the checkpoints of the nodes of
+        *source* named in *nodes* that are completed, in one transaction; return the copies.
+
+        Raises:
+            TaskNotFoundError: *source* does not exist or has expired (nothing is stored).
+        """
+        ...

@@ -275,6 +275,32 @@ class InMemoryTaskStore:
         failed.sort(key=lambda a: (a.ended_at, a.task_id, a.node, a.attempt), reverse=True)
         return failed[: query.limit]
 
+    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
+        await anyio.lowlevel.checkpoint()
+        return dict(self._nodes.get(task_id, {}))
+
+    async def fork_run(
+        self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+    ) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+        await anyio.lowlevel.checkpoint()
+        if self._live(source, now) is None:
+            raise TaskNotFoundError(source)
+        copies = {
+            name: run
+            for name, run in self._nodes.get(source, {}).items()
+            if name in nodes and run.state is NodeState.COMPLETED
+        }
+        position = self._next_position
+        self._next_position += 1
+        self._tasks[position] = task
+        self._positions[task.id] = position
+        self._order.append(position)
+        if copies:
+            self._nodes[task.id] = dict(copies)
+        return copies
+
     def _check_fence(self, lease: Lease) -> None:
         current = self._leases.get(lease.task_id)
         if current is None or current.token != lease.token:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from taskloom.engine.errors import LeaseLostError, TaskStateError
+from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
 from taskloom.engine.models import Task, TaskId, ensure_successor
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
@@ -225,6 +225,29 @@ async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: date
     if row is None:
         raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
     return _node_run(row)
+
+
+async def fork_run(
+    connection: Connection, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+) -> dict[str, NodeRun]:
+    """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+    cursor = await connection.execute(
+        "SELECT 1 FROM tasks WHERE id = %s AND (expires_at IS NULL OR expires_at > %s)",
+        (source, now),
+    )
+    if await cursor.fetchone() is None:
+        raise TaskNotFoundError(source)
+    await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
+    if nodes:
+        await connection.execute(
+            "INSERT INTO node_runs (task_id, node, state, attempt, failures, interruptions,"
+            " not_before, output, error, updated_at)"
+            " SELECT %s, node, state, attempt, failures, interruptions, NULL, output, error,"
+            " updated_at FROM node_runs"
+            " WHERE task_id = %s AND state = 'completed' AND node = ANY(%s)",
+            (task.id, source, sorted(nodes)),
+        )
+    return await node_runs(connection, task.id)
 
 
 async def node_runs(connection: Connection, task_id: str) -> dict[str, NodeRun]:

@@ -175,6 +175,18 @@ class PostgresTaskStore:
         """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
         return await self._db.read(partial(runs.failed_attempts, query=query, now=now))
 
+    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
+        return await self._db.read(partial(runs.node_runs, task_id=task_id))
+
+    async def fork_run(
+        self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+    ) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+        return await self._db.transaction(
+            partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now)
+        )
+
 
 # -- transactions ------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from taskloom.engine.errors import LeaseLostError, TaskStateError
+from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
 from taskloom.engine.models import Task, TaskId, ensure_successor
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
@@ -173,6 +173,29 @@ def end_node(raw: sqlite3.Connection, lease: Lease, end: NodeEnd, now: datetime)
     )
     found = node_runs(raw, lease.task_id, end.node)
     return found[end.node]
+
+
+def fork_run(
+    raw: sqlite3.Connection, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+) -> dict[str, NodeRun]:
+    """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+    live = raw.execute(
+        f"SELECT 1 FROM tasks WHERE id = ? AND {rows.LIVE}", (source, rows.micros(now))
+    ).fetchone()
+    if live is None:
+        raise TaskNotFoundError(source)
+    raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    names = sorted(nodes)
+    if names:
+        raw.execute(
+            "INSERT INTO node_runs (task_id, node, state, attempt, failures, interruptions,"
+            " not_before, output, error, updated_at)"
+            " SELECT ?, node, state, attempt, failures, interruptions, NULL, output, error,"
+            " updated_at FROM node_runs"
+            f" WHERE task_id = ? AND state = 'completed' AND node IN ({', '.join('?' * len(names))})",
+            (task.id, source, *names),
+        )
+    return node_runs(raw, task.id)
 
 
 def node_runs(raw: sqlite3.Connection, task_id: str, node: str | None = None) -> dict[str, NodeRun]:

@@ -26,6 +26,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.persistence.sqlite import rows, runs, schema
 from taskloom.persistence.sqlite.driver import connect, retry_transient, run_in_thread
+from taskloom.persistence.sqlite.maintenance import StoreHealth, health
 from taskloom.persistence.sqlite.settings import SqliteSettings
 from taskloom.persistence.sqlite.writer import GroupCommitWriter
 
@@ -187,6 +188,25 @@ class SqliteTaskStore:
         """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
         failed = partial(runs.failed_attempts, query=query, now=rows.micros(now))
         return await self._read(partial(_call_with_raw, failed))
+
+    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
+        return await self._read(partial(_call_with_raw, partial(runs.node_runs, task_id=task_id)))
+
+    async def fork_run(
+        self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
+    ) -> dict[str, NodeRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+        return await self.writer.submit(
+            partial(
+                _call_with_raw,
+                partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
+            )
+        )
+
+    async def health(self) -> StoreHealth:
+        """SQLite's integrity and foreign-key checks, the schema version and task counts."""
+        return await self._read(health)
 
     async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
         return await retry_transient(

@@ -1,0 +1,224 @@
+"""What every command shares: flags that default to ``TASKLOOM_*`` variables, opening the
+database without a worker, reading JSON arguments and printing JSON."""
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from pydantic import JsonValue
+
+from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
+from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import TaskloomError
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task
+from taskloom.engine.runs import RunStore
+from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
+from taskloom.validation import JsonSchemaValidator
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+"""The task failed (or ``db check`` found a problem)."""
+EXIT_USAGE: Final = 2
+"""A user mistake: bad flag, unknown task or workflow, bad JSON, unusable database."""
+EXIT_CANCELLED: Final = 130
+"""The task was cancelled, or the command was interrupted (Ctrl-C)."""
+
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+
+
+class CommandError(TaskloomError):
+    """A user mistake found by a command; its message is the one line shown."""
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """The value of ``TASKLOOM_<name>`` if set and not empty, else *default*."""
+    return os.environ.get(f"TASKLOOM_{name}") or default
+
+
+def env_flag(name: str) -> bool:
+    """``TASKLOOM_<name>`` as a boolean (1, true, yes or on)."""
+    return (env(name) or "").strip().lower() in _TRUE
+
+
+def env_int(name: str, default: int) -> str:
+    """``TASKLOOM_<name>`` or *default*, as the text of an ``int`` option's default:
+    argparse converts it, so a bad value is reported like a bad flag."""
+    return env(name) or str(default)
+
+
+def split_names(value: str) -> list[str]:
+    """``"a, b c"`` as ``["a", "b", "c"]``."""
+    return [part for part in value.replace(",", " ").split() if part]
+
+
+def add_db(parser: argparse.ArgumentParser) -> None:
+    """``--db PATH`` (``TASKLOOM_DB``)."""
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=Path(env("DB") or DEFAULT_DATABASE),
+        metavar="PATH",
+        help="SQLite database file (env TASKLOOM_DB; default %(default)s)",
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """``--json`` (``TASKLOOM_JSON=1``)."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=env_flag("JSON"),
+        help="print JSON instead of text (env TASKLOOM_JSON=1)",
+    )
+
+
+def add_workflows(parser: argparse.ArgumentParser) -> None:
+    """``--workflows MODULE ...`` (``TASKLOOM_WORKFLOWS``)."""
+    parser.add_argument(
+        "--workflows",
+        nargs="+",
+        default=split_names(env("WORKFLOWS", "") or ""),
+        metavar="MODULE",
+        help="modules whose workflows to load, besides the built-in ones "
+        "(env TASKLOOM_WORKFLOWS, comma-separated)",
+    )
+
+
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """``--settings JSON|@FILE`` (``TASKLOOM_SETTINGS``): operator settings by workflow."""
+    parser.add_argument(
+        "--settings",
+        default=env("SETTINGS"),
+        metavar="JSON|@FILE",
+        help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
+        '["make"]}}\' (env TASKLOOM_SETTINGS)',
+    )
+
+
+def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
+    """Engine settings for the database, workflow modules and workflow settings the flags
+    name.
+
+    Raises:
+        CommandError: ``--settings`` is not a JSON object of objects.
+    """
+    db = getattr(args, "db", DEFAULT_DATABASE)
+    if db.is_dir():
+        raise CommandError(f"{db} is a directory; --db takes a database file")
+    modules = getattr(args, "workflows", [])
+    text = getattr(args, "settings", None)
+    by_workflow: dict[str, Any] = (
+        {}
+        if text is None
+        else read_json_object(text, "--settings", '{"repo_audit": {"reports_dir": "reports"}}')
+    )
+    if not all(isinstance(values, dict) for values in by_workflow.values()):
+        raise CommandError('--settings maps workflow names to objects, like {"repo_audit": {}}')
+    return TaskloomSettings(
+        database=SqliteSettings(path=db),
+        workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
+        workflow_settings=by_workflow,
+        **changes,
+    )
+
+
+@dataclass(frozen=True)
+class Local:
+    """A database opened by a command: its tasks and its runs, and no worker."""
+
+    manager: TaskManager
+    runs: RunStore
+
+
+@asynccontextmanager
+async def open_store(db: Path, *, create: bool = False) -> AsyncIterator[SqliteTaskStore]:
+    """Open (and migrate) the SQLite store at *db*, without taking a worker slot.
+
+    Raises:
+        CommandError: the file does not exist (unless *create*).
+        PersistenceError: it is damaged, another application's, or too new.
+    """
+    if not create and not await anyio.Path(db).exists():
+        raise CommandError(f"no taskloom database at {db} (pass --db PATH or set TASKLOOM_DB)")
+    if await anyio.Path(db).is_dir():
+        raise CommandError(f"{db} is a directory; --db takes a database file")
+    async with SqliteTaskStore.open(SqliteSettings(path=db)) as store:
+        yield store
+
+
+@asynccontextmanager
+async def open_database(db: Path) -> AsyncIterator[Local]:
+    """Open an existing database *db* to read and change tasks, without a worker."""
+    async with open_store(db) as store:
+        yield Local(manager=TaskManager(store, validator=JsonSchemaValidator()), runs=store)
+
+
+def read_json(text: str, what: str) -> JsonValue:
+    """*text* as JSON; ``@path`` reads a file and ``@-`` standard input.
+
+    Raises:
+        CommandError: the file cannot be read or the text is not JSON.
+    """
+    if text.startswith("@"):
+        source = text[1:]
+        try:
+            text = sys.stdin.read() if source == "-" else Path(source).read_text()
+        except (OSError, UnicodeDecodeError) as error:
+            raise CommandError(f"cannot read {what} from {source}: {error}") from None
+    try:
+        value: JsonValue = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CommandError(f"{what} is not valid JSON: {error}") from None
+    return value
+
+
+def read_json_object(text: str, what: str, example: str = '{"start": 5}') -> dict[str, JsonValue]:
+    """Like :func:`read_json`, but the value must be a JSON object (like *example*)."""
+    value = read_json(text, what)
+    if not isinstance(value, dict):
+        raise CommandError(f"{what} must be a JSON object, like {example}")
+    return value
+
+
+def print_json(value: Any) -> None:
+    """*value* as indented JSON on standard output."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """A task as JSON (every field, times in ISO-8601)."""
+    return task.model_dump(mode="json")
+
+
+def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow[Any]:
+    """The workflow *name*.
+
+    Raises:
+        CommandError: none has this name (the message lists those that exist).
+    """
+    if name not in workflows:
+        known = ", ".join(sorted(workflows)) or "none"
+        raise CommandError(
+            f"no workflow is named {name!r} (known: {known}; load others with --workflows MODULE)"
+        )
+    return workflows[name]
+
+
+def first_taskloom_error(error: BaseException) -> TaskloomError | None:
+    """The TaskloomError behind *error*, also from inside (nested) exception groups."""
+    if isinstance(error, TaskloomError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = first_taskloom_error(inner)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,107 @@
+"""Tasks and their nodes as text for people (the ``--json`` forms are in the commands)."""
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.models import Task
+from taskloom.engine.runs import NodeAttempt, NodeRun
+
+
+def when(moment: datetime | None) -> str:
+    """A UTC time to the second, or ``never``."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "never"
+
+
+def short_json(value: Any, limit: int = 200) -> str:
+    """*value* as compact JSON, cut at *limit* characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as left-aligned columns (the first row is the header)."""
+    if not rows:
+        return []
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def task_lines(task: Task) -> list[str]:
+    """Everything a person wants to know about *task*, one fact a line."""
+    lines = [
+        f"task       {task.id}",
+        f"workflow   {task.name} (version {task.workflow_version or '?'})",
+        f"state      {task.state}",
+        f"status     {task.status_message or ''}".rstrip(),
+        f"arguments  {short_json(task.arguments)}",
+        f"created    {when(task.created_at)}",
+        f"updated    {when(task.updated_at)}",
+        f"expires    {when(task.expires_at)}",
+    ]
+    if task.progress is not None:
+        total = f"/{task.progress.total:g}" if task.progress.total else ""
+        lines.append(f"progress   {task.progress.completed:g}{total}")
+    for key, request in task.input_requests.items():
+        lines.append(f"question   [{key}] {request.message}")
+        lines.append(f"           answer schema: {short_json(request.requested_schema)}")
+    if task.error is not None:
+        lines.append(f"error      {task.error.code}: {task.error.message}")
+    if task.state == "completed":
+        lines.append(f"result     {short_json(task.result)}")
+    return lines
+
+
+def node_rows(
+    workflow: Workflow[Any] | None,
+    nodes: Mapping[str, NodeRun],
+    attempts: Sequence[NodeAttempt],
+) -> list[dict[str, Any]]:
+    """One record per node (in workflow order when the workflow is known): its phase,
+    state, attempts and how each attempt ended."""
+    names = list(workflow.order()) if workflow is not None else sorted(nodes)
+    names += [name for name in nodes if name not in names]
+    records: list[dict[str, Any]] = []
+    for name in names:
+        run = nodes.get(name)
+        node = workflow.nodes.get(name) if workflow is not None else None
+        outcomes = [str(a.outcome or "running") for a in attempts if a.node == name]
+        records.append(
+            {
+                "node": name,
+                "phase": node.phase if node is not None else None,
+                "state": str(run.state) if run is not None else "not started",
+                "attempts": len(outcomes),
+                "outcomes": outcomes,
+                "kept": run is not None and not outcomes,
+                "error": run.error.message if run is not None and run.error else None,
+            }
+        )
+    return records
+
+
+def node_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The node records as a table."""
+    rows = [["PHASE", "NODE", "STATE", "ATTEMPTS", "NOTE"]]
+    for record in records:
+        outcomes: list[str] = record["outcomes"]
+        note = ", ".join(outcomes) if len(outcomes) > 1 else ""
+        if record["kept"]:
+            note = "kept from an earlier run"
+        if record["error"]:
+            note = (note + "; " if note else "") + record["error"]
+        rows.append(
+            [
+                record["phase"] or "",
+                record["node"],
+                record["state"],
+                str(record["attempts"]),
+                note,
+            ]
+        )
+    return table(rows)

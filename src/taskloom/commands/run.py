@@ -1,0 +1,51 @@
+"""``taskloom run WORKFLOW --input JSON``: run a workflow in this process, with live progress."""
+
+import argparse
+from typing import Any
+
+from taskloom.bootstrap import load_workflows, open_engine
+from taskloom.commands.common import (
+    add_db,
+    add_settings,
+    add_workflows,
+    env,
+    find_workflow,
+    read_json_object,
+    settings_from,
+)
+from taskloom.commands.follow import follow
+from taskloom.engine.registry import WorkflowRegistry
+from taskloom.engine.submit import submit
+
+
+def register(commands: "argparse._SubParsersAction[Any]") -> None:
+    """Add ``run`` to the command line."""
+    parser = commands.add_parser(
+        "run",
+        help="run a workflow here, with live progress",
+        description="Run a workflow as a durable task in this process and show its progress. "
+        "Ctrl-C cancels it. Exit code: 0 completed, 1 failed, 130 cancelled.",
+    )
+    parser.add_argument("workflow", metavar="WORKFLOW", help="the workflow to run")
+    parser.add_argument(
+        "--input",
+        default=env("INPUT", "{}"),
+        metavar="JSON|@FILE",
+        help="its arguments: a JSON object, @file or @- for stdin (env TASKLOOM_INPUT)",
+    )
+    add_db(parser)
+    add_workflows(parser)
+    add_settings(parser)
+    parser.set_defaults(handler=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Submit the workflow, execute it with an in-process worker, follow it to its end."""
+    arguments = read_json_object(args.input, "--input")
+    settings = settings_from(args, run_sweeper=False)
+    workflow = find_workflow(load_workflows(settings), args.workflow)
+    only = WorkflowRegistry({workflow.name: workflow})
+    async with open_engine(settings, workflows=only) as engine:
+        task = await submit(engine.manager, workflow, arguments)
+        print(f"Running {workflow.name} as task {task.id} in {args.db} (Ctrl-C cancels it)")
+        return await follow(engine.manager, engine.runs, workflow, task, on_interrupt="cancel")

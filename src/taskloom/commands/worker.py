@@ -1,0 +1,92 @@
+"""``taskloom worker``: a process that only runs workflows' nodes from the database.
+
+Start as many as you like on one database (and next to ``taskloom serve``): claims are
+atomic and every write is fenced by the run's lease. Ctrl-C or SIGTERM stops it; the runs
+it holds are handed back and resume from their checkpoints elsewhere.
+"""
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from taskloom.bootstrap import open_engine
+from taskloom.commands.common import (
+    EXIT_OK,
+    CommandError,
+    add_db,
+    add_settings,
+    add_workflows,
+    env_int,
+    settings_from,
+)
+from taskloom.commands.render import when
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.states import TaskState
+from taskloom.engine.worker import WorkerSettings
+
+
+def register(commands: "argparse._SubParsersAction[Any]") -> None:
+    """Add ``worker`` to the command line."""
+    parser = commands.add_parser(
+        "worker",
+        help="run queued tasks from the database until stopped",
+        description="Run the workflows' tasks from the database (no MCP); Ctrl-C stops.",
+    )
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=env_int("MAX_RUNS", WorkerSettings().max_runs),
+        help="runs executed at once (env TASKLOOM_MAX_RUNS; default %(default)s)",
+    )
+    add_db(parser)
+    add_workflows(parser)
+    add_settings(parser)
+    parser.set_defaults(handler=run_worker)
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    """Execute runs until SIGINT or SIGTERM."""
+    if args.max_runs < 1:
+        raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
+    settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_engine(settings) as engine, anyio.create_task_group() as task_group:
+            assert engine.worker is not None
+            await task_group.start(log_changes, engine.manager)
+            print(
+                f"worker {engine.worker.worker_id} on {args.db} runs: "
+                f"{', '.join(engine.workflows)} (Ctrl-C stops it)",
+                file=sys.stderr,
+                flush=True,
+            )
+            async for received in signals:
+                name = signal.Signals(received).name
+                print(f"{name}: stopping; runs in flight resume elsewhere", file=sys.stderr)
+                break
+            task_group.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def log_changes(
+    manager: TaskManager, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """One line on stderr each time a task this process runs changes state."""
+    states: dict[str, TaskState] = {}
+    with manager.subscribe() as changes:
+        task_status.started()
+        async for task in changes:
+            if states.get(task.id) is task.state:
+                continue
+            states[task.id] = task.state
+            why = ""
+            if task.is_terminal:
+                del states[task.id]
+                if task.state is not TaskState.COMPLETED:
+                    why = f": {task.error.message if task.error else task.status_message}"
+            print(
+                f"{when(task.updated_at)}  {task.name} {task.id} {task.state}{why}", file=sys.stderr
+            )

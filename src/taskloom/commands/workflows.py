@@ -1,0 +1,145 @@
+"""``taskloom workflows list|show``: the workflows this process can run, and their DAGs."""
+
+import argparse
+from typing import Any
+
+from taskloom.bootstrap import load_workflows
+from taskloom.commands.common import (
+    EXIT_OK,
+    add_json,
+    add_workflows,
+    find_workflow,
+    print_json,
+    settings_from,
+)
+from taskloom.commands.render import table
+from taskloom.engine.dag import Node, Workflow
+
+
+def register(commands: "argparse._SubParsersAction[Any]") -> None:
+    """Add ``workflows`` to the command line."""
+    group = commands.add_parser("workflows", help="the workflows that can run, and their DAGs")
+    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="every loaded workflow")
+    listing.set_defaults(handler=list_workflows)
+    show = actions.add_parser("show", help="a workflow's DAG by phase, and its input")
+    show.add_argument("name", metavar="WORKFLOW")
+    show.set_defaults(handler=show_workflow)
+    for parser in (listing, show):
+        add_json(parser)
+        add_workflows(parser)
+
+
+async def list_workflows(args: argparse.Namespace) -> int:
+    """One line per workflow."""
+    workflows = load_workflows(settings_from(args))
+    if args.json:
+        print_json({"workflows": [describe(workflow) for workflow in workflows.values()]})
+        return EXIT_OK
+    rows = [["WORKFLOW", "VERSION", "NODES", "PHASES", "DESCRIPTION"]]
+    rows += [
+        [
+            workflow.name,
+            workflow.version,
+            str(len(workflow.nodes)),
+            " > ".join(workflow.phases),
+            workflow.title or workflow.description.split("\n")[0],
+        ]
+        for workflow in workflows.values()
+    ]
+    print("\n".join(table(rows)))
+    return EXIT_OK
+
+
+async def show_workflow(args: argparse.Namespace) -> int:
+    """The DAG, phase by phase, and the input fields."""
+    workflow = find_workflow(load_workflows(settings_from(args)), args.name)
+    if args.json:
+        print_json(describe(workflow))
+        return EXIT_OK
+    print("\n".join(draw(workflow)))
+    return EXIT_OK
+
+
+def describe(workflow: Workflow[Any]) -> dict[str, Any]:
+    """A workflow as JSON: phases with their nodes, the result node and the input schema."""
+    return {
+        "name": workflow.name,
+        "version": workflow.version,
+        "title": workflow.title,
+        "description": workflow.description,
+        "phases": [
+            {"name": phase, "nodes": [_node_json(node) for node in _in_phase(workflow, phase)]}
+            for phase in workflow.phases
+        ],
+        "result_node": workflow.result_node,
+        "input_schema": workflow.input_model.model_json_schema(),
+    }
+
+
+def draw(workflow: Workflow[Any]) -> list[str]:
+    """The DAG as text: each phase a band, each node with the nodes it waits for."""
+    lines = [f"{workflow.name} (version {workflow.version})" + _title(workflow)]
+    if workflow.description:
+        lines.append(f"  {workflow.description.splitlines()[0]}")
+    phases = workflow.phases
+    width = max(len(name) for name in workflow.nodes)
+    for number, phase in enumerate(phases, start=1):
+        nodes = _in_phase(workflow, phase)
+        if number == 1:
+            lines.append("")
+        size = f"{len(nodes)} nodes, in parallel" if len(nodes) > 1 else "1 node"
+        lines.append(f"phase {number}/{len(phases)}: {phase} ({size})")
+        for node in nodes:
+            waits = f" <- {', '.join(node.deps)}" if node.deps else ""
+            lines.append(f"  [{node.name:<{width}}]{waits}{_policies(workflow, node)}")
+        if number < len(phases):
+            lines.append("      |")
+    lines += ["", "input:", *_input_lines(workflow)]
+    return lines
+
+
+def _title(workflow: Workflow[Any]) -> str:
+    return f": {workflow.title}" if workflow.title else ""
+
+
+def _in_phase(workflow: Workflow[Any], phase: str) -> list[Node[Any]]:
+    return [
+        workflow.nodes[name] for name in workflow.order() if workflow.nodes[name].phase == phase
+    ]
+
+
+def _policies(workflow: Workflow[Any], node: Node[Any]) -> str:
+    notes = []
+    if node.retry.max_attempts > 1:
+        notes.append(f"up to {node.retry.max_attempts} attempts")
+    if node.timeout_s is not None:
+        notes.append(f"timeout {node.timeout_s:g} s")
+    if node.may_fail:
+        notes.append("may fail")
+    if workflow.result_node == node.name:
+        notes.append("gives the result")
+    return f"   ({'; '.join(notes)})" if notes else ""
+
+
+def _node_json(node: Node[Any]) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "deps": list(node.deps),
+        "max_attempts": node.retry.max_attempts,
+        "timeout_s": node.timeout_s,
+        "may_fail": node.may_fail,
+    }
+
+
+def _input_lines(workflow: Workflow[Any]) -> list[str]:
+    schema = workflow.input_model.model_json_schema()
+    required = set(schema.get("required", []))
+    rows = [["  FIELD", "TYPE", "DEFAULT", "MEANING"]]
+    for name, field in schema.get("properties", {}).items():
+        kind = field.get("type") or " | ".join(
+            str(option.get("type", "?")) for option in field.get("anyOf", [])
+        )
+        default = "(required)" if name in required else repr(field.get("default"))
+        rows.append([f"  {name}", str(kind), default, str(field.get("description", ""))])
+    return table(rows) if len(rows) > 1 else ["  (no fields)"]

@@ -1,0 +1,60 @@
+"""Workflows for the CLI tests: one that fails while a marker file exists, one that asks."""
+
+import anyio
+from pydantic import BaseModel
+
+from taskloom.engine.dag import NodeContext, Workflow
+
+
+class FragileInput(BaseModel):
+    """While the file `marker` exists, the node `use` fails; every node run is logged to
+    `marker`.log."""
+
+    marker: str
+
+
+fragile = Workflow("fragile", version="1", input=FragileInput, phases=["prepare", "use", "finish"])
+
+
+async def _log(ctx: NodeContext[FragileInput]) -> None:
+    async with await anyio.open_file(ctx.input.marker + ".log", "a") as log:
+        await log.write(ctx.node + "\n")
+
+
+@fragile.node(phase="prepare")
+async def prepare(ctx: NodeContext[FragileInput]) -> int:
+    await _log(ctx)
+    return 20
+
+
+@fragile.node(phase="use", deps=[prepare])
+async def use(ctx: NodeContext[FragileInput]) -> int:
+    await _log(ctx)
+    if await anyio.Path(ctx.input.marker).exists():
+        raise RuntimeError("the marker file exists")
+    return ctx.output(prepare) + 1
+
+
+@fragile.node(phase="finish", deps=[use])
+async def finish(ctx: NodeContext[FragileInput]) -> int:
+    await _log(ctx)
+    return ctx.output(use) * 2
+
+
+class Empty(BaseModel):
+    """No arguments."""
+
+
+class Go(BaseModel):
+    """A yes-or-no answer."""
+
+    go: bool
+
+
+confirm = Workflow("confirm", version="1", input=Empty)
+
+
+@confirm.node()
+async def decide(ctx: NodeContext[Empty]) -> str:
+    answer = await ctx.ask("Launch the rocket?", Go)
+    return "launched" if answer.go else "stayed home"
