@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
 import anyio
@@ -19,9 +18,10 @@ import anyio
 from taskloom.bootstrap import serve_http, serve_stdio
 from taskloom.cli_http import add_http_options, http_settings, server_settings
 from taskloom.commands import NAMES, dispatch, register
-from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
+from taskloom.commands.common import add_db
+from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
-from taskloom.persistence.sqlite import SqliteSettings
+from taskloom.persistence.factory import database_settings
 
 USAGE_ERROR = 2
 
@@ -39,13 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         help="serve MCP over stdin/stdout",
         description="Serve the workflows as MCP tools over stdin and stdout.",
     )
-    serve.add_argument(
-        "--db",
-        type=Path,
-        default=Path(os.environ.get("TASKLOOM_DB") or DEFAULT_DATABASE),
-        metavar="PATH",
-        help="SQLite database file (env TASKLOOM_DB; default %(default)s)",
-    )
+    add_db(serve)
     serve.add_argument(
         "--workflows",
         nargs="+",
@@ -72,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command != "serve":
         dispatch(args, parser)
     settings = TaskloomSettings(
-        database=SqliteSettings(path=args.db),
+        database=database_settings(args.db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
         server=server_settings(parser, args),
     )

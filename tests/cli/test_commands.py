@@ -278,6 +278,19 @@ def test_a_missing_or_damaged_database_is_one_line(
         )
 
 
+@pytest.mark.parametrize("argv", [["tasks", "list"], ["db", "migrate"], ["run", "countdown"]])
+def test_a_bad_or_unreachable_database_url_is_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert mistake(capsys, *argv, "--db", "mysql://ann@db/app") == (
+        "taskloom: error: unsupported database URL scheme 'mysql': "
+        "give an SQLite file path or a postgresql:// URL\n"
+    )
+    refused = mistake(capsys, *argv, "--db", "postgresql://ann:s3cret@127.0.0.1:1/app")
+    assert refused.startswith("taskloom: error: cannot connect to PostgreSQL ann@127.0.0.1:1/app")
+    assert "s3cret" not in refused
+
+
 def test_operator_settings_enable_a_workflow(capsys: pytest.CaptureFixture[str], db: str) -> None:
     matrix = '{"commands": [{"argv": ["echo", "hi"]}]}'
     assert "command_matrix is disabled" in mistake(

@@ -20,6 +20,9 @@ from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import RunStore
+from taskloom.persistence.factory import DurableStore, database_settings
+from taskloom.persistence.factory import open_store as open_any_store
+from taskloom.persistence.postgres import is_postgres_url
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 from taskloom.validation import JsonSchemaValidator
 
@@ -60,13 +63,12 @@ def split_names(value: str) -> list[str]:
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
-    """``--db PATH`` (``TASKLOOM_DB``)."""
+    """``--db PATH|URL`` (``TASKLOOM_DB``): an SQLite file or a ``postgresql://`` URL."""
     parser.add_argument(
         "--db",
-        type=Path,
-        default=Path(env("DB") or DEFAULT_DATABASE),
-        metavar="PATH",
-        help="SQLite database file (env TASKLOOM_DB; default %(default)s)",
+        default=env("DB") or str(DEFAULT_DATABASE),
+        metavar="PATH|URL",
+        help="SQLite database file or postgresql:// URL (env TASKLOOM_DB; default %(default)s)",
     )
 
 
@@ -110,8 +112,8 @@ def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
     Raises:
         CommandError: ``--settings`` is not a JSON object of objects.
     """
-    db = getattr(args, "db", DEFAULT_DATABASE)
-    if db.is_dir():
+    db = str(getattr(args, "db", DEFAULT_DATABASE))
+    if not is_postgres_url(db) and Path(db).is_dir():
         raise CommandError(f"{db} is a directory; --db takes a database file")
     modules = getattr(args, "workflows", [])
     text = getattr(args, "settings", None)
@@ -123,7 +125,7 @@ def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
     if not all(isinstance(values, dict) for values in by_workflow.values()):
         raise CommandError('--settings maps workflow names to objects, like {"repo_audit": {}}')
     return TaskloomSettings(
-        database=SqliteSettings(path=db),
+        database=database_settings(db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
         workflow_settings=by_workflow,
         **changes,
@@ -139,23 +141,29 @@ class Local:
 
 
 @asynccontextmanager
-async def open_store(db: Path, *, create: bool = False) -> AsyncIterator[SqliteTaskStore]:
-    """Open (and migrate) the SQLite store at *db*, without taking a worker slot.
+async def open_store(db: str | Path, *, create: bool = False) -> AsyncIterator[DurableStore]:
+    """Open (and migrate) the store *db* names, without taking a worker slot: an SQLite
+    file, or a PostgreSQL database given by its URL.
 
     Raises:
         CommandError: the file does not exist (unless *create*).
-        PersistenceError: it is damaged, another application's, or too new.
+        PersistenceError: it is damaged, another application's, too new, or unreachable.
     """
-    if not create and not await anyio.Path(db).exists():
+    settings = database_settings(str(db))
+    if not isinstance(settings, SqliteSettings):
+        async with open_any_store(settings) as postgres_store:
+            yield postgres_store
+        return
+    if not create and not await anyio.Path(settings.path).exists():
         raise CommandError(f"no taskloom database at {db} (pass --db PATH or set TASKLOOM_DB)")
-    if await anyio.Path(db).is_dir():
+    if await anyio.Path(settings.path).is_dir():
         raise CommandError(f"{db} is a directory; --db takes a database file")
-    async with SqliteTaskStore.open(SqliteSettings(path=db)) as store:
+    async with SqliteTaskStore.open(settings) as store:
         yield store
 
 
 @asynccontextmanager
-async def open_database(db: Path) -> AsyncIterator[Local]:
+async def open_database(db: str | Path) -> AsyncIterator[Local]:
     """Open an existing database *db* to read and change tasks, without a worker."""
     async with open_store(db) as store:
         yield Local(manager=TaskManager(store, validator=JsonSchemaValidator()), runs=store)

@@ -1,4 +1,4 @@
-"""``taskloom db migrate|check|gc``: looking after the database file."""
+"""``taskloom db migrate|check|gc``: looking after the database."""
 
 import argparse
 from typing import Any
@@ -6,12 +6,15 @@ from typing import Any
 from taskloom.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    CommandError,
     add_db,
     add_json,
     open_store,
     print_json,
 )
 from taskloom.engine.manager import TaskManager
+from taskloom.persistence.factory import describe_database
+from taskloom.persistence.sqlite import SqliteTaskStore
 
 
 def register(commands: "argparse._SubParsersAction[Any]") -> None:
@@ -34,26 +37,36 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
 
 
 async def migrate_database(args: argparse.Namespace) -> int:
-    """Open (creating or migrating) the file and say which schema version it has."""
+    """Open (creating or migrating) the database and say which schema version it has."""
+    name = describe_database(args.db)
     async with open_store(args.db, create=True) as store:
-        health = await store.health()
+        version: int | None = None  # PostgreSQL: migrated on open, no file to inspect
+        if isinstance(store, SqliteTaskStore):
+            version = (await store.health()).schema_version
+    shown = "schema up to date" if version is None else f"schema version {version} (the latest)"
     if args.json:
-        print_json({"database": str(args.db), "schema_version": health.schema_version})
+        print_json({"database": name, "schema_version": version})
     else:
-        print(f"{args.db}: schema version {health.schema_version} (the latest)")
+        print(f"{name}: {shown}")
     return EXIT_OK
 
 
 async def check_database(args: argparse.Namespace) -> int:
     """Report problems (none, when healthy), the schema version and task counts."""
+    name = describe_database(args.db)
     async with open_store(args.db) as store:
+        if not isinstance(store, SqliteTaskStore):
+            raise CommandError(
+                f"db check reads an SQLite file; {name} is PostgreSQL: use its own tools "
+                "(its schema is checked every time taskloom opens it)"
+            )
         health = await store.health()
     if args.json:
-        print_json({"database": str(args.db), **health.model_dump(mode="json")})
+        print_json({"database": name, **health.model_dump(mode="json")})
     else:
         counts = ", ".join(f"{n} {state}" for state, n in health.tasks_by_state.items())
         verdict = "ok" if not health.problems else f"{len(health.problems)} problem(s)"
-        print(f"{args.db}: {verdict}")
+        print(f"{name}: {verdict}")
         for problem in health.problems:
             print(f"  problem: {problem}")
         print(f"  schema version {health.schema_version} of {health.latest_version}")
@@ -63,10 +76,11 @@ async def check_database(args: argparse.Namespace) -> int:
 
 async def collect_garbage(args: argparse.Namespace) -> int:
     """Purge expired tasks now (a server or worker also does it every minute)."""
+    name = describe_database(args.db)
     async with open_store(args.db) as store:
         purged = await TaskManager(store).purge_expired()
     if args.json:
-        print_json({"database": str(args.db), "purged": purged})
+        print_json({"database": name, "purged": purged})
     else:
-        print(f"{args.db}: deleted {purged} expired task(s)")
+        print(f"{name}: deleted {purged} expired task(s)")
     return EXIT_OK

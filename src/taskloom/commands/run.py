@@ -16,6 +16,7 @@ from taskloom.commands.common import (
 from taskloom.commands.follow import follow
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.submit import submit
+from taskloom.persistence.factory import describe_database
 
 
 def register(commands: "argparse._SubParsersAction[Any]") -> None:
@@ -47,5 +48,7 @@ async def run(args: argparse.Namespace) -> int:
     only = WorkflowRegistry({workflow.name: workflow})
     async with open_engine(settings, workflows=only) as engine:
         task = await submit(engine.manager, workflow, arguments)
-        print(f"Running {workflow.name} as task {task.id} in {args.db} (Ctrl-C cancels it)")
+        print(
+            f"Running {workflow.name} as task {task.id} in {describe_database(args.db)} (Ctrl-C cancels it)"
+        )
         return await follow(engine.manager, engine.runs, workflow, task, on_interrupt="cancel")

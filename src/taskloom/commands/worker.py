@@ -27,6 +27,7 @@ from taskloom.commands.render import when
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
+from taskloom.persistence.factory import describe_database
 
 
 def register(commands: "argparse._SubParsersAction[Any]") -> None:
@@ -58,7 +59,7 @@ async def run_worker(args: argparse.Namespace) -> int:
             assert engine.worker is not None
             await task_group.start(log_changes, engine.manager)
             print(
-                f"worker {engine.worker.worker_id} on {args.db} runs: "
+                f"worker {engine.worker.worker_id} on {describe_database(args.db)} runs: "
                 f"{', '.join(engine.workflows)} (Ctrl-C stops it)",
                 file=sys.stderr,
                 flush=True,

@@ -9,6 +9,7 @@ from taskloom.engine.errors import PersistenceError
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import RunStore
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, is_postgres_url
+from taskloom.persistence.postgres.driver import describe
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 
 DatabaseSettings = SqliteSettings | PostgresSettings
@@ -36,6 +37,16 @@ def database_settings(target: str | Path | DatabaseSettings) -> DatabaseSettings
             "or a postgresql:// URL"
         )
     return SqliteSettings(path=Path(text))
+
+
+def describe_database(target: str | Path) -> str:
+    """*target* for messages: a file path as it is, a PostgreSQL URL without its password.
+
+    Raises:
+        PersistenceError: a malformed PostgreSQL URL.
+    """
+    text = str(target)
+    return describe(text) if is_postgres_url(text) else text
 
 
 @asynccontextmanager
