@@ -1,6 +1,7 @@
 """The ``taskloom`` command. Every flag can also be set by a ``TASKLOOM_*`` variable.
 
-``taskloom serve [--db PATH] [--workflows MODULE ...]`` serves MCP over stdio; the other
+``taskloom serve [--db PATH|URL] [--workflows MODULE ...] [--http HOST:PORT]`` serves MCP
+over stdio or Streamable HTTP; the other
 commands (run, tasks, workflows, db, worker) are in :mod:`taskloom.commands`. A user
 mistake (a bad flag, a module that does not import, a file that is not a taskloom
 database) is one line on stderr and exit code 2, never a traceback.
@@ -36,8 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     serve = commands.add_parser(
         "serve",
-        help="serve MCP over stdin/stdout",
-        description="Serve the workflows as MCP tools over stdin and stdout.",
+        help="serve MCP over stdio (or Streamable HTTP with --http)",
+        description="Serve the workflows as MCP tools over stdin and stdout, or over "
+        "Streamable HTTP with --http.",
     )
     add_db(serve)
     serve.add_argument(

@@ -62,6 +62,7 @@ def test_run_completes_with_progress_and_exit_code_0(
     assert out.startswith("Running countdown as task ")
     assert "100%  completed" in out  # the plain (not a terminal) progress lines
     assert "Completed: task " in out
+    assert out.endswith('Result:\n{\n  "counted": 4,\n  "lanes": 4\n}\n')  # the outcome, shown
     code, out, _ = cli(capsys, "tasks", "list", "--db", db, "--json")
     (task,) = _json(out)["tasks"]
     assert task["state"] == "completed"

@@ -3,6 +3,7 @@
 The outcome decides the exit code: 0 completed, 1 failed, 130 cancelled.
 """
 
+import json
 import signal
 import sys
 from contextlib import aclosing, suppress
@@ -24,6 +25,9 @@ OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"
 RECHECK_S: Final = 0.2
 """How often the store is read again for changes made by another process."""
+
+MAX_RESULT_SHOWN: Final = 4_000
+"""Longer results are not printed at the end of a run (``tasks result`` shows them)."""
 
 
 def exit_code(task: Task) -> int:
@@ -102,6 +106,11 @@ async def _outcome(runs: RunStore, workflow: Workflow[Any] | None, task: Task) -
     total = len(workflow.nodes) if workflow is not None else len(nodes)
     if task.state is TaskState.COMPLETED:
         print(f"Completed: task {task.id} ({task.status_message or 'done'}).")
+        shown = json.dumps(task.result, indent=2, ensure_ascii=False)
+        if len(shown) <= MAX_RESULT_SHOWN:
+            print(f"Result:\n{shown}")
+        else:
+            print(f"Result: {len(shown):,} characters of JSON: taskloom tasks result {task.id}")
         return
     kept = ", ".join(completed) or "none"
     if task.state is TaskState.CANCELLED:
