@@ -228,7 +228,8 @@ async def main(argv: Sequence[str]) -> None:
             await finish_after_restart(client, screen, db, task_id)
     _say(
         "",
-        "Done. Everything above is still in the database; look at it with the CLI:",
+        "Done. Everything above is still in the database; look at it with the CLI",
+        "(after `make demo`, it is in the virtualenv: run `. .venv/bin/activate` first):",
         f"  taskloom tasks list --db {DATA / 'taskloom.db'}",
         f"  taskloom tasks show {task_id} --db {DATA / 'taskloom.db'}",
         f"  taskloom tasks resume {cancelled} --run --db {DATA / 'taskloom.db'}"
