@@ -41,6 +41,7 @@ from taskloom.persistence.sqlite import SqliteTaskStore
 BENCH: Final = Path(__file__).resolve().parent
 Row = dict[str, Any]
 FLOOR, TASKLOOM = "floor", "taskloom"
+QUEUE_ONLY = "taskloom, worker off"
 PEER_MEMORY, PEER_REDIS = "fastmcp-tasks (memory)", "fastmcp-tasks (Redis)"
 
 
@@ -69,6 +70,7 @@ class Target:
     server: str
     generation: str
     spec: Callable[[Path], ServerSpec]
+    runs_tasks: bool = True
 
     @property
     def label(self) -> str:
@@ -78,6 +80,11 @@ class Target:
 def taskloom_spec(folder: Path) -> ServerSpec:
     command = [sys.executable, "-m", "taskloom", "serve", "--db", str(folder / "bench.db")]
     return ServerSpec(TASKLOOM, [*command, "--workflows", "flows"], {"PYTHONPATH": str(BENCH)})
+
+
+def queue_only_spec(folder: Path) -> ServerSpec:
+    command = [sys.executable, str(BENCH / "queue_only_server.py"), str(folder / "bench.db")]
+    return ServerSpec(QUEUE_ONLY, command, {"PYTHONPATH": str(BENCH)})
 
 
 def floor_spec(folder: Path, prefill: int = 0) -> ServerSpec:
@@ -103,6 +110,7 @@ def targets(quick: bool) -> tuple[list[Target], list[str]]:
         Target(TASKLOOM, LEGACY, taskloom_spec),
         Target(FLOOR, MODERN, floor_spec),
         Target(TASKLOOM, MODERN, taskloom_spec),
+        Target(QUEUE_ONLY, MODERN, queue_only_spec, runs_tasks=False),
     ]
     notes: list[str] = []
     if quick:
@@ -127,6 +135,9 @@ async def measure_round(target: Target, sizes: Sizes, folder: Path, into: Sample
         found = into[target.label]
         found["sequential"].append(seq)
         found["concurrent"].append(con)
+        if not target.runs_tasks:  # the diagnostic: creations and reads only
+            found["get"].append(await work.gets(client, ids + more, sizes.gets))
+            return
         await work.drain(client, ids + more)  # reads are measured on a quiet server
         found["get"].append(await work.gets(client, ids + more, sizes.gets))
         found["completed"].append(await work.call_to_completed(client, sizes.completions))
@@ -186,7 +197,8 @@ def run(quick: bool) -> list[Row]:
                 state.mkdir()
                 anyio.run(measure_round, target, sizes, state, samples)
         for index, target in enumerate(chosen):
-            if target.generation == MODERN or (target.server == TASKLOOM and not quick):
+            wanted = target.generation == MODERN or (target.server == TASKLOOM and not quick)
+            if wanted and target.runs_tasks:
                 state = base / f"kill{index}"
                 state.mkdir()
                 kills[target.label] = anyio.run(measure_kill, target, sizes, state)
@@ -205,6 +217,21 @@ def rows(
     notes: list[str],
 ) -> list[Row]:
     """The table: one block per measure, the floor first, taskloom's ratios in the notes."""
+    found = _creation_rows(chosen, samples) + _latency_rows(chosen, samples)
+    for name, (values, size) in lists.items():
+        found.append(_latency(f"tasks/list page of {size}: {name} {LEGACY}", [values]))
+    _list_ratio(found, lists)
+    for label, outcome in kills.items():
+        survived = 1.0 if outcome.startswith("kept") else 0.0
+        row = _row(f"survives kill -9: {label}", [survived], "")
+        row["note"] = outcome
+        found.append(row)
+    if notes:
+        found[-1]["note"] += "; " + "; ".join(notes)
+    return found
+
+
+def _creation_rows(chosen: list[Target], samples: Samples) -> list[Row]:
     found: list[Row] = []
     for measure, title in (
         ("sequential", "creations/s, sequential"),
@@ -215,41 +242,32 @@ def rows(
             row = _row(f"{title}: {target.label}", values, "/s")
             if target.server == TASKLOOM:
                 _creation_target(row, target, samples)
+            elif target.server == QUEUE_ONLY:
+                floor = samples[f"{FLOOR} {target.generation}"][measure]
+                ratio = _paired(values, floor, lambda v: v)
+                row["note"] = f"diagnostic, tasks never run; {ratio:.2f}x the floor"
             found.append(row)
+    return found
+
+
+def _latency_rows(chosen: list[Target], samples: Samples) -> list[Row]:
+    found: list[Row] = []
     for measure, title in (
         ("get", "tasks/get p50"),
         ("completed", "call to completed p50"),
         ("cancelled", "cancel to cancelled p50"),
     ):
         for target in chosen:
-            row = _latency(f"{title}: {target.label}", samples[target.label][measure])
-            if target.server == TASKLOOM:
-                floor = samples[f"{FLOOR} {target.generation}"][measure]
-                ratio = _paired(samples[target.label][measure], floor, _p50)
+            mine = samples[target.label][measure]
+            if not mine:
+                continue  # not measured on this target
+            row = _latency(f"{title}: {target.label}", mine)
+            if target.server in (TASKLOOM, QUEUE_ONLY):
+                ratio = _paired(mine, samples[f"{FLOOR} {target.generation}"][measure], _p50)
                 row["note"] += f"; {ratio:.2f}x the floor"
-                if measure == "get":
+                if measure == "get" and target.server == TASKLOOM:
                     row["target"], row["passed"] = "<= 1.2x the floor", ratio <= 1.2
             found.append(row)
-    for name, (values, size) in lists.items():
-        found.append(_latency(f"tasks/list page of {size}: {name} {LEGACY}", [values]))
-    _list_ratio(found, lists)
-    for label, outcome in kills.items():
-        survived = outcome.startswith("kept")
-        found.append(
-            {
-                "benchmark": f"survives kill -9: {label}",
-                "median": 1.0 if survived else 0.0,
-                "min": 1.0 if survived else 0.0,
-                "max": 1.0 if survived else 0.0,
-                "unit": "",
-                "runs": 1,
-                "target": None,
-                "passed": None,
-                "note": outcome,
-            }
-        )
-    if notes:
-        found[-1]["note"] += "; " + "; ".join(notes)
     return found
 
 
