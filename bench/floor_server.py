@@ -156,10 +156,11 @@ async def tasks_get(ctx: Context, params: TaskIdParams) -> dict[str, Any]:
 
 
 async def tasks_list(ctx: Context, params: types.PaginatedRequestParams) -> dict[str, Any]:
-    start = int(params.cursor) if params.cursor else 0
-    newest = ORDER[::-1]
-    page: dict[str, Any] = {"tasks": [TASKS[i].wire(modern=False) for i in newest[start:][:PAGE]]}
-    if start + PAGE < len(newest):
+    start = int(params.cursor) if params.cursor else 0  # newest first: count from the end
+    end = len(ORDER) - start
+    chosen = ORDER[max(end - PAGE, 0) : max(end, 0)][::-1]
+    page: dict[str, Any] = {"tasks": [TASKS[i].wire(modern=False) for i in chosen]}
+    if end - PAGE > 0:
         page["nextCursor"] = str(start + PAGE)
     return page
 

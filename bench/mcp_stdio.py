@@ -165,8 +165,8 @@ async def fill(path: Path, count: int) -> None:
                 await manager.cancel(task.id, reason="bench filler")
 
         async with anyio.create_task_group() as task_group:
-            for _ in range(32):
-                task_group.start_soon(writer, count // 32)
+            for index in range(32):
+                task_group.start_soon(writer, count // 32 + (index < count % 32))
 
 
 async def measure_lists(sizes: Sizes, folder: Path) -> dict[str, tuple[list[float], int]]:
