@@ -21,6 +21,9 @@ from tests.server.modern_client import EXT, MODERN
 
 STATES: Final = ("queued", "running", "input_required", "completed", "failed", "cancelled")
 ACTIVE: Final = frozenset({"queued", "running", "input_required"})
+OLDER: Final = "2025-06-18"
+"""A version without Tasks: every ``tasks/*`` method is unknown there."""
+VERSIONS: Final = (LEGACY, MODERN, OLDER)
 INPUT_KEY: Final = "name-1"
 """The key of the question every seeded ``input_required`` task has pending."""
 
@@ -36,7 +39,7 @@ METHODS: Final = (
 TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})
 
 # The codes each method may answer with (contract §2.15 for 2025-11-25, §3.6/§3.7/§3.9
-# for 2026-07-28). -32603 is never a client mistake; its one legitimate use here is
+# for 2026-07-28, §2.1 for versions without Tasks). -32603 is never a client mistake; its one legitimate use here is
 # ``tasks/result`` on the caller's own cancelled or failed task (ADR 0008, ADR 0010),
 # which the test allows separately, by task.
 ALLOWED: Final[dict[str, dict[str, frozenset[int]]]] = {
@@ -61,6 +64,7 @@ ALLOWED: Final[dict[str, dict[str, frozenset[int]]]] = {
         # -32600 a listen without a request id cannot happen here; -32602 bad taskIds.
         "subscriptions/listen": frozenset({-32602, -32021}),
     },
+    OLDER: {"tools/call": frozenset({-32602})},  # params.task is ignored; tasks/*: -32601
 }
 UNKNOWN_METHOD: Final = frozenset({-32601})
 
@@ -238,7 +242,11 @@ def call_params(draw: st.DrawFn, version: str, declare: bool) -> Any:
             garbage,
         )
     )
-    becomes_task = declare if version == MODERN else isinstance(task, dict) and _plain_ttl(task)
+    becomes_task = (
+        declare
+        if version == MODERN
+        else version == LEGACY and isinstance(task, dict) and _plain_ttl(task)
+    )
     if name in valid_arguments and becomes_task and draw(st.booleans()):
         arguments = draw(valid_arguments[name])
     else:
@@ -298,8 +306,8 @@ method_names = st.one_of(
 
 @st.composite
 def requests(draw: st.DrawFn) -> Request:
-    """One random request from ann or bob, at either version."""
-    version = draw(st.sampled_from([LEGACY, MODERN]))
+    """One random request from ann or bob, at any of the versions."""
+    version = draw(st.sampled_from(VERSIONS))
     declare = version == MODERN and draw(st.integers(0, 3)) > 0
     method = draw(weighted((7, st.sampled_from(METHODS)), (1, method_names)))
     return Request(
