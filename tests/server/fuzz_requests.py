@@ -39,9 +39,9 @@ METHODS: Final = (
 TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})
 
 # The codes each method may answer with (contract §2.15 for 2025-11-25, §3.6/§3.7/§3.9
-# for 2026-07-28, §2.1 for versions without Tasks). -32603 is never a client mistake; its one legitimate use here is
-# ``tasks/result`` on the caller's own cancelled or failed task (ADR 0008, ADR 0010),
-# which the test allows separately, by task.
+# for 2026-07-28, §2.1 for versions without Tasks). -32603 is never a client mistake:
+# its one legitimate use here is ``tasks/result`` on the caller's own cancelled or
+# failed task (ADR 0008, ADR 0010), which the test allows separately, by task.
 ALLOWED: Final[dict[str, dict[str, frozenset[int]]]] = {
     LEGACY: {
         # -32602 bad params / unknown tool; -32601 taskSupport required or forbidden.
@@ -61,7 +61,7 @@ ALLOWED: Final[dict[str, dict[str, frozenset[int]]]] = {
         "tasks/cancel": frozenset({-32602, -32021}),
         "tasks/result": frozenset({-32601}),  # removed in 2026-07-28
         "tasks/list": frozenset({-32601}),
-        # -32600 a listen without a request id cannot happen here; -32602 bad taskIds.
+        # -32021 extension undeclared; -32602 bad notifications.taskIds.
         "subscriptions/listen": frozenset({-32602, -32021}),
     },
     OLDER: {"tools/call": frozenset({-32602})},  # params.task is ignored; tasks/*: -32601
