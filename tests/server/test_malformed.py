@@ -114,3 +114,40 @@ async def test_a_bad_answer_to_a_pending_question_is_32602_and_changes_nothing(
         )
         assert error.code == -32602, response
     assert await engine.manager.get(task_id) == before
+
+
+async def test_a_method_of_the_other_generation_is_32601_however_malformed_its_params(
+    client: LegacyClient, modern: ModernClient
+) -> None:
+    # Found by tests/server/test_fuzz.py: the SDK validated the params before the
+    # handler's version check ran, so bad params hid a removed method behind -32602.
+    assert (await modern.error("tasks/list", {"cursor": 7})).code == -32601
+    assert (await modern.error("tasks/result", {"taskId": 5})).code == -32601
+    assert (await modern.error("tasks/result", {})).code == -32601
+    bad_update = {"taskId": "", "inputResponses": None}
+    assert (await client.error("tasks/update", bad_update)).code == -32601
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tasks/get", {"taskId": "line one\nline two"}),
+        ("tasks/cancel", {"taskId": "x" * 70_000}),
+        ("tasks/result", {"taskId": "\x1b[31m\u202e"}),
+        ("tools/call", {"name": "no\ntool", "arguments": {}}),
+    ],
+)
+async def test_an_echoed_value_keeps_the_error_one_short_line(
+    client: LegacyClient, method: str, params: dict[str, Any]
+) -> None:
+    # Found by tests/server/test_fuzz.py: the id (or tool name) was repeated verbatim.
+    error = await client.error(method, params)
+    assert error.code == -32602
+    assert error.message.isprintable()  # no newline, escape or bidi control
+    assert len(error.message) < 200
+
+
+async def test_a_plain_unknown_id_is_still_repeated_as_sent(client: LegacyClient) -> None:
+    assert (await client.error("tasks/get", {"taskId": "no-such-task"})).message == (
+        "Task not found: no-such-task"
+    )

@@ -26,6 +26,7 @@ from taskloom.server.bridge import advertise_tasks, task_bridge
 from taskloom.server.calls import ToolCalls
 from taskloom.server.errors import error_boundary
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
+from taskloom.server.generations import check_generation
 from taskloom.server.history import HistoryTools
 from taskloom.server.legacy import LegacyTasks
 from taskloom.server.listen import TaskListen
@@ -130,7 +131,8 @@ class TaskServer:
         )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
         limit = self.settings.max_result_bytes
-        server.middleware += [audit_trail(owner), error_boundary, check_task_routing]
+        server.middleware += [audit_trail(owner), error_boundary, check_generation]
+        server.middleware += [check_task_routing]
         server.middleware += [limit_results(limit)] if limit is not None else []
         server.middleware += [advertise_tasks, task_bridge]
         return server

@@ -7,7 +7,7 @@ no request, however malformed, reaches the client as a traceback or a ``code: 0`
 """
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -38,12 +38,26 @@ from taskloom.server.status import wire_status
 logger = logging.getLogger(__name__)
 
 
+ECHO_LIMIT: Final = 100
+"""Most characters of a client's value an error message repeats."""
+
+
+def echoed(value: str) -> str:
+    """A client's *value* as an error message may repeat it: as is when short and
+    printable, else quoted with its control characters escaped and cut to ``ECHO_LIMIT``,
+    so a message stays one short line whatever the request held."""
+    if len(value) <= ECHO_LIMIT and value.isprintable():
+        return value
+    shown = repr(value[:ECHO_LIMIT])
+    return f"{shown}… ({len(value)} characters)" if len(value) > ECHO_LIMIT else shown
+
+
 def to_mcp_error(error: TaskloomError) -> MCPError:
     """The JSON-RPC error a requestor gets for an engine *error*."""
     match error:
         case TaskNotFoundError():
             # Same message for unknown, expired and foreign ids: nothing to probe.
-            return MCPError(INVALID_PARAMS, f"Task not found: {error.task_id}")
+            return MCPError(INVALID_PARAMS, f"Task not found: {echoed(error.task_id)}")
         case IllegalTransitionError(target=TaskState.CANCELLED) if is_terminal(error.current):
             status = wire_status(error.current)
             return MCPError(
@@ -108,7 +122,7 @@ async def error_boundary(ctx: ServerRequestContext[Any, Any], call_next: CallNex
 
 def unknown_tool(name: str) -> MCPError:
     """A ``tools/call`` naming no tool of this server."""
-    return MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
+    return MCPError(INVALID_PARAMS, f"Unknown tool: {echoed(name)}")
 
 
 def missing_tasks_extension(what: str) -> MCPError:
