@@ -5,35 +5,24 @@ Each page's blocks run in order, each in a fresh namespace (or the previous bloc
 ``await``. ``<!-- not-tested: why -->`` skips one block. See tests/docs/snippets.py.
 """
 
-import ast
-import inspect
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
-from tests.docs.snippets import DOCS, Snippet, pages, relative_links, snippets
+from tests.docs.snippets import (
+    DOCS,
+    SnippetError,
+    anchors,
+    pages,
+    relative_links,
+    run_snippets,
+    snippets,
+)
 
 PAGES_WITH_CODE = [page for page in pages() if snippets(page)]
-
-
-def _run(snippet: Snippet, namespace: dict[str, Any]) -> None:
-    tree = ast.parse(snippet.code, filename=str(snippet.page))
-    ast.increment_lineno(tree, snippet.line - 1)
-    code = compile(tree, str(snippet.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    if code.co_flags & inspect.CO_COROUTINE:
-
-        async def main() -> None:
-            await eval(code, namespace)  # the docs' own code
-
-        anyio.run(main, backend="asyncio")
-    else:
-        exec(code, namespace)  # noqa: S102  # the docs' own code
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda page: page.name)
@@ -44,38 +33,30 @@ def test_every_python_snippet_runs(
     # `taskloom` (the console script) as a user has it: next to this interpreter
     bin_dir = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    namespace: dict[str, Any] | None = None
-    for snippet in snippets(page):
-        if snippet.marker is not None and snippet.marker.startswith("not-tested"):
-            continue
-        if snippet.marker == "continues":
-            assert namespace is not None, f"{snippet.where}: nothing before it to continue"
-        else:
-            namespace = {"__name__": "__docs__"}
-        try:
-            _run(snippet, namespace)
-        except BaseException as error:  # report any failure with its place
-            if isinstance(error, KeyboardInterrupt):
-                raise
-            shown = "".join(traceback.format_exception(error)[-6:])
-            pytest.fail(f"{snippet.where}: the snippet fails:\n{shown}", pytrace=False)
+    try:
+        run_snippets(page)
+    except SnippetError as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 def test_snippets_are_found_and_exceptions_are_rare() -> None:
     every = [snippet for page in pages() for snippet in snippets(page)]
-    skipped = [s for s in every if s.marker and s.marker.startswith("not-tested")]
+    skipped = [snippet for snippet in every if snippet.skipped]
     assert len(every) >= 10
     assert len(skipped) <= 3, [s.where for s in skipped]
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(DOCS)))
 def test_links_between_pages_resolve(page: Path) -> None:
-    broken = [
-        f"{page.relative_to(DOCS.parent)}:{line}: {target}"
-        for line, target in relative_links(page)
-        if not (page.parent / target.split("#", 1)[0]).exists()
-    ]
-    assert not broken, "links to missing files:\n" + "\n".join(broken)
+    broken = []
+    for line, target in relative_links(page):
+        path, _, fragment = target.partition("#")
+        linked = (page.parent / path) if path else page
+        if not linked.exists():
+            broken.append(f"{page.relative_to(DOCS.parent)}:{line}: {target}: no such file")
+        elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
+            broken.append(f"{page.relative_to(DOCS.parent)}:{line}: {target}: no such heading")
+    assert not broken, "broken links:\n" + "\n".join(broken)
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(DOCS)))
