@@ -28,8 +28,11 @@ class TaskloomSettings(BaseModel):
     )
     """An SQLite file (the default) or a PostgreSQL database shared by many processes."""
     tasks: TaskManagerSettings = Field(default_factory=TaskManagerSettings)
+    """Retention, polling and paging of tasks."""
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    """How this process's worker executes runs (when ``run_worker``)."""
     server: ServerSettings = Field(default_factory=ServerSettings)
+    """How the MCP server names itself, waits on tasks and limits results."""
     workflow_modules: tuple[str, ...] = BUILTIN_WORKFLOWS
     """Modules whose top-level workflows this process serves and runs."""
     workflow_settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)

@@ -70,10 +70,13 @@ class TaskManagerSettings(BaseModel):
     poll_interval_ms: int = Field(default=1_000, gt=0)
     """Poll period suggested to requestors."""
     default_page_size: int = Field(default=50, ge=1, le=1000)
+    """Tasks in a listed page when the caller asks for no limit."""
     max_page_size: int = Field(default=1000, ge=1, le=1000)
+    """Largest page a caller may ask for (a larger limit is refused)."""
     sweep_interval_s: float = Field(default=60.0, gt=0)
     """How often the sweeper purges expired tasks."""
     sweep_batch_size: int = Field(default=1000, ge=1)
+    """Most expired tasks deleted in one transaction of a sweep."""
 
 
 class TaskManager:

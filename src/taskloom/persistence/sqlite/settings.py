@@ -12,6 +12,7 @@ class SqliteSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: Path
+    """The database file (created with its folders if missing)."""
     synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     """``FULL`` (the default) survives power loss; ``NORMAL`` may lose the last commits then."""
     busy_timeout_ms: int = Field(default=5_000, ge=0)

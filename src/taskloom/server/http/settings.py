@@ -15,9 +15,11 @@ class HttpSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str = "127.0.0.1"
+    """The address to listen on; one that is not loopback needs tokens."""
     port: int = Field(default=8765, ge=0, le=65535)
     """0: any free port (tests)."""
     path: str = "/mcp"
+    """The URL path of the MCP endpoint."""
     tokens: dict[str, str] = Field(default_factory=dict, repr=False)
     """Bearer token -> the principal it identifies (never logged, never in a repr). With
     none, the endpoint serves only on a loopback address, as the local user."""

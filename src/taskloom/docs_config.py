@@ -1,0 +1,210 @@
+"""Writes docs/configuration.md from the settings models, so the reference cannot drift.
+
+``python -m taskloom.docs_config > docs/configuration.md`` regenerates it; a test fails
+when the committed page differs. Each field's text is its attribute docstring (or its
+``Field(description=...)``); the command-line flags and variables are listed in
+:data:`FLAGS`, which the same test checks against the CLI's help.
+"""
+
+import ast
+import inspect
+import itertools
+import json
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from taskloom.config import TaskloomSettings
+from taskloom.engine.manager import TaskManagerSettings
+from taskloom.engine.worker import WorkerSettings
+from taskloom.persistence.postgres import PostgresSettings
+from taskloom.persistence.sqlite import SqliteSettings
+from taskloom.server import ServerSettings
+from taskloom.server.http import HttpSettings
+from taskloom.workflows.command_matrix import CommandMatrixSettings
+from taskloom.workflows.repo_audit import RepoAuditSettings
+
+REGENERATE: Final = ".venv/bin/python -m taskloom.docs_config > docs/configuration.md"
+
+SECTIONS: Final[tuple[tuple[type[BaseModel], str, str], ...]] = (
+    (TaskloomSettings, "TaskloomSettings", "`taskloom.config`: everything a process needs."),
+    (SqliteSettings, "database: SqliteSettings", "The default store: one SQLite file."),
+    (
+        PostgresSettings,
+        "database: PostgresSettings",
+        "Chosen by a `postgresql://` URL as the database ([postgresql.md](postgresql.md)).",
+    ),
+    (TaskManagerSettings, "tasks: TaskManagerSettings", "Retention, polling and paging."),
+    (WorkerSettings, "worker: WorkerSettings", "How a worker takes on and keeps runs."),
+    (ServerSettings, "server: ServerSettings", "The MCP server ([server.md](server.md))."),
+    (
+        HttpSettings,
+        "HttpSettings (taskloom serve --http)",
+        "Streamable HTTP, outside `TaskloomSettings` (`taskloom.server.http`).",
+    ),
+    (
+        CommandMatrixSettings,
+        "workflow_settings.command_matrix",
+        "Operator settings of the built-in `command_matrix` workflow.",
+    ),
+    (
+        RepoAuditSettings,
+        "workflow_settings.repo_audit",
+        "Operator settings of the built-in `repo_audit` workflow.",
+    ),
+)
+
+FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
+    (TaskloomSettings, "database"): "`--db PATH|URL`, `TASKLOOM_DB` (every command)",
+    (TaskloomSettings, "workflow_modules"): (
+        "`--workflows MODULE ...`, `TASKLOOM_WORKFLOWS` (added to the built-ins)"
+    ),
+    (TaskloomSettings, "workflow_settings"): (
+        "`--settings JSON|@FILE`, `TASKLOOM_SETTINGS` (`worker`, `run`, `tasks resume`)"
+    ),
+    (SqliteSettings, "path"): "`--db PATH`, `TASKLOOM_DB`",
+    (PostgresSettings, "url"): "`--db postgresql://...`, `TASKLOOM_DB`",
+    (WorkerSettings, "max_runs"): "`taskloom worker --max-runs N`, `TASKLOOM_MAX_RUNS`",
+    (ServerSettings, "max_result_bytes"): (
+        "`--max-result-bytes N`, `TASKLOOM_MAX_RESULT_BYTES` (0: no limit)"
+    ),
+    (HttpSettings, "host"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
+    (HttpSettings, "port"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
+    (HttpSettings, "tokens"): "`TASKLOOM_TOKENS`, `--tokens-file PATH`, `TASKLOOM_TOKENS_FILE`",
+    (HttpSettings, "max_body_bytes"): "`--max-body-bytes N`, `TASKLOOM_MAX_BODY_BYTES`",
+    (HttpSettings, "rate_per_minute"): (
+        "`--rate-limit PER_MINUTE`, `TASKLOOM_RATE_LIMIT` (0: no limit)"
+    ),
+}
+"""The flag and variable that set a field, where one does (``taskloom serve`` unless said)."""
+
+_BOUNDS: Final = (
+    (annotated_types.Gt, "gt", "> {}"),
+    (annotated_types.Ge, "ge", "≥ {}"),
+    (annotated_types.Lt, "lt", "< {}"),
+    (annotated_types.Le, "le", "≤ {}"),
+)
+
+
+def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """The string literal after each annotated attribute of *model*'s class body."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    found: dict[str, str] = {}
+    for statement, following in itertools.pairwise(body):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            found[statement.target.id] = inspect.cleandoc(following.value.value)
+    return found
+
+
+def type_name(annotation: Any) -> str:
+    """*annotation* as a reader writes it: ``int | None``, ``"FULL" | "NORMAL"``."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return " | ".join(json.dumps(value) for value in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        return " | ".join(type_name(arg) for arg in get_args(annotation))
+    if origin is not None:
+        args = ", ".join(
+            "..." if arg is Ellipsis else type_name(arg) for arg in get_args(annotation)
+        )
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    if annotation is type(None):
+        return "None"
+    if annotation is Path:
+        return "path"
+    return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+
+
+def _bounds(field: FieldInfo) -> str:
+    parts = [
+        template.format(getattr(item, attribute))
+        for item in field.metadata
+        for kind, attribute, template in _BOUNDS
+        if isinstance(item, kind)
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return f"`{type(value).__name__}(...)`" + (
+            f" (`{value.path}`)" if isinstance(value, SqliteSettings) else ""
+        )
+    if value is None or isinstance(value, bool):
+        return f"`{value!r}`"
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    return f"`{json.dumps(value)}`"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`").replace("|", "\\|")
+
+
+def rows(model: type[BaseModel]) -> Iterator[str]:
+    """The table rows of *model*'s fields."""
+    docs = attribute_docstrings(model)
+    for name, field in model.model_fields.items():
+        meaning = docs.get(name) or field.description or ""
+        if not meaning:
+            raise ValueError(f"{model.__name__}.{name} has no docstring or description")
+        flag = FLAGS.get((model, name), "")
+        yield (
+            f"| `{name}` | {_cell(type_name(field.annotation))}{_bounds(field)} "
+            f"| {_cell(_default(field))} | {_cell(meaning)} | {_cell(flag)} |"
+        )
+
+
+def render() -> str:
+    """The whole configuration reference page."""
+    for model, name in FLAGS:
+        if name not in model.model_fields:
+            raise ValueError(f"FLAGS names {model.__name__}.{name}, which does not exist")
+    lines = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated from the settings models; do not edit. Regenerate with:",
+        f"     {REGENERATE} -->",
+        "",
+        "Every setting of a taskloom process, from the pydantic models that hold it. The",
+        "models are frozen and refuse unknown keys. The `taskloom` command fills them from",
+        "its flags, each of which can also be set by a `TASKLOOM_*` variable (last column);",
+        "a setting with no flag takes its default there. A program that embeds taskloom",
+        "builds `TaskloomSettings(...)` itself and may set any field",
+        "([operations.md](operations.md) has the process-level picture).",
+    ]
+    for model, title, intro in SECTIONS:
+        lines += [
+            "",
+            f"## {title}",
+            "",
+            intro,
+            "",
+            "| field | type | default | meaning | flag, variable |",
+            "|---|---|---|---|---|",
+            *rows(model),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
