@@ -18,10 +18,12 @@ from taskloom.commands.common import (
     EXIT_OK,
     CommandError,
     add_db,
+    add_logging,
     add_settings,
     add_workflows,
     env_int,
     settings_from,
+    setup_logging,
 )
 from taskloom.commands.render import when
 from taskloom.engine.manager import TaskManager
@@ -46,6 +48,7 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
     add_db(parser)
     add_workflows(parser)
     add_settings(parser)
+    add_logging(parser)
     parser.set_defaults(handler=run_worker)
 
 
@@ -53,6 +56,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     """Execute runs until SIGINT or SIGTERM."""
     if args.max_runs < 1:
         raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
+    setup_logging(args)
     settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_engine(settings) as engine, anyio.create_task_group() as task_group:
