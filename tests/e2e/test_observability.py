@@ -1,4 +1,4 @@
-"""`taskloom serve --http --log-format json`: JSON log lines, and `/metrics` after a workflow."""
+"""`--log-format json` on `serve --http` and `worker`: JSON log lines, and `/metrics`."""
 
 import json
 import os
@@ -10,6 +10,9 @@ import anyio
 import httpx2
 import pytest
 
+from taskloom.commands.common import open_database, open_store
+from taskloom.engine.submit import submit
+from taskloom.workflows.countdown import countdown
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
 from tests.helpers import eventually
@@ -79,3 +82,39 @@ async def test_metrics_and_json_logs_of_a_served_workflow(tmp_path: Path) -> Non
     assert finished[task_id]["outcome"] == "completed"
     assert finished[failing]["outcome"] == "failed"
     assert any(line["message"] == "node attempt failed" for line in lines)
+
+
+@pytest.mark.slow
+async def test_a_json_worker_writes_only_json_lines(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    async with open_store(db, create=True):
+        pass  # created and migrated
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    command = [sys.executable, "-m", "taskloom", "worker", "--db", str(db)]
+    command += ["--log-format", "json", "--log-level", "info"]
+    errlog_path = tmp_path / "stderr.log"
+    with errlog_path.open("w") as errlog:
+        process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
+        try:
+
+            async def started() -> bool:
+                return "runs:" in errlog_path.read_text()
+
+            await eventually(started, within_s=30, every_s=0.05)
+            async with open_database(db) as local:
+                task = await submit(local.manager, countdown, {"start": 4, "tick_s": 0})
+                with anyio.fail_after(30):
+                    done = await local.manager.wait_until_terminal(task.id, recheck_every=0.05)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(20):
+                await process.wait()
+    assert done.result == {"counted": 4, "lanes": 4}
+    lines = [json.loads(line) for line in errlog_path.read_text().splitlines()]
+    assert lines[0]["logger"] == "taskloom.commands.worker"
+    assert lines[0]["workflows"][:2] == ["countdown", "repo_audit"]
+    [ended] = [line for line in lines if line["message"] == "run ended"]
+    assert (ended["task_id"], ended["outcome"]) == (task.id, "completed")
+    attempts = [line for line in lines if line["message"] == "node attempt ended"]
+    assert {line["node"] for line in attempts} >= {"plan", "report"}
+    assert any(line.get("signal") == "SIGTERM" for line in lines)
