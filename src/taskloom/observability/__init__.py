@@ -7,9 +7,12 @@ from taskloom.observability.metrics import Metrics
 from taskloom.observability.tracing import TraceObserver
 
 
-def standard_observer(metrics: Metrics | None = None) -> Observer:
-    """Lifecycle logs and spans, and *metrics* when given (a process serving ``/metrics``)."""
-    observers: list[Observer] = [LogObserver(), TraceObserver()]
+def standard_observer(metrics: Metrics | None = None, *, logs: bool = True) -> Observer:
+    """Spans, lifecycle log records unless *logs* is false (commands that show progress
+    themselves), and *metrics* when given (a process serving ``/metrics``)."""
+    observers: list[Observer] = [TraceObserver()]
+    if logs:
+        observers.append(LogObserver())
     if metrics is not None:
         observers.append(metrics)
     return Observers(observers)
