@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from taskloom.engine.models import TaskId
+from taskloom.engine.observe import RunInfo
 from taskloom.engine.states import TaskState
 from taskloom.observability.logs import (
     JsonFormatter,
@@ -97,3 +99,13 @@ def test_configure_logging_sends_json_lines_from_every_logger() -> None:
         "some.library",
         "hello there",
     )
+
+
+def test_a_lost_lease_is_a_warning(events: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, buffer = events
+    run = RunInfo(task_id=TaskId("t1"), workflow="w", resumed=True)
+    LogObserver(logger).run_started(run)
+    LogObserver(logger).run_ended(run, "lease_lost", 1.5)
+    started, ended = (json.loads(line) for line in buffer.getvalue().splitlines())
+    assert (started["message"], started["level"]) == ("run resumed", "info")
+    assert (ended["level"], ended["outcome"], ended["duration_s"]) == ("warning", "lease_lost", 1.5)

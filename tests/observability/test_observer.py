@@ -6,6 +6,8 @@ from typing import Any
 
 import anyio
 
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.fork import fork
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.observe import Observer, RunInfo
@@ -13,7 +15,7 @@ from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.testing import FakeClock, InMemoryTaskStore
-from tests.observability.recording import RecordingObserver, flaky_then_broken
+from tests.observability.recording import Empty, RecordingObserver, flaky_then_broken
 
 FAST = WorkerSettings(poll_s=0.05, progress_interval_s=0, input_recheck_s=None)
 
@@ -80,3 +82,52 @@ async def test_an_observer_that_raises_does_not_break_the_run() -> None:
     assert done.state is TaskState.FAILED
     assert done.error is not None
     assert done.error.code == "node_failed"
+
+
+async def test_a_run_handed_back_at_shutdown_is_reported_interrupted_then_resumed() -> None:
+    observer = RecordingObserver()
+    store = InMemoryTaskStore()
+    manager = TaskManager(store, clock=FakeClock(), observer=observer)
+    flow = Workflow("patient", version="1", input=Empty)
+    started = anyio.Event()
+
+    @flow.node()
+    async def wait(ctx: NodeContext[Empty]) -> int:
+        if ctx.attempt == 1:
+            started.set()
+            await anyio.sleep_forever()
+        return ctx.attempt
+
+    task = await manager.create("patient", {}, workflow_version="1")
+    for worker_id in ("w1", "w2"):
+        worker = Worker(manager, store, {flow.name: flow}, settings=FAST, worker_id=worker_id)
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            with anyio.fail_after(20):
+                if worker_id == "w1":
+                    await started.wait()  # then stop w1: a shutdown hands the run back
+                else:
+                    done = await manager.wait_until_terminal(task.id)
+            task_group.cancel_scope.cancel()
+    assert done.result == 2
+    first, second = (RunInfo(task_id=task.id, workflow="patient", resumed=r) for r in (False, True))
+    assert observer.named("run_started") == [first, second]
+    assert observer.named("run_ended") == [(first, "interrupted"), (second, "completed")]
+    assert observer.named("attempt_ended") == [
+        ("wait", 1, AttemptOutcome.INTERRUPTED, True, None),
+        ("wait", 2, AttemptOutcome.COMPLETED, False, None),
+    ]
+
+
+async def test_a_fork_is_reported_as_created() -> None:
+    observer = RecordingObserver()
+    store = InMemoryTaskStore()
+    manager = TaskManager(store, clock=FakeClock(), observer=observer)
+    flow = flaky_then_broken()
+    worker = Worker(manager, store, {flow.name: flow}, settings=FAST, worker_id="w1")
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(worker.run)
+        failed = await run_shaky(manager)
+        task_group.cancel_scope.cancel()
+    forked = await fork(manager, store, flow, failed.id)
+    assert observer.named("task_created") == [failed.id, forked.task.id]

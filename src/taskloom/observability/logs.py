@@ -104,9 +104,9 @@ class LogObserver:
         self._log(logging.INFO, message, task_id=run.task_id, workflow=run.workflow)
 
     def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
-        """Log it."""
+        """Log it: WARNING when another worker took the run over (a lost lease)."""
         self._log(
-            logging.INFO,
+            logging.WARNING if outcome == "lease_lost" else logging.INFO,
             "run ended",
             task_id=run.task_id,
             workflow=run.workflow,
