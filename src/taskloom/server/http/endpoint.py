@@ -52,8 +52,8 @@ class HttpEndpoint:
         if scope["type"] != "http":
             return  # no lifespan or websocket support: the host runs with lifespan off
         path, mcp = scope["path"].rstrip("/"), self._path.rstrip("/")
-        metrics = self._metrics is not None and path == METRICS_PATH != mcp  # MCP comes first
-        if path != mcp and not metrics:
+        metrics = self._metrics if path == METRICS_PATH != mcp else None  # MCP comes first
+        if path != mcp and metrics is None:
             await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
             return
         owner: str | None = None
@@ -62,8 +62,8 @@ class HttpEndpoint:
             if owner is None:
                 await _unauthorized(scope, receive, send)
                 return
-        if metrics:
-            await self._serve_metrics(scope, receive, send)
+        if metrics is not None:
+            await _serve_metrics(metrics, scope, receive, send)
             return
         if self._limiter is not None:
             wait_s = self._limiter.admit(owner)
@@ -79,14 +79,16 @@ class HttpEndpoint:
         serve = BodyLimit(partial(self._sessions.handle, owner), self._max_body)
         await serve(scope, receive, send)
 
-    async def _serve_metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] not in ("GET", "HEAD"):
-            refuse = refusal(405, "Method not allowed: GET /metrics", headers={"Allow": "GET"})
-            await refuse(scope, receive, send)
-            return
-        assert self._metrics is not None
-        response = PlainTextResponse(self._metrics(), media_type=METRICS_CONTENT_TYPE)
-        await response(scope, receive, send)
+
+async def _serve_metrics(
+    render: Callable[[], str], scope: Scope, receive: Receive, send: Send
+) -> None:
+    if scope["method"] not in ("GET", "HEAD"):
+        refuse = refusal(405, "Method not allowed: GET /metrics", headers={"Allow": "GET"})
+        await refuse(scope, receive, send)
+        return
+    response = PlainTextResponse(render(), media_type=METRICS_CONTENT_TYPE)
+    await response(scope, receive, send)
 
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
