@@ -15,10 +15,12 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import TaskId
+from taskloom.engine.observe import Observer
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
 from taskloom.engine.worker import Worker, default_worker_id
+from taskloom.observability import Metrics, standard_observer
 from taskloom.persistence.factory import DatabaseSettings, open_store
 from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.persistence.sqlite import SqliteSettings
@@ -64,6 +66,7 @@ async def open_engine(
     *,
     clock: Clock | None = None,
     workflows: WorkflowRegistry | None = None,
+    observer: Observer | None = None,
 ) -> AsyncIterator[Engine]:
     """Open the database and yield a running engine; stop and close everything on exit.
 
@@ -74,12 +77,18 @@ async def open_engine(
     runs are taken back by any live worker once their leases expire, and changes made by
     other processes are published here as PostgreSQL announces them: workers wake on
     new work, and a cancel made anywhere reaches the node running it.
+
+    Lifecycle events go to *observer*: by default, log records and OpenTelemetry spans.
     """
     settings = settings if settings is not None else TaskloomSettings()
     registry = workflows if workflows is not None else load_workflows(settings)
     async with open_store(settings.database) as store:
         manager = TaskManager(
-            store, clock=clock, settings=settings.tasks, validator=JsonSchemaValidator()
+            store,
+            clock=clock,
+            settings=settings.tasks,
+            validator=JsonSchemaValidator(),
+            observer=observer if observer is not None else standard_observer(),
         )
         with _worker_identity(settings.database) as (worker_id, reclaim_from):
             worker = None
@@ -133,8 +142,10 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
 
 
 async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> None:
-    """Open the engine and serve MCP over Streamable HTTP until the process is stopped."""
+    """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
+    until the process is stopped."""
     settings = settings if settings is not None else TaskloomSettings()
-    async with open_engine(settings) as engine:
+    metrics = Metrics()
+    async with open_engine(settings, observer=standard_observer(metrics)) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
-        await HttpService(server, http).serve()
+        await HttpService(server, http, metrics=metrics.render).serve()

@@ -8,7 +8,6 @@ database) is one line on stderr and exit code 2, never a traceback.
 """
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ import anyio
 from taskloom.bootstrap import serve_http, serve_stdio
 from taskloom.cli_http import add_http_options, http_settings, server_settings
 from taskloom.commands import NAMES, dispatch, register
-from taskloom.commands.common import add_db
+from taskloom.commands.common import add_db, add_logging, setup_logging
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
 from taskloom.persistence.factory import database_settings
@@ -51,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         "(env TASKLOOM_WORKFLOWS, comma-separated)",
     )
     add_http_options(serve)
+    add_logging(serve)
     register(commands)
     return parser
 
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         server=server_settings(parser, args),
     )
     http = http_settings(parser, args)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    setup_logging(args)
     try:
         if http is not None:
             anyio.run(serve_http, settings, http, backend="asyncio")

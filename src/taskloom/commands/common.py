@@ -5,7 +5,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import RunStore
+from taskloom.observability.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
 from taskloom.persistence.factory import DurableStore, database_settings
 from taskloom.persistence.factory import open_store as open_any_store
 from taskloom.persistence.postgres import is_postgres_url
@@ -70,6 +71,46 @@ def add_db(parser: argparse.ArgumentParser) -> None:
         metavar="PATH|URL",
         help="SQLite database file or postgresql:// URL (env TASKLOOM_DB; default %(default)s)",
     )
+
+
+def add_logging(parser: argparse.ArgumentParser) -> None:
+    """``--log-format text|json`` (``TASKLOOM_LOG_FORMAT``) and ``--log-level LEVEL``
+    (``TASKLOOM_LOG_LEVEL``), applied by :func:`setup_logging`."""
+    parser.add_argument(
+        "--log-format",
+        type=_one_of(LOG_FORMATS, "LOG_FORMAT"),
+        default=env("LOG_FORMAT", "text"),
+        metavar="text|json",
+        help="log lines as text or JSON lines (env TASKLOOM_LOG_FORMAT; default text)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=_one_of(LOG_LEVELS, "LOG_LEVEL"),
+        default=env("LOG_LEVEL", "warning"),
+        metavar="LEVEL",
+        help="debug, info (task and node lifecycle), warning or error "
+        "(env TASKLOOM_LOG_LEVEL; default warning)",
+    )
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Configure the process's logging as :func:`add_logging`'s flags say."""
+    log_format: LogFormat = "json" if args.log_format == "json" else "text"
+    configure_logging(log_format, args.log_level)
+
+
+def _one_of(choices: tuple[str, ...], variable: str) -> Callable[[str], str]:
+    """An argparse type accepting *choices* (case-insensitive); it also checks the value
+    of ``TASKLOOM_<variable>``, which argparse passes through it as the default."""
+
+    def check(value: str) -> str:
+        if value.lower() not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not one of {', '.join(choices)} (flag or TASKLOOM_{variable})"
+            )
+        return value.lower()
+
+    return check
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

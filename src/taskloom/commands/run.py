@@ -16,6 +16,7 @@ from taskloom.commands.common import (
 from taskloom.commands.follow import follow
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.submit import submit
+from taskloom.observability import standard_observer
 from taskloom.persistence.factory import describe_database
 
 
@@ -46,7 +47,8 @@ async def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, run_sweeper=False)
     workflow = find_workflow(load_workflows(settings), args.workflow)
     only = WorkflowRegistry({workflow.name: workflow})
-    async with open_engine(settings, workflows=only) as engine:
+    quiet = standard_observer(logs=False)  # the progress view says it all
+    async with open_engine(settings, workflows=only, observer=quiet) as engine:
         task = await submit(engine.manager, workflow, arguments)
         print(
             f"Running {workflow.name} as task {task.id} in {describe_database(args.db)} (Ctrl-C cancels it)"

@@ -23,6 +23,7 @@ from taskloom.commands.follow import follow
 from taskloom.engine.dag import Workflow
 from taskloom.engine.fork import fork
 from taskloom.engine.registry import WorkflowRegistry
+from taskloom.observability import standard_observer
 
 
 def register(actions: "argparse._SubParsersAction[Any]") -> None:
@@ -117,7 +118,8 @@ async def _opened(args: argparse.Namespace, workflow: Workflow[Any]) -> AsyncIte
         return
     settings = settings_from(args, run_sweeper=False)
     only = WorkflowRegistry({workflow.name: workflow})
-    async with open_engine(settings, workflows=only) as engine:
+    quiet = standard_observer(logs=False)  # the progress view says it all
+    async with open_engine(settings, workflows=only, observer=quiet) as engine:
         yield Local(manager=engine.manager, runs=engine.runs)
 
 

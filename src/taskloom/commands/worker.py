@@ -2,10 +2,13 @@
 
 Start as many as you like on one database (and next to ``taskloom serve``): claims are
 atomic and every write is fenced by the run's lease. Ctrl-C or SIGTERM stops it; the runs
-it holds are handed back and resume from their checkpoints elsewhere.
+it holds are handed back and resume from their checkpoints elsewhere. With
+``--log-format json`` its stderr is JSON lines only: the banner and the stop are log
+records, and task changes are the engine's lifecycle records (``--log-level info``).
 """
 
 import argparse
+import logging
 import signal
 import sys
 from typing import Any
@@ -18,16 +21,20 @@ from taskloom.commands.common import (
     EXIT_OK,
     CommandError,
     add_db,
+    add_logging,
     add_settings,
     add_workflows,
     env_int,
     settings_from,
+    setup_logging,
 )
 from taskloom.commands.render import when
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.factory import describe_database
+
+logger = logging.getLogger(__name__)
 
 
 def register(commands: "argparse._SubParsersAction[Any]") -> None:
@@ -46,6 +53,7 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
     add_db(parser)
     add_workflows(parser)
     add_settings(parser)
+    add_logging(parser)
     parser.set_defaults(handler=run_worker)
 
 
@@ -53,23 +61,37 @@ async def run_worker(args: argparse.Namespace) -> int:
     """Execute runs until SIGINT or SIGTERM."""
     if args.max_runs < 1:
         raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
+    setup_logging(args)
     settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
+    text = args.log_format == "text"
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_engine(settings) as engine, anyio.create_task_group() as task_group:
             assert engine.worker is not None
-            await task_group.start(log_changes, engine.manager)
-            print(
-                f"worker {engine.worker.worker_id} on {describe_database(args.db)} runs: "
+            if text:
+                await task_group.start(log_changes, engine.manager)
+            database = describe_database(args.db)
+            _say(
+                text,
+                f"worker {engine.worker.worker_id} on {database} runs: "
                 f"{', '.join(engine.workflows)} (Ctrl-C stops it)",
-                file=sys.stderr,
-                flush=True,
+                worker_id=engine.worker.worker_id,
+                database=database,
+                workflows=list(engine.workflows),
             )
             async for received in signals:
                 name = signal.Signals(received).name
-                print(f"{name}: stopping; runs in flight resume elsewhere", file=sys.stderr)
+                _say(text, f"{name}: stopping; runs in flight resume elsewhere", signal=name)
                 break
             task_group.cancel_scope.cancel()
     return EXIT_OK
+
+
+def _say(text: bool, message: str, **fields: object) -> None:
+    """*message* on stderr, or as an INFO log record with *fields* (JSON logs)."""
+    if text:
+        print(message, file=sys.stderr, flush=True)
+    else:
+        logger.info(message, extra={"fields": fields})
 
 
 async def log_changes(

@@ -97,6 +97,7 @@ async def fork(
     )
     copies = await runs.fork_run(task, source=source.id, nodes=keep, now=manager.clock.now())
     manager.publish(task)
+    manager.observer.task_created(task)
     order = workflow.order()
     return Fork(
         task=task,

@@ -32,6 +32,7 @@ from taskloom.engine.models import (
     TaskPage,
     TaskQuery,
 )
+from taskloom.engine.observe import NullObserver, Observer, Observers
 from taskloom.engine.ports import Clock, SchemaValidator, TaskMutation, TaskStore
 from taskloom.engine.runs import Lease
 from taskloom.engine.states import TERMINAL_STATES, TaskState, check_transition
@@ -93,8 +94,10 @@ class TaskManager:
         clock: Clock | None = None,
         settings: TaskManagerSettings | None = None,
         validator: SchemaValidator | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self._store = store
+        self._observer: Observer = Observers([observer or NullObserver()])
         self._validator = validator
         self._clock: Clock = clock if clock is not None else SystemClock()
         self.settings = settings if settings is not None else TaskManagerSettings()
@@ -104,6 +107,11 @@ class TaskManager:
     def clock(self) -> Clock:
         """The manager's source of time."""
         return self._clock
+
+    @property
+    def observer(self) -> Observer:
+        """Where lifecycle events go (the runner reports its runs and attempts there too)."""
+        return self._observer
 
     # -- creating and reading -------------------------------------------------------------
 
@@ -139,6 +147,7 @@ class TaskManager:
         stored, created = await self._store.create(task, task.created_at)
         if created:
             self.feed.publish(stored)
+            self._observer.task_created(stored)
         elif stored.name != task.name or stored.arguments != task.arguments:
             raise IdempotencyConflictError(key=idempotency_key or "", existing_task_id=stored.id)
         return stored
@@ -481,7 +490,10 @@ class TaskManager:
             check_transition(task.id, task.state, target)
             return _next_version(task, now, {**changes, "state": target})
 
-        return await self._write(task_id, mutate, lease)
+        task = await self._write(task_id, mutate, lease)
+        if task.is_terminal:
+            self._observer.task_finished(task)
+        return task
 
     async def _write(self, task_id: str, mutate: TaskMutation, lease: Lease | None = None) -> Task:
         task = await self._store.update(TaskId(task_id), self._clock.now(), mutate, lease)

@@ -11,6 +11,7 @@ see the cancellation at their next await, and no further node starts.
 import contextlib
 import graphlib
 import math
+import time
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -31,6 +32,7 @@ from taskloom.engine.errors import (
 from taskloom.engine.fingerprint import describe
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Progress, TaskFailure
+from taskloom.engine.observe import AttemptInfo, RunInfo
 from taskloom.engine.progress import RunProgress
 from taskloom.engine.runs import (
     AttemptOutcome,
@@ -88,6 +90,9 @@ class RunExecution:
         self.cancel_scope = anyio.CancelScope()
         self.lost_lease = False
         self.task_ended = False
+        self._observer = manager.observer
+        self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
+        self._outcome: str | None = None
 
     def stop(self, *, lost_lease: bool = False) -> None:
         """Cancel the running nodes because the task ended elsewhere (a cancel) or, with
@@ -102,6 +107,8 @@ class RunExecution:
 
     async def execute(self) -> None:
         """Run the DAG to its end and record the task's outcome (if still ours to record)."""
+        started = time.perf_counter()
+        self._observer.run_started(self._info)
         try:
             with self.cancel_scope:
                 try:
@@ -114,6 +121,14 @@ class RunExecution:
             if not self.lost_lease:  # also on shutdown: hand the run back at once
                 with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
                     await self._runs.release_lease(self.lease)
+            self._observer.run_ended(self._info, self._run_outcome(), time.perf_counter() - started)
+
+    def _run_outcome(self) -> str:
+        if self._outcome is not None:
+            return self._outcome
+        if self.lost_lease:
+            return "lease_lost"
+        return "cancelled" if self.task_ended else "interrupted"
 
     async def _execute(self) -> None:
         if self._task.workflow_version != self.workflow.version:
@@ -155,7 +170,8 @@ class RunExecution:
                     status_message=self.progress.summary,
                     progress=Progress(completed=len(self._nodes), total=len(self._nodes)),
                     lease=self.lease,
-                )
+                ),
+                "completed",
             )
 
     # -- scheduling ---------------------------------------------------------------------
@@ -236,7 +252,7 @@ class RunExecution:
             )
             self._nodes[node.name] = await self._runs.start_node(self.lease, start, self._now())
             interrupted = None
-            end = await self._attempt(node, attempt, workflow_input)
+            end = await self._observed_attempt(node, attempt, workflow_input)
             with anyio.CancelScope(shield=True):
                 self._remember(await self._runs.end_node(self.lease, end, self._now()))
             if end.state is NodeState.COMPLETED:
@@ -249,6 +265,38 @@ class RunExecution:
                 return
             self.task_ended = True  # the siblings stopped now are cancelled, not interrupted
             raise _NodeFailed(node, attempt, end.error or _unknown_error())
+
+    async def _observed_attempt(
+        self, node: Node[Any], attempt: int, workflow_input: Any
+    ) -> NodeEnd:
+        """:meth:`_attempt`, reported to the observer (also when it is cancelled)."""
+        info = AttemptInfo(
+            task_id=self.task_id,
+            workflow=self.workflow.name,
+            node=node.name,
+            phase=node.phase,
+            attempt=attempt,
+        )
+        self._observer.attempt_started(info)
+        started = time.perf_counter()
+        end: NodeEnd | None = None
+        try:
+            end = await self._attempt(node, attempt, workflow_input)
+            return end
+        finally:
+            if end is not None:
+                outcome, retrying = end.outcome, end.state is NodeState.RETRYING
+            else:  # stopped: cancelled with its task, or handed back (shutdown, lost lease)
+                cancelled = self.task_ended and not self.lost_lease
+                outcome = AttemptOutcome.CANCELLED if cancelled else AttemptOutcome.INTERRUPTED
+                retrying = not cancelled
+            self._observer.attempt_ended(
+                info,
+                outcome,
+                retrying=retrying,
+                duration_s=time.perf_counter() - started,
+                error=end.error if end is not None else None,
+            )
 
     async def _attempt(self, node: Node[Any], attempt: int, workflow_input: Any) -> NodeEnd:
         context: NodeContext[Any] = NodeContext(
@@ -386,15 +434,19 @@ class RunExecution:
             details=details,
         )
         with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
-            await self._final_write(self._manager.fail(self.task_id, failure, lease=self.lease))
+            await self._final_write(
+                self._manager.fail(self.task_id, failure, lease=self.lease), "failed"
+            )
 
-    async def _final_write(self, write: Awaitable[object]) -> None:
+    async def _final_write(self, write: Awaitable[object], outcome: str) -> None:
         try:
             await write
         except IllegalTransitionError:
-            pass  # cancelled meanwhile: the cancellation stands
+            self._outcome = "cancelled"  # cancelled meanwhile: the cancellation stands
         except LeaseLostError:
             self.lost_lease = True
+        else:
+            self._outcome = outcome
 
     async def _write_progress(self, completed: float, total: float, message: str) -> None:
         with contextlib.suppress(TaskStateError):  # ended meanwhile: its final status says it

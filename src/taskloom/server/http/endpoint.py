@@ -4,12 +4,18 @@ Every refusal is an HTTP status with a JSON-RPC error body: 401 with
 ``WWW-Authenticate`` (missing or unknown bearer token), 429 with ``Retry-After`` (the
 principal's request rate), 413 (the body size), 404 (another path, or a session that
 is not the caller's). Tokens never reach a log; principals may.
+
+``GET /metrics`` (when the service has metrics) answers the Prometheus text, to the same
+callers as the MCP endpoint: any valid bearer token when tokens are configured, else
+anyone who can reach the loopback address. It is not rate-limited (scrapes are few).
 """
 
 import logging
+from collections.abc import Callable
 from functools import partial
 
 from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from taskloom.server.http.limits import BodyLimit, RateLimiter
@@ -20,13 +26,22 @@ from taskloom.server.http.tokens import TokenTable
 
 logger = logging.getLogger(__name__)
 REALM = 'Bearer realm="taskloom"'
+METRICS_PATH = "/metrics"
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class HttpEndpoint:
     """The Streamable HTTP endpoint of a TaskServer, as an ASGI app (``http`` scopes)."""
 
-    def __init__(self, sessions: HttpSessions, settings: HttpSettings) -> None:
+    def __init__(
+        self,
+        sessions: HttpSessions,
+        settings: HttpSettings,
+        *,
+        metrics: Callable[[], str] | None = None,
+    ) -> None:
         self._sessions = sessions
+        self._metrics = metrics
         self._path = settings.path
         self._tokens = TokenTable(settings.tokens)
         self._max_body = settings.max_body_bytes
@@ -36,7 +51,9 @@ class HttpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # no lifespan or websocket support: the host runs with lifespan off
-        if scope["path"].rstrip("/") != self._path.rstrip("/"):
+        path, mcp = scope["path"].rstrip("/"), self._path.rstrip("/")
+        metrics = self._metrics if path == METRICS_PATH != mcp else None  # MCP comes first
+        if path != mcp and metrics is None:
             await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
             return
         owner: str | None = None
@@ -45,6 +62,9 @@ class HttpEndpoint:
             if owner is None:
                 await _unauthorized(scope, receive, send)
                 return
+        if metrics is not None:
+            await _serve_metrics(metrics, scope, receive, send)
+            return
         if self._limiter is not None:
             wait_s = self._limiter.admit(owner)
             if wait_s > 0:
@@ -58,6 +78,17 @@ class HttpEndpoint:
                 return
         serve = BodyLimit(partial(self._sessions.handle, owner), self._max_body)
         await serve(scope, receive, send)
+
+
+async def _serve_metrics(
+    render: Callable[[], str], scope: Scope, receive: Receive, send: Send
+) -> None:
+    if scope["method"] not in ("GET", "HEAD"):
+        refuse = refusal(405, "Method not allowed: GET /metrics", headers={"Allow": "GET"})
+        await refuse(scope, receive, send)
+        return
+    response = PlainTextResponse(render(), media_type=METRICS_CONTENT_TYPE)
+    await response(scope, receive, send)
 
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:

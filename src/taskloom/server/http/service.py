@@ -2,6 +2,7 @@
 
 import logging
 import socket
+from collections.abc import Callable
 
 import anyio
 import uvicorn
@@ -24,16 +25,24 @@ class ListenError(TaskloomError):
 class HttpService:
     """A TaskServer served over Streamable HTTP by uvicorn."""
 
-    def __init__(self, task_server: TaskServer, settings: HttpSettings) -> None:
+    def __init__(
+        self,
+        task_server: TaskServer,
+        settings: HttpSettings,
+        *,
+        metrics: Callable[[], str] | None = None,
+    ) -> None:
+        """*metrics*, if given, renders the Prometheus text served at ``/metrics``."""
         self.settings = settings
         self.sessions = HttpSessions(task_server, settings)
         self._uvicorn = uvicorn.Server(
             uvicorn.Config(
-                HttpEndpoint(self.sessions, settings),
+                HttpEndpoint(self.sessions, settings, metrics=metrics),
                 host=settings.host,
                 port=settings.port,
                 lifespan="off",
                 log_level="warning",
+                log_config=None,  # uvicorn's records go to the root logger's format
                 access_log=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
             )

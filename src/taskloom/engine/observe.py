@@ -1,0 +1,156 @@
+"""The engine's observability port: lifecycle events for logs, metrics and traces.
+
+The manager reports tasks created and finished; the runner reports each run it executes
+and each node attempt, with durations and outcomes. Adapters (``taskloom.observability``)
+turn them into log lines, Prometheus metrics and OpenTelemetry spans; the engine knows none
+of them. An observer must be quick and must not block: it is called inline. One that
+raises is logged and otherwise ignored: observing never breaks a run.
+"""
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.runs import AttemptOutcome, ErrorInfo
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One execution of a task's run by this process (a resume is a new execution)."""
+
+    task_id: TaskId
+    workflow: str
+    resumed: bool
+    """The run had been started before (by this or another worker, maybe one that died)."""
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """One attempt of one node, within a run."""
+
+    task_id: TaskId
+    workflow: str
+    node: str
+    phase: str
+    attempt: int
+
+
+class Observer(Protocol):
+    """Receives the engine's lifecycle events."""
+
+    def task_created(self, task: Task) -> None:
+        """A task was created (not on an idempotent repeat)."""
+        ...
+
+    def task_finished(self, task: Task) -> None:
+        """A task reached a terminal state (completed, failed or cancelled) here."""
+        ...
+
+    def run_started(self, run: RunInfo) -> None:
+        """This process began executing *run*."""
+        ...
+
+    def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
+        """This process stopped executing *run*: *outcome* is ``completed``, ``failed``,
+        ``cancelled``, ``interrupted`` (shutdown: handed back) or ``lease_lost``."""
+        ...
+
+    def attempt_started(self, attempt: AttemptInfo) -> None:
+        """A node attempt began."""
+        ...
+
+    def attempt_ended(
+        self,
+        attempt: AttemptInfo,
+        outcome: AttemptOutcome,
+        *,
+        retrying: bool,
+        duration_s: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """A node attempt ended; *retrying* when another attempt will follow."""
+        ...
+
+
+class NullObserver:
+    """Observes nothing (the default)."""
+
+    def task_created(self, task: Task) -> None:
+        """Ignore."""
+
+    def task_finished(self, task: Task) -> None:
+        """Ignore."""
+
+    def run_started(self, run: RunInfo) -> None:
+        """Ignore."""
+
+    def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
+        """Ignore."""
+
+    def attempt_started(self, attempt: AttemptInfo) -> None:
+        """Ignore."""
+
+    def attempt_ended(
+        self,
+        attempt: AttemptInfo,
+        outcome: AttemptOutcome,
+        *,
+        retrying: bool,
+        duration_s: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """Ignore."""
+
+
+class Observers:
+    """Several observers as one; an observer that raises does not stop the others."""
+
+    def __init__(self, observers: Iterable[Observer]) -> None:
+        self._observers = tuple(observers)
+
+    def task_created(self, task: Task) -> None:
+        """Tell every observer."""
+        self._each(lambda observer: observer.task_created(task))
+
+    def task_finished(self, task: Task) -> None:
+        """Tell every observer."""
+        self._each(lambda observer: observer.task_finished(task))
+
+    def run_started(self, run: RunInfo) -> None:
+        """Tell every observer."""
+        self._each(lambda observer: observer.run_started(run))
+
+    def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
+        """Tell every observer."""
+        self._each(lambda observer: observer.run_ended(run, outcome, duration_s))
+
+    def attempt_started(self, attempt: AttemptInfo) -> None:
+        """Tell every observer."""
+        self._each(lambda observer: observer.attempt_started(attempt))
+
+    def attempt_ended(
+        self,
+        attempt: AttemptInfo,
+        outcome: AttemptOutcome,
+        *,
+        retrying: bool,
+        duration_s: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """Tell every observer."""
+        self._each(
+            lambda observer: observer.attempt_ended(
+                attempt, outcome, retrying=retrying, duration_s=duration_s, error=error
+            )
+        )
+
+    def _each(self, call: Callable[[Observer], None]) -> None:
+        for observer in self._observers:
+            try:
+                call(observer)
+            except Exception:
+                logger.exception("observer %s failed", type(observer).__name__)

@@ -1,0 +1,160 @@
+"""Log lines: text (the default) or JSON, and the engine's lifecycle events as log records.
+
+Lifecycle records carry structured fields (``task_id``, ``workflow``, ``node``,
+``attempt``, ``outcome``, ``duration_s``...) in the record's ``fields`` attribute: the JSON
+format writes them as keys of the line, the text format as ``key=value`` after the
+message. Arguments, results, answers and error messages are never logged (they may hold
+secrets); an error is logged by its type and fingerprint.
+"""
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TextIO
+
+from taskloom.engine.models import Task
+from taskloom.engine.observe import AttemptInfo, RunInfo
+from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+from taskloom.engine.states import TaskState
+
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: Final = ("text", "json")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+EVENTS_LOGGER: Final = "taskloom.events"
+
+_RESERVED: Final = frozenset({"time", "level", "logger", "message", "exception"})
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``time``, ``level``, ``logger``, ``message``, then the
+    record's fields (and ``exception`` with the traceback, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update({k: v for k, v in fields.items() if k not in _RESERVED})
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message key=value ...``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # logging's name
+        text = super().formatMessage(record)
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict) and fields:
+            text += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+        return text
+
+
+def configure_logging(
+    log_format: LogFormat = "text", level: str = "warning", stream: TextIO | None = None
+) -> None:
+    """Send every log record at *level* or above to *stream* (stderr) in *log_format*."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+class LogObserver:
+    """Logs the engine's lifecycle events on ``taskloom.events``: tasks, runs and retries
+    at INFO, failed attempts at WARNING, attempt starts at DEBUG."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._logger = logger or logging.getLogger(EVENTS_LOGGER)
+
+    def task_created(self, task: Task) -> None:
+        """Log it."""
+        self._log(logging.INFO, "task created", task_id=task.id, workflow=task.name)
+
+    def task_finished(self, task: Task) -> None:
+        """Log it, with its duration since creation."""
+        fields: dict[str, Any] = {
+            "task_id": task.id,
+            "workflow": task.name,
+            "outcome": task.state.value,
+            "duration_s": round((task.updated_at - task.created_at).total_seconds(), 6),
+        }
+        if task.state is TaskState.FAILED and task.error is not None:
+            fields["error_code"] = task.error.code
+            if task.error.error_type is not None:
+                fields["error_type"] = task.error.error_type
+        self._log(logging.INFO, "task finished", **fields)
+
+    def run_started(self, run: RunInfo) -> None:
+        """Log it; a resumed run (its previous worker stopped or its lease was reclaimed)
+        says so."""
+        message = "run resumed" if run.resumed else "run started"
+        self._log(logging.INFO, message, task_id=run.task_id, workflow=run.workflow)
+
+    def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
+        """Log it: WARNING when another worker took the run over (a lost lease)."""
+        self._log(
+            logging.WARNING if outcome == "lease_lost" else logging.INFO,
+            "run ended",
+            task_id=run.task_id,
+            workflow=run.workflow,
+            outcome=outcome,
+            duration_s=round(duration_s, 6),
+        )
+
+    def attempt_started(self, attempt: AttemptInfo) -> None:
+        """Log it (DEBUG)."""
+        self._log(logging.DEBUG, "node attempt started", **_attempt_fields(attempt))
+
+    def attempt_ended(
+        self,
+        attempt: AttemptInfo,
+        outcome: AttemptOutcome,
+        *,
+        retrying: bool,
+        duration_s: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """Log it: WARNING when it failed or timed out, saying whether a retry follows."""
+        fields = {
+            **_attempt_fields(attempt),
+            "outcome": outcome.value,
+            "retrying": retrying,
+            "duration_s": round(duration_s, 6),
+        }
+        if error is not None:
+            fields["error_type"] = error.error_type
+            fields["fingerprint"] = error.fingerprint
+        failed = outcome in FAILURE_OUTCOMES
+        if failed and retrying:
+            message, level = "node attempt failed; retrying", logging.WARNING
+        elif failed:
+            message, level = "node attempt failed", logging.WARNING
+        else:
+            message, level = "node attempt ended", logging.INFO
+        self._log(level, message, **fields)
+
+    def _log(self, level: int, message: str, **fields: Any) -> None:
+        self._logger.log(level, message, extra={"fields": fields})
+
+
+def _attempt_fields(attempt: AttemptInfo) -> dict[str, Any]:
+    return {
+        "task_id": attempt.task_id,
+        "workflow": attempt.workflow,
+        "node": attempt.node,
+        "phase": attempt.phase,
+        "attempt": attempt.attempt,
+    }

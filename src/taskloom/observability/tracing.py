@@ -1,0 +1,91 @@
+"""OpenTelemetry spans for runs and node attempts, through the OpenTelemetry API only.
+
+Without an SDK configured by the application (``opentelemetry-sdk`` and a
+``TracerProvider``), the API's tracer is a no-op and this costs next to nothing. Each
+execution of a run is a ``taskloom.task`` span; each node attempt a ``taskloom.node`` span
+whose parent is its run's span. A failed attempt or run has the ERROR status with the
+error's type (never its message: it may quote secret arguments).
+"""
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.observe import AttemptInfo, RunInfo
+from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+
+TASK_SPAN = "taskloom.task"
+NODE_SPAN = "taskloom.node"
+
+
+class TraceObserver:
+    """Starts and ends the spans of runs and attempts as the engine reports them."""
+
+    def __init__(self, tracer: Tracer | None = None) -> None:
+        self._tracer = tracer if tracer is not None else trace.get_tracer("taskloom")
+        self._runs: dict[TaskId, Span] = {}  # a process runs a task once at a time
+        self._attempts: dict[AttemptInfo, Span] = {}
+
+    def task_created(self, task: Task) -> None:
+        """No span: a task's span is its execution."""
+
+    def task_finished(self, task: Task) -> None:
+        """No span: the run's span ends with :meth:`run_ended`."""
+
+    def run_started(self, run: RunInfo) -> None:
+        """Start the run's span."""
+        self._runs[run.task_id] = self._tracer.start_span(
+            TASK_SPAN,
+            attributes={
+                "taskloom.task_id": run.task_id,
+                "taskloom.workflow": run.workflow,
+                "taskloom.resumed": run.resumed,
+            },
+        )
+
+    def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
+        """End the run's span with its outcome."""
+        span = self._runs.pop(run.task_id, None)
+        if span is None:
+            return
+        span.set_attribute("taskloom.outcome", outcome)
+        if outcome == "failed":
+            span.set_status(Status(StatusCode.ERROR, "the task failed"))
+        span.end()
+
+    def attempt_started(self, attempt: AttemptInfo) -> None:
+        """Start the attempt's span, under its run's span."""
+        parent = self._runs.get(attempt.task_id)
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        self._attempts[attempt] = self._tracer.start_span(
+            NODE_SPAN,
+            context=context,
+            attributes={
+                "taskloom.task_id": attempt.task_id,
+                "taskloom.workflow": attempt.workflow,
+                "taskloom.node": attempt.node,
+                "taskloom.phase": attempt.phase,
+                "taskloom.attempt": attempt.attempt,
+            },
+        )
+
+    def attempt_ended(
+        self,
+        attempt: AttemptInfo,
+        outcome: AttemptOutcome,
+        *,
+        retrying: bool,
+        duration_s: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """End the attempt's span with its outcome (and error type)."""
+        span = self._attempts.pop(attempt, None)
+        if span is None:
+            return
+        span.set_attribute("taskloom.outcome", outcome.value)
+        span.set_attribute("taskloom.retrying", retrying)
+        if outcome in FAILURE_OUTCOMES:
+            error_type = error.error_type if error is not None else outcome.value
+            span.set_attribute("error.type", error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+        span.end()
