@@ -143,11 +143,15 @@ async def _chaos(fleet: Fleet) -> None:
     """Every 1 to 2 s, SIGKILL a random worker that is up, and start it again meanwhile;
     KILLS times."""
     rng = random.Random(7)
+    planned = KILLS
     async with anyio.create_task_group() as restarts:
-        while fleet.kills < KILLS:
+        while planned > 0:
             await anyio.sleep(rng.uniform(1.0, 2.0))  # the chaos's pace, not synchronisation
             if fleet.ready:
-                restarts.start_soon(fleet.kill_and_restart, rng.choice(sorted(fleet.ready)))
+                slot = rng.choice(sorted(fleet.ready))
+                fleet.ready.discard(slot)
+                restarts.start_soon(fleet.kill_and_restart, slot)
+                planned -= 1
 
 
 async def _server(schema: str, marks: Path, first: int, stop: int) -> dict[int, list[Any]]:
