@@ -301,3 +301,34 @@ async def test_one_idempotency_key_across_pools_makes_one_task(dropped_afterward
             for index in range(20):
                 task_group.start_soon(create, managers[index % 2])
         assert len(ids) == 1
+
+
+async def test_the_fenced_write_that_ends_a_run_drops_its_lease(dropped_afterwards: str) -> None:
+    """A worker killed between writing the result and releasing the lease leaves no lease
+    row behind: the result and the release commit together."""
+    clock = FakeClock()
+    async with PostgresTaskStore.open(_settings(dropped_afterwards)) as store:
+        manager = TaskManager(store, clock=clock)
+        task = await manager.create("job")
+        (run,) = await store.claim_runs(
+            worker="w",
+            workflows=frozenset({"job"}),
+            now=clock.now(),
+            lease_for=LEASE,
+            limit=1,
+            start=manager.start_mutation(),
+        )
+        await manager.report_progress(task.id, completed=1, lease=run.lease)
+        assert await _leases(dropped_afterwards) == 1
+        await manager.complete(task.id, "ok", lease=run.lease)
+        assert await _leases(dropped_afterwards) == 0
+        await store.release_lease(run.lease)  # what the worker does next: a no-op now
+
+
+async def _leases(schema_name: str) -> int:
+    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as connection:
+        cursor = await connection.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema_name, "leases"))
+        )
+        (count,) = await cursor.fetchone() or (0,)
+        return int(count)

@@ -157,12 +157,15 @@ class Worker:
         period = self.settings.heartbeat_s or self.settings.lease_s / 3
         while True:
             await anyio.sleep(period)
+            # Only runs claimed before the renewal began can be missing from it because
+            # their lease is gone; a claim committed meanwhile may be invisible to it.
+            judged = list(self._executions.items())
             held = await self.runs.renew_leases(
                 worker=self.worker_id,
                 now=self.manager.clock.now(),
                 lease_for=timedelta(seconds=self.settings.lease_s),
             )
-            for task_id, execution in list(self._executions.items()):
+            for task_id, execution in judged:
                 if task_id not in held:
                     execution.stop(lost_lease=True)
                 else:

@@ -283,6 +283,10 @@ async def _update(
         raise StaleTaskError(
             task_id=task_id, expected_version=current.version, found_version=found[0]
         )
+    if fence is not None and new.is_terminal:
+        # The run ends with its result: a worker killed before it released the lease
+        # must not leave the row behind (claims never look at ended tasks again).
+        await runs.release_lease(connection, fence)
     return new
 
 

@@ -1,0 +1,140 @@
+"""A PostgreSQL restart in the middle of a run: the run finishes after the database
+returns, from where it was, with every node run once.
+
+The test owns the server (``tests.private_postgres``: a throwaway cluster on a free port),
+stops it while a node body is running, lets the body return while the server is down
+(so the node's checkpoint, the heartbeats and the LISTEN connection all meet the outage),
+then starts it again."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import anyio
+import psycopg
+import pytest
+from anyio.abc import TaskStatus
+from pydantic import BaseModel
+
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.runs import AttemptOutcome
+from taskloom.engine.states import TaskState
+from taskloom.engine.submit import submit
+from taskloom.engine.worker import Worker, WorkerSettings
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from tests.private_postgres import PrivateCluster, private_cluster
+
+pytestmark = pytest.mark.slow
+
+
+class Number(BaseModel):
+    n: int
+
+
+@pytest.fixture
+def cluster() -> Iterator[PrivateCluster]:
+    with private_cluster() as started:
+        yield started
+
+
+async def test_a_run_finishes_after_the_database_restarts_under_it(
+    cluster: PrivateCluster,
+) -> None:
+    running = anyio.Event()
+    gate = anyio.Event()
+    returned = anyio.Event()
+    flow = Workflow("restart", version="1", input=Number)
+
+    @flow.node()
+    async def before(ctx: NodeContext[Number]) -> int:
+        return ctx.input.n + 1
+
+    @flow.node(deps=[before])
+    async def across(ctx: NodeContext[Number]) -> int:
+        running.set()
+        await gate.wait()
+        returned.set()
+        return ctx.output(before) * 2
+
+    @flow.node(deps=[across])
+    async def after(ctx: NodeContext[Number]) -> int:
+        return ctx.output(across) + 1
+
+    settings = PostgresSettings(url=cluster.url, retry_s=60)
+    worker_settings = WorkerSettings(poll_s=0.2, lease_s=3, progress_interval_s=0)
+    with anyio.fail_after(90):
+        async with PostgresTaskStore.open(settings) as store:
+            manager = TaskManager(store)
+            worker = Worker(manager, store, {flow.name: flow}, settings=worker_settings)
+            async with anyio.create_task_group() as task_group:
+                await task_group.start(worker.run)
+                task = await submit(manager, flow, {"n": 20})
+                await running.wait()
+
+                await anyio.to_thread.run_sync(cluster.stop)
+                with pytest.raises(psycopg.OperationalError):
+                    await psycopg.AsyncConnection.connect(cluster.url, connect_timeout=2)
+                gate.set()
+                await returned.wait()  # its checkpoint is being written, and cannot be
+                await anyio.to_thread.run_sync(cluster.start)
+
+                done = await manager.wait_until_terminal(task.id, recheck_every=0.5)
+                task_group.cancel_scope.cancel()
+            attempts = await store.attempts(task.id)
+    assert done.state is TaskState.COMPLETED, done.error
+    assert done.result == 43
+    assert [(a.node, a.attempt, a.outcome) for a in attempts] == [
+        ("before", 1, AttemptOutcome.COMPLETED),
+        ("across", 1, AttemptOutcome.COMPLETED),
+        ("after", 1, AttemptOutcome.COMPLETED),
+    ]
+
+
+async def test_a_dead_workers_run_is_reclaimed_across_a_restart(cluster: PrivateCluster) -> None:
+    """Recovery itself meets the outage: a run whose worker died is still leased when the
+    server goes down; a live worker starts while it is down and takes the run over once it
+    is back."""
+    flow = Workflow("reclaimed", version="1", input=Number)
+
+    @flow.node()
+    async def only(ctx: NodeContext[Number]) -> int:
+        return ctx.input.n * 3
+
+    settings = PostgresSettings(url=cluster.url, retry_s=60)
+    with anyio.fail_after(90):
+        async with PostgresTaskStore.open(settings) as store:
+            manager = TaskManager(store)
+            task = await submit(manager, flow, {"n": 5})
+            claimed = await store.claim_runs(
+                worker="dead",
+                workflows=frozenset({flow.name}),
+                now=manager.clock.now(),
+                lease_for=timedelta(seconds=1),
+                limit=1,
+                start=manager.start_mutation("started"),
+            )
+            assert len(claimed) == 1  # and its worker never heard of again
+            await anyio.to_thread.run_sync(cluster.stop)
+            worker = Worker(
+                manager,
+                store,
+                {flow.name: flow},
+                settings=WorkerSettings(poll_s=0.2, lease_s=3, progress_interval_s=0),
+            )
+            async with anyio.create_task_group() as task_group:
+                await task_group.start(_run_from_outage, worker)
+                await anyio.to_thread.run_sync(cluster.start)
+                done = await manager.wait_until_terminal(task.id, recheck_every=0.5)
+                task_group.cancel_scope.cancel()
+            attempts = await store.attempts(task.id)
+    assert done.state is TaskState.COMPLETED, done.error
+    assert done.result == 15
+    assert [(a.attempt, a.outcome, a.worker) for a in attempts] == [
+        (1, AttemptOutcome.COMPLETED, worker.worker_id)
+    ]
+
+
+async def _run_from_outage(worker: Worker, *, task_status: TaskStatus[None]) -> None:
+    """Start *worker* while the server is down (its first claim retries until it returns)."""
+    task_status.started()
+    await worker.run()
