@@ -644,3 +644,38 @@ async def test_a_node_whose_worker_keeps_dying_fails(
     node = (await _runs(store).checkpoints(task.id))["only"]
     assert (node.state, node.attempt, node.interruptions) == (NodeState.FAILED, 3, 3)
     assert done.error.details == {"node": "only", "phase": "main", "attempts": 3}
+
+
+@pytest.mark.parametrize("end", ["complete", "fail", "cancel"])
+async def test_the_fenced_write_that_ends_a_run_drops_its_lease(
+    manager: TaskManager, store: TaskStore, clock: FakeClock, end: str
+) -> None:
+    """A worker killed between writing the outcome and releasing the lease leaves no lease
+    behind: the outcome and the release commit together (a later renewal holds nothing)."""
+    from datetime import timedelta
+
+    from taskloom.engine.models import TaskFailure
+
+    task = await manager.create("job")
+    lease_for = timedelta(seconds=10)
+    (run,) = await _runs(store).claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=lease_for,
+        limit=1,
+        start=manager.start_mutation(),
+    )
+    await manager.report_progress(task.id, completed=1, lease=run.lease)
+    held = await _runs(store).renew_leases(worker="w", now=clock.now(), lease_for=lease_for)
+    assert set(held) == {task.id}
+    if end == "complete":
+        await manager.complete(task.id, "ok", lease=run.lease)
+    elif end == "fail":
+        await manager.fail(task.id, TaskFailure(code="boom", message="no"), lease=run.lease)
+    else:
+        await manager.cancel(task.id)  # not the worker's write: the worker releases later
+    held = await _runs(store).renew_leases(worker="w", now=clock.now(), lease_for=lease_for)
+    assert set(held) == (set() if end != "cancel" else {task.id})
+    await _runs(store).release_lease(run.lease)  # what the worker does next
+    assert await _runs(store).renew_leases(worker="w", now=clock.now(), lease_for=lease_for) == {}

@@ -106,6 +106,8 @@ class InMemoryTaskStore:
                 task_id=task_id, expected_version=current.version, found_version=stored.version
             )
         self._tasks[self._positions[task_id]] = new
+        if fence is not None and new.is_terminal:  # the run's end drops its lease with it
+            self._leases.pop(task_id, None)
         return new
 
     async def purge_expired(self, now: datetime, limit: int) -> int:

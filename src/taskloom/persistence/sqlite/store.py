@@ -310,6 +310,10 @@ def _update(
         raise StaleTaskError(
             task_id=task_id, expected_version=current.version, found_version=found[0]
         )
+    if fence is not None and new.is_terminal:
+        # The run ends with its result: a worker killed before it released the lease
+        # must not leave the row behind (claims never look at ended tasks again).
+        runs.release_lease(raw, fence)
     return new
 
 
