@@ -25,8 +25,7 @@ from taskloom.persistence.factory import DatabaseSettings, open_store
 from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.persistence.sqlite.slots import WorkerSlot
-from taskloom.server import TaskServer
-from taskloom.server.http import HttpService, HttpSettings
+from taskloom.server.http.settings import HttpSettings
 from taskloom.validation import JsonSchemaValidator
 
 
@@ -135,6 +134,8 @@ async def _republish(manager: TaskManager, task_id: TaskId) -> None:
 
 async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
     """Open the engine and serve MCP over stdin and stdout until stdin closes."""
+    from taskloom.server.app import TaskServer  # the SDK loads only to serve
+
     settings = settings if settings is not None else TaskloomSettings()
     async with open_engine(settings) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
@@ -144,6 +145,9 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
 async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> None:
     """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
     until the process is stopped."""
+    from taskloom.server.app import TaskServer  # the SDK loads only to serve
+    from taskloom.server.http.service import HttpService
+
     settings = settings if settings is not None else TaskloomSettings()
     metrics = Metrics()
     async with open_engine(settings, observer=standard_observer(metrics)) as engine:
