@@ -1,35 +1,21 @@
 """Recognising taskloom's schema in a PostgreSQL database and migrating it with numbered
 SQL files, one transaction for all of them, under an advisory lock."""
 
-import re
-from functools import cache
-from importlib import resources
 from typing import Final
 
 from psycopg import sql
 
 from taskloom.engine.errors import ForeignDatabaseError, SchemaVersionError
+from taskloom.persistence.migrations import numbered_migrations
 from taskloom.persistence.postgres.driver import Connection
 
 VERSION_TABLE: Final = "taskloom_migrations"
 _LOCK_KEY: Final = 0x544C4F4D  # "TLOM": one migrator at a time per schema
-_MIGRATION_NAME: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
-@cache
 def migrations() -> tuple[tuple[int, str], ...]:
     """Every migration as ``(number, sql)``, numbered 1, 2, 3... without gaps."""
-    folder = resources.files("taskloom.persistence.postgres") / "migrations"
-    found: list[tuple[int, str]] = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
-    found.sort()
-    numbers = [number for number, _ in found]
-    if numbers != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations must be numbered 1..N without gaps, found {numbers}")
-    return tuple(found)
+    return numbered_migrations("taskloom.persistence.postgres")
 
 
 def latest_version() -> int:

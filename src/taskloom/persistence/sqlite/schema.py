@@ -1,32 +1,18 @@
 """Recognising a taskloom database and migrating it with numbered SQL files."""
 
-import re
 import sqlite3
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Final
 
 from taskloom.engine.errors import CorruptDatabaseError, ForeignDatabaseError, SchemaVersionError
+from taskloom.persistence.migrations import numbered_migrations
 
 APPLICATION_ID: Final = 0x544C4F4D  # "TLOM" in the database header
-_MIGRATION_NAME: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
-@cache
 def migrations() -> tuple[tuple[int, str], ...]:
     """Every migration as ``(number, sql)``, numbered 1, 2, 3... without gaps."""
-    folder = resources.files("taskloom.persistence.sqlite") / "migrations"
-    found: list[tuple[int, str]] = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
-    found.sort()
-    numbers = [number for number, _ in found]
-    if numbers != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations must be numbered 1..N without gaps, found {numbers}")
-    return tuple(found)
+    return numbered_migrations("taskloom.persistence.sqlite")
 
 
 def latest_version() -> int:
