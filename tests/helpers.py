@@ -1,5 +1,6 @@
 """Small shared test utilities."""
 
+import os
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -16,3 +17,17 @@ async def eventually(
     with anyio.fail_after(within_s):
         while not await condition():  # noqa: ASYNC110  # polls a store, which has no event
             await anyio.sleep(every_s)
+
+
+def leave_mark(marks: str, task_id: str, node: str, attempt: int) -> None:
+    """Append ``<task id> <node> <attempt>`` to *marks* with one ``O_APPEND`` write.
+
+    Once the call returns, the line is in the kernel: a SIGKILL of the process cannot
+    take it back. Crash tests make it a node body's last action, so the file lists every
+    body that ran to its end, attempt by attempt.
+    """
+    fd = os.open(marks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{task_id} {node} {attempt}\n".encode())
+    finally:
+        os.close(fd)

@@ -6,7 +6,6 @@ Once that call returns the line is in the kernel, which a SIGKILL of the process
 take back; so the file lists every node body that ran to its end, attempt by attempt.
 """
 
-import os
 from typing import Final, TypeVar
 
 import anyio
@@ -14,6 +13,7 @@ from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.retry import RetryPolicy
+from tests.helpers import leave_mark
 
 BACKOFF_S: Final = 2.0
 """The wait after the failed first attempt of ``flaky`` (when the input asks it to fail)."""
@@ -45,12 +45,7 @@ crash = Workflow("crash", version="1", input=CrashInput)
 
 
 def _done(ctx: NodeContext[CrashInput], output: _T) -> _T:
-    line = f"{ctx.task_id} {ctx.node} {ctx.attempt}\n".encode()
-    fd = os.open(ctx.input.marks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    leave_mark(ctx.input.marks, ctx.task_id, ctx.node, ctx.attempt)
     return output
 
 

@@ -6,13 +6,13 @@ once the call returns the line is in the kernel, which a SIGKILL cannot take bac
 the file lists every node body that ran to its end, attempt by attempt.
 """
 
-import os
 from typing import Final, TypeVar
 
 import anyio
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
+from tests.helpers import leave_mark
 
 NODES: Final = ("seed", "double", "square", "join")
 
@@ -30,12 +30,7 @@ chaos = Workflow("chaos", version="1", input=ChaosInput)
 
 
 def _done(ctx: NodeContext[ChaosInput], output: _T) -> _T:
-    line = f"{ctx.task_id} {ctx.node} {ctx.attempt}\n".encode()
-    fd = os.open(ctx.input.marks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    leave_mark(ctx.input.marks, ctx.task_id, ctx.node, ctx.attempt)
     return output
 
 
