@@ -65,7 +65,8 @@ class TaskStore(Protocol):
 
         The write is a compare-and-set on the task's version: the new task must carry
         ``version + 1`` and only lands if the stored version is still the one read. With
-        a *fence*, it lands only while that lease is the task's current lease.
+        a *fence*, it lands only while that lease is the task's current lease, and a write
+        that ends the task (a terminal state) ends the lease in the same transaction.
 
         Raises:
             TaskNotFoundError: no live task has this id.

@@ -89,6 +89,7 @@ class RunExecution:
         self._input_recheck_s = input_recheck_s
         self.cancel_scope = anyio.CancelScope()
         self.lost_lease = False
+        self._ended_with_lease = False
         self.task_ended = False
         self._observer = manager.observer
         self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
@@ -118,7 +119,7 @@ class RunExecution:
                 except* (TaskStateError, TaskNotFoundError):
                     pass  # the task ended or vanished under us: its state says why
         finally:
-            if not self.lost_lease:  # also on shutdown: hand the run back at once
+            if not (self.lost_lease or self._ended_with_lease):  # on shutdown: hand it back
                 with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
                     await self._runs.release_lease(self.lease)
             self._observer.run_ended(self._info, self._run_outcome(), time.perf_counter() - started)
@@ -447,6 +448,7 @@ class RunExecution:
             self.lost_lease = True
         else:
             self._outcome = outcome
+            self._ended_with_lease = True  # the store dropped the lease with that write
 
     async def _write_progress(self, completed: float, total: float, message: str) -> None:
         with contextlib.suppress(TaskStateError):  # ended meanwhile: its final status says it
