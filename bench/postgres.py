@@ -4,6 +4,8 @@
   scaling curve): the workers are up and listening, then 50 runs of the 20-node ``wide``
   workflow are submitted from another process; timed from the first submit until every
   run has ended;
+- the server's own floor: one-row INSERT commits per second from 1 and 4 connections
+  (no taskloom), to read the curve against;
 - claim latency: from ``submit`` in one process to the node starting in a worker of
   another (woken by LISTEN/NOTIFY), p50/p99;
 - the MCP figures of ``mcp_stdio`` (creations/s sequential and 16 in flight, ``tasks/get``,
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -60,11 +63,12 @@ class PgSizes:
     workers: tuple[int, ...]
     repeats: int
     claims: int
+    commits: int
     mcp: Sizes
 
 
-QUICK: Final = PgSizes(4, (1, 2), 1, 5, Sizes(1, 10, 16, 10, 2, 1, 0, 0, 0.05))
-FULL: Final = PgSizes(50, (1, 2, 4), 3, 50, Sizes(3, 200, 480, 500, 30, 10, 0, 0, 0.3))
+QUICK: Final = PgSizes(4, (1, 2), 1, 5, 40, Sizes(1, 10, 16, 10, 2, 1, 0, 0, 0.05))
+FULL: Final = PgSizes(50, (1, 2, 4), 3, 50, 2000, Sizes(3, 200, 480, 500, 30, 10, 0, 0, 0.3))
 
 
 @contextmanager
@@ -183,6 +187,38 @@ def claim_latency(sizes: PgSizes) -> list[Row]:
     return [_latency("claim: submit to node started in another process", values)]
 
 
+def _commit_loop(url: str, count: int) -> None:
+    with psycopg.connect(url, autocommit=True) as connection:
+        for index in range(count):
+            connection.execute("INSERT INTO probe VALUES (%s)", (index,))
+
+
+def commit_floor(sizes: PgSizes) -> list[Row]:
+    """The server's own pace: one-row INSERT commits per second from 1 and 4 connections."""
+    found = []
+    with scratch_database() as url:
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("CREATE TABLE probe (x int)")
+        for connections in (1, 4):
+            rates = []
+            for _ in range(sizes.repeats):
+                each = sizes.commits // connections
+                threads = [
+                    threading.Thread(target=_commit_loop, args=(url, each))
+                    for _ in range(connections)
+                ]
+                started = time.perf_counter()
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                rates.append(each * connections / (time.perf_counter() - started))
+            row = _row(f"floor: one-row INSERT commits/s, {connections} connection(s)", rates, "/s")
+            row["note"] = "psycopg, autocommit, no taskloom"
+            found.append(row)
+    return found
+
+
 def _pg_spec(url: str) -> Any:
     def spec(folder: Path) -> ServerSpec:
         command = [sys.executable, "-m", "taskloom", "serve", "--db", url]
@@ -267,7 +303,7 @@ def _row(name: str, values: list[float], unit: str) -> Row:
 def run(quick: bool) -> list[Row]:
     """Every PostgreSQL benchmark."""
     sizes = QUICK if quick else FULL
-    return scaling(sizes) + claim_latency(sizes) + mcp(sizes)
+    return scaling(sizes) + commit_floor(sizes) + claim_latency(sizes) + mcp(sizes)
 
 
 async def _work(url: str) -> None:
