@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,7 +219,7 @@ def commit_floor(sizes: PgSizes) -> list[Row]:
     return found
 
 
-def _pg_spec(url: str) -> Any:
+def _pg_spec(url: str) -> Callable[[Path], ServerSpec]:
     def spec(folder: Path) -> ServerSpec:
         command = [sys.executable, "-m", "taskloom", "serve", "--db", url]
         return ServerSpec(
