@@ -22,11 +22,12 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 DOCS = BENCH.parent / "docs" / "benchmarks.md"
-MODULES = ("engine_sqlite", "workflows_sqlite", "mcp_stdio")
+MODULES = ("engine_sqlite", "workflows_sqlite", "mcp_stdio", "postgres")
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
     "workflows_sqlite": "Workflow runner (SQLite, synchronous=FULL)",
     "mcp_stdio": "MCP over stdio: taskloom, the in-memory floor and fastmcp-tasks",
+    "postgres": "taskloom on one PostgreSQL: worker processes, claim latency, MCP",
 }
 
 

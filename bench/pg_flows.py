@@ -1,0 +1,48 @@
+"""The workflows of the PostgreSQL bench (``bench/postgres.py``), loaded by its workers.
+
+``wide`` is a seed, 18 trivial leaves and a sink: 20 nodes per run. ``stamp`` is one node
+that answers with the wall-clock time it started (the claim-latency probe).
+"""
+
+import time
+
+from pydantic import BaseModel
+
+from taskloom.engine.dag import Node, NodeContext, Workflow
+
+WIDTH = 18
+
+
+class Nothing(BaseModel):
+    """No arguments."""
+
+
+wide = Workflow("wide", version="1", input=Nothing, max_concurrency=32)
+
+
+@wide.node(phase="seed")
+async def seed(ctx: NodeContext[Nothing]) -> int:
+    return 1
+
+
+def _leaf(index: int) -> Node[int]:
+    async def leaf(ctx: NodeContext[Nothing]) -> int:
+        return index
+
+    return wide.node(name=f"leaf_{index}", phase="spread", deps=[seed])(leaf)
+
+
+_leaves = [_leaf(index) for index in range(WIDTH)]
+
+
+@wide.node(phase="sum", deps=_leaves)
+async def total(ctx: NodeContext[Nothing]) -> int:
+    return len(_leaves)
+
+
+stamp = Workflow("stamp", version="1", input=Nothing)
+
+
+@stamp.node()
+async def started(ctx: NodeContext[Nothing]) -> float:
+    return time.time()
