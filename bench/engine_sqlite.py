@@ -20,12 +20,13 @@ from typing import Any
 
 import anyio
 
+import figures
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteTaskStore, rows
 
-Row = dict[str, Any]
+Row = figures.Row
 
 
 def fsync_floor(path: Path, commits: int) -> float:
@@ -164,8 +165,10 @@ def run(quick: bool) -> list[Row]:
             sequential.append(
                 anyio.run(creations, base / f"seq{n}.db", 200 if quick else 3_000, 1)[0]
             )
-        results.append(_row("fsync floor: one-row commits/s (sqlite3, FULL)", floor, "/s", None))
-        row = _row("durable creations/s, sequential", sequential, "/s", ">= 2000")
+        results.append(
+            figures.row("fsync floor: one-row commits/s (sqlite3, FULL)", floor, "/s", None)
+        )
+        row = figures.row("durable creations/s, sequential", sequential, "/s", ">= 2000")
         ratios = [created / bare for created, bare in zip(sequential, floor, strict=True)]
         row["note"] = f"{statistics.median(ratios):.2f}x the floor (paired runs)"
         results.append(row)
@@ -173,7 +176,7 @@ def run(quick: bool) -> list[Row]:
             anyio.run(creations, base / f"con{n}.db", 640 if quick else 12_800, 32)
             for n in range(repeats)
         ]
-        row = _row(
+        row = figures.row(
             "durable creations/s, 32 concurrent", [c[0] for c in concurrent], "/s", ">= 4000"
         )
         row["note"] = f"mean batch {statistics.median(c[1] for c in concurrent):.1f} writes/commit"
@@ -182,14 +185,14 @@ def run(quick: bool) -> list[Row]:
             anyio.run(round_trips, base / f"rt{n}.db", 100 if quick else 1_000)
             for n in range(repeats)
         ]
-        results.append(_row("create+start+progress+complete/s", trips, "/s", None))
+        results.append(figures.row("create+start+progress+complete/s", trips, "/s", None))
 
         small_db, large_db = base / "small.db", base / "large.db"
         for path in (small_db, large_db):
             anyio.run(_migrate, path)
         small_ids = fill(small_db, small)
         results.append(
-            _row(
+            figures.row(
                 f"database size per task at {small:,}", [size_per_task(small_db, small)], "B", None
             )
         )
@@ -197,13 +200,13 @@ def run(quick: bool) -> list[Row]:
         large_ids = fill(large_db, large)
         large_reads = anyio.run(reads, large_db, large_ids, 200 if quick else 5_000)
     get = small_reads["get"]
-    results.append(_percentiles(f"get at {small:,} tasks", get, "< 0.3"))
+    results.append(figures.latency(f"get at {small:,} tasks (p50)", get, "< 0.3", digits=3))
     for key in ("list", "list owner", "list states"):
         at_small = statistics.median(small_reads[key])
         at_large = statistics.median(large_reads[key])
-        results.append(_row(f"{key} page of 50 at {small:,}", small_reads[key], "ms", None))
+        results.append(figures.row(f"{key} page of 50 at {small:,}", small_reads[key], "ms", None))
         ratio = at_large / at_small
-        row = _row(f"{key} page of 50 at {large:,}", large_reads[key], "ms", None)
+        row = figures.row(f"{key} page of 50 at {large:,}", large_reads[key], "ms", None)
         row["target"] = "within 2x of the small store"
         row["passed"] = ratio <= 2.0
         row["note"] = f"{ratio:.2f}x"
@@ -214,35 +217,6 @@ def run(quick: bool) -> list[Row]:
 async def _migrate(path: Path) -> None:
     async with SqliteTaskStore.open(path):
         pass
-
-
-def _percentiles(name: str, values: list[float], target: str) -> Row:
-    ordered = sorted(values)
-    p50 = ordered[len(ordered) // 2]
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    row = _row(name + " (p50)", values, "ms", target)
-    row["median"] = p50
-    row["passed"] = p50 < float(target.split()[-1])
-    row["note"] = f"p99 {p99:.3f} ms"
-    return row
-
-
-def _row(name: str, values: list[float], unit: str, target: str | None) -> Row:
-    median = statistics.median(values)
-    passed: bool | None = None
-    if target is not None:
-        bound = float(target.split()[-1])
-        passed = median >= bound if target.startswith(">=") else median < bound
-    return {
-        "benchmark": name,
-        "median": median,
-        "min": min(values),
-        "max": max(values),
-        "unit": unit,
-        "runs": len(values),
-        "target": target,
-        "passed": passed,
-    }
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import anyio
 
+import figures
 import mcp_workload as work
 import peers
 from mcp_client import LEGACY, MODERN, BenchClient, ServerSpec, serving
@@ -39,7 +40,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.persistence.sqlite import SqliteTaskStore
 
 BENCH: Final = Path(__file__).resolve().parent
-Row = dict[str, Any]
+Row = figures.Row
 FLOOR, TASKLOOM = "floor", "taskloom"
 QUEUE_ONLY = "taskloom, worker off"
 PEER_MEMORY, PEER_REDIS = "fastmcp-tasks (memory)", "fastmcp-tasks (Redis)"
@@ -219,11 +220,11 @@ def rows(
     """The table: one block per measure, the floor first, taskloom's ratios in the notes."""
     found = _creation_rows(chosen, samples) + _latency_rows(chosen, samples)
     for name, (values, size) in lists.items():
-        found.append(_latency(f"tasks/list page of {size}: {name} {LEGACY}", [values]))
+        found.append(figures.latency(f"tasks/list page of {size}: {name} {LEGACY}", values))
     _list_ratio(found, lists)
     for label, outcome in kills.items():
         survived = 1.0 if outcome.startswith("kept") else 0.0
-        row = _row(f"survives kill -9: {label}", [survived], "")
+        row = figures.row(f"survives kill -9: {label}", [survived], "")
         row["note"] = outcome
         found.append(row)
     if notes:
@@ -239,7 +240,7 @@ def _creation_rows(chosen: list[Target], samples: Samples) -> list[Row]:
     ):
         for target in chosen:
             values = samples[target.label][measure]
-            row = _row(f"{title}: {target.label}", values, "/s")
+            row = figures.row(f"{title}: {target.label}", values, "/s")
             if target.server == TASKLOOM:
                 _creation_target(row, target, samples)
             elif target.server == QUEUE_ONLY:
@@ -261,9 +262,11 @@ def _latency_rows(chosen: list[Target], samples: Samples) -> list[Row]:
             mine = samples[target.label][measure]
             if not mine:
                 continue  # not measured on this target
-            row = _latency(f"{title}: {target.label}", mine)
+            row = figures.latency(
+                f"{title}: {target.label}", [v for values in mine for v in values]
+            )
             if target.server in (TASKLOOM, QUEUE_ONLY):
-                ratio = _paired(mine, samples[f"{FLOOR} {target.generation}"][measure], _p50)
+                ratio = _paired(mine, samples[f"{FLOOR} {target.generation}"][measure], figures.p50)
                 row["note"] += f"; {ratio:.2f}x the floor"
                 if measure == "get" and target.server == TASKLOOM:
                     row["target"], row["passed"] = "<= 1.2x the floor", ratio <= 1.2
@@ -289,7 +292,7 @@ def _creation_target(row: Row, target: Target, samples: Samples) -> None:
 
 def _list_ratio(found: list[Row], lists: dict[str, tuple[list[float], int]]) -> None:
     if TASKLOOM in lists and FLOOR in lists:
-        ratio = _p50(lists[TASKLOOM][0]) / _p50(lists[FLOOR][0])
+        ratio = figures.p50(lists[TASKLOOM][0]) / figures.p50(lists[FLOOR][0])
         for row in found:
             if row["benchmark"].endswith(f"{TASKLOOM} {LEGACY}") and "list" in row["benchmark"]:
                 row["note"] += f"; {ratio:.2f}x the floor"
@@ -298,33 +301,6 @@ def _list_ratio(found: list[Row], lists: dict[str, tuple[list[float], int]]) -> 
 def _paired(mine: list[Any], theirs: list[Any], measure: Callable[[Any], float]) -> float:
     """The median over rounds of the ratio mine/theirs (each round saw the same load)."""
     return statistics.median(measure(a) / measure(b) for a, b in zip(mine, theirs, strict=True))
-
-
-def _p50(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
-def _latency(name: str, rounds: list[list[float]]) -> Row:
-    pooled = sorted(value for values in rounds for value in values)
-    p99 = pooled[min(len(pooled) - 1, int(len(pooled) * 0.99))]
-    row = _row(name, pooled, "ms")
-    row["median"] = _p50(pooled)
-    row["note"] = f"p99 {p99:.2f} ms"
-    return row
-
-
-def _row(name: str, values: list[float], unit: str) -> Row:
-    return {
-        "benchmark": name,
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "unit": unit,
-        "runs": len(values),
-        "target": None,
-        "passed": None,
-        "note": "",
-    }
 
 
 if __name__ == "__main__":

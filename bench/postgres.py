@@ -31,13 +31,14 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 import anyio
 import psycopg
 from psycopg import sql
 
+import figures
 import pg_flows
 from mcp_client import MODERN, ServerSpec
 from mcp_stdio import TASKLOOM, Samples, Sizes, Target, measure_round, taskloom_spec
@@ -53,7 +54,7 @@ SERVER: Final = os.environ.get(
 )
 SCHEMA: Final = "bench"
 WAIT_S: Final = 120.0
-Row = dict[str, Any]
+Row = figures.Row
 TASKLOOM_PG: Final = "taskloom on PostgreSQL"
 
 
@@ -157,7 +158,7 @@ def scaling(sizes: PgSizes) -> list[Row]:
     one = statistics.median(rates[1])
     found = []
     for count, values in rates.items():
-        row = _row(f"node completions/s, {count} worker process(es)", values, "/s")
+        row = figures.row(f"node completions/s, {count} worker process(es)", values, "/s")
         row["note"] = f"{sizes.runs} runs x {len(pg_flows.wide.nodes)} nodes; "
         row["note"] += f"{statistics.median(values) / one:.2f}x one process"
         found.append(row)
@@ -184,7 +185,7 @@ def claim_latency(sizes: PgSizes) -> list[Row]:
         anyio.run(_migrate, url)
         with workers(url, 1):
             values = anyio.run(_claims, url, sizes.claims)
-    return [_latency("claim: submit to node started in another process", values)]
+    return [figures.latency("claim: submit to node started in another process", values)]
 
 
 def _commit_loop(url: str, count: int) -> None:
@@ -213,7 +214,9 @@ def commit_floor(sizes: PgSizes) -> list[Row]:
                 for thread in threads:
                     thread.join()
                 rates.append(each * connections / (time.perf_counter() - started))
-            row = _row(f"floor: one-row INSERT commits/s, {connections} connection(s)", rates, "/s")
+            row = figures.row(
+                f"floor: one-row INSERT commits/s, {connections} connection(s)", rates, "/s"
+            )
             row["note"] = "psycopg, autocommit, no taskloom"
             found.append(row)
     return found
@@ -258,46 +261,19 @@ def _mcp_rows(samples: Samples) -> list[Row]:
         ("concurrent", "creations/s, 16 in flight"),
     ):
         for name, values in (("SQLite", sqlite[measure]), ("PostgreSQL", pg[measure])):
-            found.append(_row(f"{title}: taskloom on {name} {MODERN}", values, "/s"))
+            found.append(figures.row(f"{title}: taskloom on {name} {MODERN}", values, "/s"))
         ratio = statistics.median(a / b for a, b in zip(pg[measure], sqlite[measure], strict=True))
         found[-1]["note"] = f"{ratio:.2f}x SQLite"
     for measure, title in (("get", "tasks/get p50"), ("completed", "call to completed p50")):
         for name, rounds in (("SQLite", sqlite[measure]), ("PostgreSQL", pg[measure])):
-            found.append(_latency(f"{title}: taskloom on {name} {MODERN}", _pooled(rounds)))
-        ratio = _p50(_pooled(pg[measure])) / _p50(_pooled(sqlite[measure]))
+            found.append(figures.latency(f"{title}: taskloom on {name} {MODERN}", _pooled(rounds)))
+        ratio = figures.p50(_pooled(pg[measure])) / figures.p50(_pooled(sqlite[measure]))
         found[-1]["note"] += f"; {ratio:.2f}x SQLite"
     return found
 
 
 def _pooled(rounds: list[list[float]]) -> list[float]:
     return [value for values in rounds for value in values]
-
-
-def _p50(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
-def _latency(name: str, values: list[float]) -> Row:
-    ordered = sorted(values)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    row = _row(name, ordered, "ms")
-    row["median"] = _p50(ordered)
-    row["note"] = f"p99 {p99:.2f} ms"
-    return row
-
-
-def _row(name: str, values: list[float], unit: str) -> Row:
-    return {
-        "benchmark": name,
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "unit": unit,
-        "runs": len(values),
-        "target": None,
-        "passed": None,
-        "note": "",
-    }
 
 
 def run(quick: bool) -> list[Row]:

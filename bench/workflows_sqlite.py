@@ -11,7 +11,6 @@ across a kill -9.
 
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+import figures
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
@@ -30,7 +30,7 @@ from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.persistence.sqlite import SqliteTaskStore
 
-Row = dict[str, Any]
+Row = figures.Row
 FAST = WorkerSettings(poll_s=0.05, progress_interval_s=0.1)
 
 
@@ -102,8 +102,8 @@ def node_throughput(quick: bool) -> list[Row]:
     rates = [nodes / elapsed for elapsed in times]
     overhead_us = [(t - p) / nodes * 1e6 for t, p in zip(times, plain, strict=True)]
     return [
-        _row(f"node completions/s, {width}-node fan-out", rates, "/s", target=">= 1000"),
-        _row("runner overhead per node (vs plain call)", overhead_us, "us", target=None),
+        figures.row(f"node completions/s, {width}-node fan-out", rates, "/s", ">= 1000"),
+        figures.row("runner overhead per node (vs plain call)", overhead_us, "us", None),
     ]
 
 
@@ -143,7 +143,7 @@ def cancel_latency(quick: bool) -> list[Row]:
     repeats = 3 if quick else 20
     with tempfile.TemporaryDirectory() as folder:
         latencies = [anyio.run(_cancel_once, Path(folder) / f"c{n}.db") for n in range(repeats)]
-    return [_row("cancel reaches the running node", latencies, "ms", target="< 100")]
+    return [figures.row("cancel reaches the running node", latencies, "ms", "< 100")]
 
 
 _RESUME_SCRIPT = """
@@ -240,25 +240,7 @@ def resume_after_kill(quick: bool) -> list[Row]:
             finally:
                 second.kill()
                 second.wait()
-    return [_row(f"resume after kill -9, {runs} runs in flight", seconds, "s", target="< 2")]
-
-
-def _row(name: str, values: list[float], unit: str, *, target: str | None) -> Row:
-    median = statistics.median(values)
-    passed: bool | None = None
-    if target is not None:
-        bound = float(target.split()[-1])
-        passed = median >= bound if target.startswith(">=") else median < bound
-    return {
-        "benchmark": name,
-        "median": median,
-        "min": min(values),
-        "max": max(values),
-        "unit": unit,
-        "runs": len(values),
-        "target": target,
-        "passed": passed,
-    }
+    return [figures.row(f"resume after kill -9, {runs} runs in flight", seconds, "s", "< 2")]
 
 
 def run(quick: bool) -> list[Row]:
