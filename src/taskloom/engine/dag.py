@@ -31,6 +31,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError, ValidationInfo
@@ -229,6 +230,7 @@ class Workflow(Generic[InputT]):
         self._result = result
         self._nodes: dict[str, Node[Any]] = {}
         self._order: tuple[str, ...] | None = None
+        self._dependents: Mapping[str, tuple[str, ...]] | None = None
 
     def node(
         self,
@@ -271,7 +273,7 @@ class Workflow(Generic[InputT]):
                 output_adapter=_output_adapter(function, where),
             )
             self._nodes[node_name] = node
-            self._order = None
+            self._order = self._dependents = None
             return node
 
         return register
@@ -318,13 +320,17 @@ class Workflow(Generic[InputT]):
         needed = {dep for node in self._nodes.values() for dep in node.deps}
         return tuple(name for name in self._nodes if name not in needed)
 
-    def dependents(self) -> dict[str, tuple[str, ...]]:
-        """For each node, the nodes that depend on it."""
-        found: dict[str, list[str]] = {name: [] for name in self._nodes}
-        for node in self._nodes.values():
-            for dep in node.deps:
-                found[dep].append(node.name)
-        return {name: tuple(names) for name, names in found.items()}
+    def dependents(self) -> Mapping[str, tuple[str, ...]]:
+        """For each node, the nodes that depend on it (in definition order)."""
+        if self._dependents is None:
+            found: dict[str, list[str]] = {name: [] for name in self._nodes}
+            for node in self._nodes.values():
+                for dep in node.deps:
+                    found[dep].append(node.name)
+            self._dependents = MappingProxyType(
+                {name: tuple(names) for name, names in found.items()}
+            )
+        return self._dependents
 
     def validate(self) -> None:
         """Check the whole definition.

@@ -31,6 +31,7 @@ class RunProgress:
         them report no total."""
         self._latest: tuple[float, float, str] | None = None
         self._changed = anyio.Event()
+        self._stopped = anyio.Event()
 
     @property
     def summary(self) -> str:
@@ -66,13 +67,22 @@ class RunProgress:
         self._changed.set()
 
     async def publish(self, write: ProgressWrite, interval_s: float) -> None:
-        """Write the newest state whenever it changes, at most once per *interval_s*."""
+        """Write the newest state whenever it changes, at most once per *interval_s*,
+        until :meth:`stop` (a write under way is finished, never cut off)."""
         while True:
             await self._changed.wait()
+            if self._stopped.is_set():
+                return
             self._changed = anyio.Event()
             if self._latest is not None:
                 await write(*self._latest)
-            await anyio.sleep(interval_s)
+            with anyio.move_on_after(interval_s):
+                await self._stopped.wait()
+
+    def stop(self) -> None:
+        """End :meth:`publish`: the run's outcome carries its last word."""
+        self._stopped.set()
+        self._changed.set()
 
     def _say(self, phase: str, detail: str) -> None:
         number = self._phases.index(phase) + 1

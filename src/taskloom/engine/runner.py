@@ -9,16 +9,15 @@ see the cancellation at their next await, and no further node starts.
 """
 
 import contextlib
-import graphlib
 import math
 import time
+from collections import deque
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import JsonValue, ValidationError
 
 from taskloom.engine.dag import Node, NodeContext, Workflow
@@ -84,7 +83,9 @@ class RunExecution:
         self.progress = RunProgress(workflow)
         for run in claimed.nodes.values():
             self._remember(run)
-        self._limiter = anyio.CapacityLimiter(workflow.max_concurrency or node_concurrency)
+        limit = workflow.max_concurrency or node_concurrency
+        self._limiter = anyio.CapacityLimiter(limit) if limit < len(workflow.nodes) else None
+        """``None`` when every node may run at once anyway."""
         self._progress_interval_s = progress_interval_s
         self._input_recheck_s = input_recheck_s
         self.cancel_scope = anyio.CancelScope()
@@ -151,8 +152,10 @@ class RunExecution:
                 task_group.start_soon(
                     self.progress.publish, self._write_progress, self._progress_interval_s
                 )
-                await self._run_dag(task_group, workflow_input)
-                task_group.cancel_scope.cancel()
+                try:
+                    await self._run_dag(task_group, workflow_input)
+                finally:
+                    self.progress.stop()  # not a cancel: that costs more than the run
         except* _NodeFailed as group:
             failures = [error for error in group.exceptions if isinstance(error, _NodeFailed)]
         if failures:
@@ -178,22 +181,33 @@ class RunExecution:
     # -- scheduling ---------------------------------------------------------------------
 
     async def _run_dag(self, task_group: TaskGroup, workflow_input: Any) -> None:
-        sorter = graphlib.TopologicalSorter(self.workflow.graph())
-        sorter.prepare()
-        send, receive = anyio.create_memory_object_stream[str](math.inf)
-        with send, receive:
-            while sorter.is_active():
-                settled_any = False
-                for name in sorter.get_ready():
-                    if self._settled(name):
-                        sorter.done(name)
-                        settled_any = True
-                    else:
-                        task_group.start_soon(self._run_node, name, workflow_input, send.clone())
-                if settled_any:
-                    continue
-                finished = await receive.receive()
-                sorter.done(finished)
+        """Start each node once its dependencies have settled; return when all have."""
+        nodes = self.workflow.nodes
+        dependents = self.workflow.dependents()
+        waiting = {name: len(node.deps) for name, node in nodes.items()}
+        ready = deque(name for name, count in waiting.items() if count == 0)
+        unsettled = len(waiting)
+
+        def settle(name: str) -> None:
+            nonlocal unsettled
+            unsettled -= 1
+            for dependent in dependents[name]:
+                waiting[dependent] -= 1
+                if waiting[dependent] == 0:
+                    ready.append(dependent)
+
+        finished = _Finished()
+        while True:
+            while ready:
+                name = ready.popleft()
+                if self._settled(name):
+                    settle(name)
+                else:
+                    task_group.start_soon(self._run_node, name, workflow_input, finished)
+            if unsettled == 0:
+                return
+            settle(await finished.next())
+            if unsettled:  # the last node's news travels with the outcome
                 self.progress.phase_moved()
 
     def _remember(self, run: NodeRun) -> None:
@@ -221,14 +235,14 @@ class RunExecution:
             raise _NodeFailed(node, run.attempt, run.error or _unknown_error())
         return False
 
-    async def _run_node(
-        self, name: str, workflow_input: Any, done: MemoryObjectSendStream[str]
-    ) -> None:
+    async def _run_node(self, name: str, workflow_input: Any, finished: "_Finished") -> None:
         node = self.workflow.nodes[name]
-        with done:
+        if self._limiter is None:
+            await self._attempts(node, workflow_input)
+        else:
             async with self._limiter:
                 await self._attempts(node, workflow_input)
-            await done.send(name)
+        finished.put(name)
 
     async def _attempts(self, node: Node[Any], workflow_input: Any) -> None:
         previous = self._nodes.get(node.name)
@@ -312,9 +326,14 @@ class RunExecution:
         )
         error: BaseException | None = None
         try:
-            with anyio.move_on_after(node.timeout_s or math.inf) as scope:
+            if node.timeout_s is None:
                 output = node.dump_output(await node.function(context))
-            if not scope.cancelled_caught:
+                timed_out = False
+            else:
+                with anyio.move_on_after(node.timeout_s) as scope:
+                    output = node.dump_output(await node.function(context))
+                timed_out = scope.cancelled_caught
+            if not timed_out:
                 return NodeEnd(
                     node=node.name,
                     attempt=attempt,
@@ -458,6 +477,24 @@ class RunExecution:
 
     def _now(self) -> datetime:
         return self._manager.clock.now()
+
+
+class _Finished:
+    """The names of nodes whose run ended, in the order they ended."""
+
+    def __init__(self) -> None:
+        self._names: deque[str] = deque()
+        self._arrived = anyio.Event()
+
+    def put(self, name: str) -> None:
+        self._names.append(name)
+        self._arrived.set()
+
+    async def next(self) -> str:
+        while not self._names:
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        return self._names.popleft()
 
 
 class _Runtime:

@@ -71,6 +71,8 @@ class Worker:
         self._reclaim_from = reclaim_from
         self._executions: dict[TaskId, RunExecution] = {}
         self._wake = anyio.Event()
+        self._saturated = False
+        """Runs may be waiting for a free slot: look again as soon as one frees up."""
 
     @property
     def active_runs(self) -> int:
@@ -97,6 +99,7 @@ class Worker:
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
         free = self.settings.max_runs - len(self._executions)
         if free <= 0:
+            self._saturated = True
             return
         claimed = await self.runs.claim_runs(
             worker=self.worker_id,
@@ -113,7 +116,8 @@ class Worker:
             execution = self._execution(run)
             self._executions[run.task.id] = execution
             task_group.start_soon(self._execute, execution)
-        if len(claimed) == free:
+        self._saturated = len(claimed) == free
+        if self._saturated:
             self.wake()  # there may be more
 
     def _execution(self, claimed: ClaimedRun) -> RunExecution:
@@ -132,7 +136,8 @@ class Worker:
             await execution.execute()
         finally:
             self._executions.pop(execution.task_id, None)
-            self.wake()
+            if self._saturated:  # a slot freed up for work that was left waiting
+                self.wake()
 
     async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """React to this process's changes at once: new work, and cancellations."""

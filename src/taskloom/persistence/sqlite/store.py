@@ -25,7 +25,13 @@ from taskloom.engine.runs import (
     StartTask,
 )
 from taskloom.persistence.sqlite import rows, runs, schema
-from taskloom.persistence.sqlite.driver import connect, retry_transient, run_in_thread
+from taskloom.persistence.sqlite.driver import (
+    connect,
+    is_transient,
+    retry_transient,
+    run_in_thread,
+    translate,
+)
 from taskloom.persistence.sqlite.maintenance import StoreHealth, health
 from taskloom.persistence.sqlite.settings import SqliteSettings
 from taskloom.persistence.sqlite.writer import GroupCommitWriter
@@ -46,10 +52,13 @@ class SqliteTaskStore:
         settings: SqliteSettings,
         writer: GroupCommitWriter,
         reader: aiosqlite.Connection,
+        inline: sqlite3.Connection,
     ) -> None:
         self.settings = settings
         self.writer = writer
         self._reader = reader
+        self._inline = inline
+        """Point reads on the event loop's thread (see :meth:`_read_point`)."""
 
     @classmethod
     @asynccontextmanager
@@ -71,6 +80,7 @@ class SqliteTaskStore:
             raise PersistenceError(f"cannot create the folder of {path}: {error}") from error
         writer_connection = await connect(path)
         reader_connection: aiosqlite.Connection | None = None
+        inline: sqlite3.Connection | None = None
         try:
             await retry_transient(
                 partial(run_in_thread, writer_connection, partial(_prepare_writer, settings)),
@@ -83,19 +93,23 @@ class SqliteTaskStore:
                 path=path,
                 within_s=settings.lock_retry_s,
             )
+            inline = _connect_inline(settings)
             writer = GroupCommitWriter(
                 writer_connection,
                 path=path,
                 max_batch=settings.max_batch,
                 lock_retry_s=settings.lock_retry_s,
+                synchronous=settings.synchronous,
             )
             async with anyio.create_task_group() as task_group:
                 await task_group.start(writer.run)
                 try:
-                    yield cls(settings, writer, reader_connection)
+                    yield cls(settings, writer, reader_connection, inline)
                 finally:
                     writer.close()
         finally:
+            if inline is not None:
+                inline.close()
             with anyio.CancelScope(shield=True):
                 if reader_connection is not None:
                     await reader_connection.close()
@@ -107,7 +121,7 @@ class SqliteTaskStore:
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
-        return await self._read(partial(_get, task_id, rows.micros(now)))
+        return await self._read_point(partial(_get, task_id, rows.micros(now)))
 
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
@@ -150,7 +164,8 @@ class SqliteTaskStore:
                     start=start,
                     reclaim_from=reclaim_from,
                 ),
-            )
+            ),
+            durable=False,  # a lost claim is claimed again
         )
 
     async def renew_leases(
@@ -161,17 +176,22 @@ class SqliteTaskStore:
             partial(
                 _call_with_raw,
                 partial(runs.renew_leases, worker=worker, now=now, lease_for=lease_for),
-            )
+            ),
+            durable=False,  # a lost renewal only shortens a lease
         )
 
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
-        await self.writer.submit(partial(_call_with_raw, partial(runs.release_lease, lease=lease)))
+        await self.writer.submit(
+            partial(_call_with_raw, partial(runs.release_lease, lease=lease)),
+            durable=False,  # a lease that comes back expires
+        )
 
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
         return await self.writer.submit(
-            partial(_call_with_raw, partial(runs.start_node, lease=lease, start=start, now=now))
+            partial(_call_with_raw, partial(runs.start_node, lease=lease, start=start, now=now)),
+            durable=False,  # survives a crash of the process; power loss re-runs the node
         )
 
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
@@ -208,6 +228,18 @@ class SqliteTaskStore:
         """SQLite's integrity and foreign-key checks, the schema version and task counts."""
         return await self._read(health)
 
+    async def _read_point(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run a primary-key lookup on the event loop's own thread: it costs less than
+        the two thread hops of :meth:`_read`. A reader in WAL mode does not wait for
+        writers; should the file be locked all the same (a WAL recovery under way), the
+        read goes to the reader thread, which waits and retries."""
+        try:
+            return function(self._inline)
+        except sqlite3.Error as error:
+            if not is_transient(error):
+                raise translate(error, self.settings.path) from error
+        return await self._read(function)
+
     async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
         return await retry_transient(
             partial(run_in_thread, self._reader, function),
@@ -232,6 +264,22 @@ def _prepare_writer(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
     raw.execute(f"PRAGMA synchronous = {settings.synchronous}")
     raw.execute("PRAGMA foreign_keys = ON")
     schema.migrate(raw, settings.path)
+
+
+def _connect_inline(settings: SqliteSettings) -> sqlite3.Connection:
+    """The point-read connection, used on the event loop's thread: it never waits for a
+    lock (``busy_timeout`` 0), so it cannot stall the loop."""
+    try:
+        raw = sqlite3.connect(settings.path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as error:
+        raise translate(error, settings.path) from error
+    try:
+        raw.execute("PRAGMA busy_timeout = 0")
+        raw.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as error:
+        raw.close()
+        raise translate(error, settings.path) from error
+    return raw
 
 
 def _prepare_reader(settings: SqliteSettings, raw: sqlite3.Connection) -> None:

@@ -5,15 +5,24 @@ every write waiting at that moment, runs them in one ``BEGIN IMMEDIATE`` transac
 each inside its own savepoint so that one write's refusal (a lost compare-and-set, an
 illegal transition) undoes only that write, commits once, and wakes every caller. A
 caller returns only after its write is committed.
+
+A write is *durable* (the default) or *bookkeeping*. A batch holding a durable write is
+committed at the store's ``synchronous`` level (``FULL``: fsynced before anyone is
+told); a batch of bookkeeping alone (claims, lease renewals, node starts) at ``NORMAL``:
+written to the WAL, so it survives a crash of the process, and fsynced by the next
+durable commit, which syncs the whole log. Power loss can undo only bookkeeping that no
+durable commit followed, and the engine redoes that work on its own (ADR 0016).
+
+The store is asyncio-only (aiosqlite), so the hot path uses asyncio futures directly.
 """
 
-import math
+import asyncio
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Final, Literal, TypeVar, cast
 
 import aiosqlite
 import anyio
@@ -25,92 +34,136 @@ from taskloom.persistence.sqlite.driver import retry_transient, run_in_thread
 _T = TypeVar("_T")
 WriteFunction = Callable[[sqlite3.Connection], Any]
 _Outcome = tuple[bool, Any]
+Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
+BOOKKEEPING_LEVEL: Final[Synchronous] = "NORMAL"
 
 
-@dataclass(eq=False)
 class _Write:
-    function: WriteFunction
-    done: anyio.Event = field(default_factory=anyio.Event)
-    value: Any = None
-    error: BaseException | None = None
+    __slots__ = ("durable", "function", "future")
+
+    def __init__(self, function: WriteFunction, durable: bool, future: "asyncio.Future[Any]"):
+        self.function = function
+        self.durable = durable
+        self.future = future
 
 
 class GroupCommitWriter:
     """Serialises every write of one process through one connection, in batches."""
 
     def __init__(
-        self, connection: aiosqlite.Connection, *, path: Path, max_batch: int, lock_retry_s: float
+        self,
+        connection: aiosqlite.Connection,
+        *,
+        path: Path,
+        max_batch: int,
+        lock_retry_s: float,
+        synchronous: Synchronous = "FULL",
     ) -> None:
         self._connection = connection
         self._path = path
         self._max_batch = max_batch
         self._lock_retry_s = lock_retry_s
-        self._send, self._receive = anyio.create_memory_object_stream[_Write](math.inf)
+        self._durable_level = synchronous
+        self._level: Synchronous | None = synchronous
+        """The level the connection is at now (the store opens it at *synchronous*);
+        ``None`` when a failed batch left it unknown."""
+        self._queue: deque[_Write] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._closed = False
         self.batches = 0
         """Transactions committed so far (a write count above this means batching worked)."""
+        self.synced_batches = 0
+        """Of those, the ones committed at the durable level."""
 
-    async def submit(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def submit(
+        self, function: Callable[[sqlite3.Connection], _T], *, durable: bool = True
+    ) -> _T:
         """Run *function* in a write transaction and return its value once committed.
+
+        With ``durable=False`` the write is bookkeeping: committed without its own fsync
+        unless it shares a batch with a durable write (see the module docstring).
 
         Raises:
             StoreClosedError: the writer was closed.
             TaskloomError: what *function* raised (its changes were undone).
         """
-        write = _Write(function)
-        try:
-            self._send.send_nowait(write)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise StoreClosedError("the store is closed") from None
-        await write.done.wait()
-        if write.error is not None:
-            raise write.error
-        return cast(_T, write.value)
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Write(function, durable, future))
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+        return cast(_T, await future)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Commit batches until :meth:`close`, then finish what is queued and return."""
         task_status.started()
-        async with self._receive:
-            async for first in self._receive:
-                batch = [first]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except anyio.WouldBlock:
-                        break
-                with anyio.CancelScope(shield=True):  # a started commit always finishes
-                    await self._commit(batch)
+        loop = asyncio.get_running_loop()
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closed:
+                    return
+                self._wakeup = loop.create_future()
+                try:
+                    await self._wakeup
+                finally:
+                    self._wakeup = None
+                continue
+            await asyncio.sleep(0)  # let the writers made ready meanwhile join this batch
+            batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            with anyio.CancelScope(shield=True):  # a started commit always finishes
+                await self._commit(batch)
 
     def close(self) -> None:
         """Refuse new writes; :meth:`run` returns once the queued ones are committed."""
-        self._send.close()
+        self._closed = True
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     async def _commit(self, batch: Sequence[_Write]) -> None:
         functions = [write.function for write in batch]
+        durable = any(write.durable for write in batch)
+        level = self._durable_level if durable else BOOKKEEPING_LEVEL
+        switch = level if level != self._level else None
         try:
             outcomes = await retry_transient(
-                partial(run_in_thread, self._connection, partial(_run_batch, functions)),
+                partial(run_in_thread, self._connection, partial(_run_batch, functions, switch)),
                 path=self._path,
                 within_s=self._lock_retry_s,
             )
         except Exception as error:  # noqa: BLE001  # handed to the waiting callers
+            self._level = None  # whether the pragma ran is unknown: say it again next time
             if len(batch) > 1:  # find the culprit: every write alone, so others still land
                 for write in batch:
                     await self._commit([write])
                 return
-            batch[0].error = error
-            batch[0].done.set()
+            _settle(batch[0].future, False, error)
             return
+        self._level = level
         self.batches += 1
+        self.synced_batches += durable
         for write, (ok, value) in zip(batch, outcomes, strict=True):
-            if ok:
-                write.value = value
-            else:
-                write.error = value
-            write.done.set()
+            _settle(write.future, ok, value)
 
 
-def _run_batch(functions: Sequence[WriteFunction], raw: sqlite3.Connection) -> list[_Outcome]:
+def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
+    if future.done():  # the caller gave up waiting; the write stands all the same
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _run_batch(
+    functions: Sequence[WriteFunction], switch: str | None, raw: sqlite3.Connection
+) -> list[_Outcome]:
     """In the connection's thread: every function in one transaction, one savepoint each."""
+    if switch is not None:
+        raw.execute(f"PRAGMA synchronous = {switch}")
     raw.execute("BEGIN IMMEDIATE")
     try:
         outcomes: list[_Outcome] = []
@@ -131,3 +184,6 @@ def _run_batch(functions: Sequence[WriteFunction], raw: sqlite3.Connection) -> l
             raw.execute("ROLLBACK")
         raise
     return outcomes
+
+
+__all__ = ("BOOKKEEPING_LEVEL", "GroupCommitWriter", "Synchronous")

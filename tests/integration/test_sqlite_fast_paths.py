@@ -1,0 +1,87 @@
+"""The SQLite store's fast paths: bookkeeping writes without their own fsync, point reads
+without a thread hop."""
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from taskloom.engine.manager import TaskManager
+from taskloom.persistence.sqlite import SqliteTaskStore
+from taskloom.persistence.sqlite.settings import SqliteSettings
+
+pytestmark = pytest.mark.anyio
+
+_LEVELS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def _level(raw: sqlite3.Connection) -> str:
+    return _LEVELS[raw.execute("PRAGMA synchronous").fetchone()[0]]
+
+
+async def test_bookkeeping_alone_commits_at_normal_and_durable_writes_at_the_store_level(
+    tmp_path: Path,
+) -> None:
+    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
+        writer = store.writer
+        assert await writer.submit(_level, durable=False) == "NORMAL"
+        assert await writer.submit(_level) == "FULL"
+        assert await writer.submit(_level, durable=False) == "NORMAL"
+        assert (writer.batches, writer.synced_batches) == (3, 1)
+
+
+async def test_extra_is_kept_for_durable_writes(tmp_path: Path) -> None:
+    settings = SqliteSettings(path=tmp_path / "t.db", synchronous="EXTRA")
+    async with SqliteTaskStore.open(settings) as store:
+        assert await store.writer.submit(_level) == "EXTRA"
+        assert await store.writer.submit(_level, durable=False) == "NORMAL"
+
+
+async def test_a_failed_batch_does_not_leave_the_next_durable_write_unsynced(
+    tmp_path: Path,
+) -> None:
+    def broken(raw: sqlite3.Connection) -> None:
+        raw.execute("INSERT INTO no_such_table VALUES (1)")
+
+    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
+        with pytest.raises(Exception, match="no_such_table"):
+            await store.writer.submit(broken, durable=False)
+        assert await store.writer.submit(_level) == "FULL"
+        assert await store.writer.submit(_level, durable=False) == "NORMAL"
+
+
+async def test_bookkeeping_is_in_the_file_at_once_for_every_other_connection(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+
+    def note(raw: sqlite3.Connection) -> None:
+        raw.execute("CREATE TABLE IF NOT EXISTS notes (x)")
+        raw.execute("INSERT INTO notes VALUES (1)")
+
+    async with SqliteTaskStore.open(path) as store:
+        await store.writer.submit(note, durable=False)
+        other = sqlite3.connect(path)  # another process would read the same WAL
+        try:
+            assert other.execute("SELECT count(*) FROM notes").fetchone()[0] == 1
+        finally:
+            other.close()
+
+
+class _Locked:
+    """Stands in for the point-read connection while another process holds the file."""
+
+    def execute(self, *args: object) -> None:
+        error = sqlite3.OperationalError("database is locked")
+        error.sqlite_errorcode = sqlite3.SQLITE_BUSY
+        raise error
+
+
+async def test_a_point_read_that_finds_the_file_locked_goes_to_the_reader_thread(
+    tmp_path: Path,
+) -> None:
+    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
+        manager = TaskManager(store)
+        task = await manager.create("echo", {"x": 1})
+        store._inline = _Locked()  # type: ignore[assignment]
+        assert (await manager.get(task.id)).id == task.id

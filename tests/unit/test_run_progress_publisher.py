@@ -1,0 +1,74 @@
+"""RunProgress.publish: coalesced writes, and a stop that never cuts a write off."""
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.progress import RunProgress
+
+
+class Empty(BaseModel):
+    pass
+
+
+def _flow() -> Workflow[Empty]:
+    flow = Workflow("two", version="1", input=Empty)
+
+    @flow.node()
+    async def first(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    @flow.node(deps=[first])
+    async def second(ctx: NodeContext[Empty]) -> int:
+        return 2
+
+    return flow
+
+
+@pytest.mark.anyio
+async def test_stop_lets_a_write_under_way_finish_and_then_ends_the_publisher() -> None:
+    progress = RunProgress(_flow())
+    writing, release = anyio.Event(), anyio.Event()
+    written: list[str] = []
+    finished = False
+
+    async def write(completed: float, total: float, message: str) -> None:
+        writing.set()
+        await release.wait()
+        written.append(message)
+
+    async def publisher() -> None:
+        nonlocal finished
+        await progress.publish(write, interval_s=3600)
+        finished = True
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(publisher)
+            progress.status("busy")
+            await writing.wait()
+            progress.stop()
+            await anyio.wait_all_tasks_blocked()
+            assert not finished  # still writing: not cancelled
+            release.set()
+    assert finished
+    assert written == ["busy"]
+
+
+@pytest.mark.anyio
+async def test_stop_ends_a_publisher_that_waits_out_its_interval_at_once() -> None:
+    progress = RunProgress(_flow())
+    written: list[str] = []
+
+    async def write(completed: float, total: float, message: str) -> None:
+        written.append(message)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(progress.publish, write, 3600)
+            progress.status("one")
+            await anyio.wait_all_tasks_blocked()  # written, now waiting out the hour
+            progress.status("two")  # coalesced: due only after the interval
+            progress.stop()
+    assert written == ["one"]
