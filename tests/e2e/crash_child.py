@@ -8,16 +8,18 @@ it appends one JSON line to ``DB.kill`` saying where: ``point``, ``task``, ``nod
 ``attempt`` (the last three may be null).
 
 The kill points are injected here, test-side only: ``open_engine`` is handed subclasses
-of the store and the manager, and a clock, that kill the process around one commit.
+of the store, and a clock, that kill the process around one commit.
 
 - ``after_claim``: right after the first claim of runs committed.
 - ``before_start:N`` / ``after_start:N``: right before / after the N-th node start commits.
 - ``before_end:N`` / ``after_end:N``: right before / after the N-th node completion (output
-  and state) commits; "before" is after the node body has returned.
+  and state) commits on its own; "before" is after the node body has returned. The node
+  that completes a run is not counted: its end commits with the run's result.
 - A suffix ``@NODE`` counts only the commits of the nodes named NODE (``after_start@flaky``).
 - ``backoff``: inside the first retry wait, after the failed attempt was recorded.
 - ``input``: once every run waits for an answer.
-- ``before_result``: right before the first run's result is written (its nodes all done).
+- ``before_finish:N`` / ``after_finish:N``: right before / after the N-th run's last node
+  end and result commit together (``finish_run``); "before" is after the body returned.
 """
 
 import json
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import ClassVar, NoReturn
 
 import anyio
 import pytest
@@ -37,6 +39,7 @@ from taskloom.config import TaskloomSettings
 from taskloom.engine.clock import SystemClock
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
+from taskloom.engine.ports import TaskMutation
 from taskloom.engine.runs import (
     ClaimedRun,
     Lease,
@@ -64,7 +67,8 @@ POINTS = frozenset(
         "after_end",
         "backoff",
         "input",
-        "before_result",
+        "before_finish",
+        "after_finish",
     }
 )
 
@@ -158,14 +162,17 @@ class KillingStore(SqliteTaskStore):
             _KillPoint.die(lease.task_id, end.node, end.attempt)
         return run
 
-
-class KillingManager(TaskManager):
-    """The task manager, dying right before a run's result is written."""
-
-    async def complete(self, task_id: str, result: Any = None, **changes: Any) -> Task:
-        if changes.get("lease") is not None and _KillPoint.name == "before_result":
-            _KillPoint.die(task_id)
-        return await super().complete(task_id, result, **changes)
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[NodeRun, Task]:
+        point = _KillPoint.name
+        hit = point in {"before_finish", "after_finish"} and _KillPoint.reached("finish", end.node)
+        if hit and point == "before_finish":
+            _KillPoint.die(lease.task_id, end.node, end.attempt)
+        finished = await super().finish_run(lease, end, now, mutate)
+        if hit:
+            _KillPoint.die(lease.task_id, end.node, end.attempt)
+        return finished
 
 
 class KillingClock(SystemClock):
@@ -227,7 +234,6 @@ def main(argv: list[str]) -> int:
     _KillPoint.configure(argv[1] if len(argv) > 1 else None, database)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(factory, "SqliteTaskStore", KillingStore)  # what open_engine opens
-        patch.setattr(bootstrap, "TaskManager", KillingManager)
         return anyio.run(serve, database, backend="asyncio")
 
 

@@ -356,9 +356,27 @@ def _waiting_for_input(database: Path, before: Snapshot, after: Snapshot) -> Non
         assert after.marked(task_id, "confirm") == [len(history)]
 
 
-def _before_result(database: Path, before: Snapshot, after: Snapshot) -> None:
+def _before_finish(database: Path, before: Snapshot, after: Snapshot) -> None:
+    """Killed as the run's last node end and its result were about to commit together:
+    the node runs again (the at-least-once window), nothing else does."""
     victim = Victim.of(database)
+    assert victim.node == "join"
     assert before.tasks[victim.task].state is TaskState.RUNNING
+    _before_end(database, before, after)
+    for node in NODES[:-1]:
+        assert before.nodes[victim.task, node].state == "completed"
+        assert after.history(victim.task, node) == [(1, "completed")]
+        assert after.marked(victim.task, node) == [1]
+
+
+def _after_finish(database: Path, before: Snapshot, after: Snapshot) -> None:
+    """Killed right after the last node end and the result committed together: the run was
+    over, so the restarted worker leaves it alone."""
+    victim = Victim.of(database)
+    assert victim.node == "join"
+    task = before.tasks[victim.task]
+    assert task.state is TaskState.COMPLETED
+    assert after.tasks[victim.task] == task
     for node in NODES:
         assert before.nodes[victim.task, node].state == "completed"
         assert after.history(victim.task, node) == [(1, "completed")]
@@ -375,7 +393,8 @@ KILL_POINTS: Final[dict[str, Check]] = {
     "after_end:8": _after_end,
     "backoff": _backoff,
     "input": _waiting_for_input,
-    "before_result": _before_result,
+    "before_finish:2": _before_finish,
+    "after_finish:2": _after_finish,
 }
 
 

@@ -34,7 +34,7 @@ from taskloom.engine.models import (
 )
 from taskloom.engine.observe import NullObserver, Observer, Observers
 from taskloom.engine.ports import Clock, SchemaValidator, TaskMutation, TaskStore
-from taskloom.engine.runs import Lease
+from taskloom.engine.runs import Lease, NodeEnd, NodeRun, RunStore
 from taskloom.engine.states import TERMINAL_STATES, TaskState, check_transition
 
 
@@ -347,10 +347,33 @@ class TaskManager:
         lease: Lease | None = None,
     ) -> Task:
         """Running to completed, storing the raw *result* (any JSON value)."""
-        changes: dict[str, Any] = {"result": _json_value(result), "status_message": status_message}
-        if progress is not None:
-            changes["progress"] = progress
+        changes = _completion(result, status_message, progress)
         return await self._transition(task_id, TaskState.COMPLETED, ANY_OWNER, lease, **changes)
+
+    async def complete_run(
+        self,
+        runs: RunStore,
+        end: NodeEnd,
+        result: Any = None,
+        *,
+        status_message: str | None = None,
+        progress: Progress | None = None,
+        lease: Lease,
+    ) -> tuple[NodeRun, Task]:
+        """:meth:`complete` the leased task together with *end*, its last node's end, in
+        one transaction (``RunStore.finish_run``); the node's checkpoint and the task.
+
+        Raises:
+            IllegalTransitionError: the task ended meanwhile (nothing is written).
+            LeaseLostError: the lease is gone, or the node is not running (nothing is written).
+            TaskNotFoundError: the task is gone.
+        """
+        changes = _completion(result, status_message, progress)
+        mutate = self._moving(TaskState.COMPLETED, ANY_OWNER, changes)
+        run, task = await runs.finish_run(lease, end, self._clock.now(), mutate)
+        self.feed.publish(task)
+        self._observer.task_finished(task)
+        return run, task
 
     async def fail(self, task_id: str, error: TaskFailure, *, lease: Lease | None = None) -> Task:
         """To failed, with the reason as *error* (its message becomes the status message)."""
@@ -478,6 +501,15 @@ class TaskManager:
         lease: Lease | None,
         **changes: Any,
     ) -> Task:
+        task = await self._write(task_id, self._moving(target, owner, changes), lease)
+        if task.is_terminal:
+            self._observer.task_finished(task)
+        return task
+
+    def _moving(
+        self, target: TaskState, owner: OwnerScope, changes: dict[str, Any]
+    ) -> TaskMutation:
+        """The move to *target* with *changes*, if *owner* sees the task and the table allows it."""
         now = self._clock.now()
         if target in TERMINAL_STATES:
             changes["input_requests"] = {}
@@ -490,10 +522,7 @@ class TaskManager:
             check_transition(task.id, task.state, target)
             return _next_version(task, now, {**changes, "state": target})
 
-        task = await self._write(task_id, mutate, lease)
-        if task.is_terminal:
-            self._observer.task_finished(task)
-        return task
+        return mutate
 
     async def _write(self, task_id: str, mutate: TaskMutation, lease: Lease | None = None) -> Task:
         task = await self._store.update(TaskId(task_id), self._clock.now(), mutate, lease)
@@ -511,6 +540,15 @@ def _next_version(task: Task, now: datetime, changes: Mapping[str, Any]) -> Task
     return task.model_copy(
         update={**changes, "updated_at": updated_at, "version": task.version + 1}
     )
+
+
+def _completion(
+    result: Any, status_message: str | None, progress: Progress | None
+) -> dict[str, Any]:
+    changes: dict[str, Any] = {"result": _json_value(result), "status_message": status_message}
+    if progress is not None:
+        changes["progress"] = progress
+    return changes
 
 
 def _validated_task(**fields: Any) -> Task:

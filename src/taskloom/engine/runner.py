@@ -1,11 +1,14 @@
 """Executes one claimed run: its DAG in dependency order, each node checkpointed.
 
 Ready nodes run in parallel (up to the workflow's concurrency) in one anyio task group,
-ordered by ``graphlib``. Every attempt's start and end are committed (the output with
-the end, in one transaction); a completed node is never run again. Retry waits are
-stored, so a crash during a backoff neither loses nor resets the count. The run's cancel
-scope is cancelled when the task is cancelled or the lease is lost: the running nodes
-see the cancellation at their next await, and no further node starts.
+each started as soon as its dependencies have settled. Every attempt's start and end are committed (the output with
+the end, in one transaction); a completed node is never run again. The attempt that
+completes the DAG (every other node settled) commits its end together with the task's
+result (``RunStore.finish_run``, ADR 0015): one transaction fewer per run, and no window
+in which the node is done but the task is not. Retry waits are stored, so a crash during
+a backoff neither loses nor resets the count. The run's cancel scope is cancelled when
+the task is cancelled or the lease is lost: the running nodes see the cancellation at
+their next await, and no further node starts.
 """
 
 import contextlib
@@ -92,6 +95,8 @@ class RunExecution:
         self.lost_lease = False
         self._ended_with_lease = False
         self.task_ended = False
+        self._finished = False
+        """The run's outcome was written (or tried) with its last node's end."""
         self._observer = manager.observer
         self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
         self._outcome: str | None = None
@@ -161,10 +166,12 @@ class RunExecution:
         if failures:
             await self._fail_node(failures[0])
             return
+        if self._finished:
+            return
         try:
             result = self.workflow.build_result(self._outputs)
         except ValueError as error:
-            await self._fail("invalid_output", f"the workflow's result is invalid: {error}")
+            await self._fail_invalid_output(error)
             return
         with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
             await self._final_write(
@@ -172,7 +179,7 @@ class RunExecution:
                     self.task_id,
                     result,
                     status_message=self.progress.summary,
-                    progress=Progress(completed=len(self._nodes), total=len(self._nodes)),
+                    progress=self._final_progress(),
                     lease=self.lease,
                 ),
                 "completed",
@@ -268,6 +275,9 @@ class RunExecution:
             self._nodes[node.name] = await self._runs.start_node(self.lease, start, self._now())
             interrupted = None
             end = await self._observed_attempt(node, attempt, workflow_input)
+            if end.state is NodeState.COMPLETED and self._completes_dag(node):
+                await self._finish(node, end)
+                return
             with anyio.CancelScope(shield=True):
                 self._remember(await self._runs.end_node(self.lease, end, self._now()))
             if end.state is NodeState.COMPLETED:
@@ -280,6 +290,45 @@ class RunExecution:
                 return
             self.task_ended = True  # the siblings stopped now are cancelled, not interrupted
             raise _NodeFailed(node, attempt, end.error or _unknown_error())
+
+    def _completes_dag(self, node: Node[Any]) -> bool:
+        """True if every node but *node* has settled for good: completed, or failed and
+        allowed to (a node is settled once, so counting them is enough)."""
+        nodes = self.workflow.nodes
+        return len(self._outputs) + len(self._failed) == len(nodes) - 1 and all(
+            nodes[name].may_fail for name in self._failed
+        )
+
+    async def _finish(self, node: Node[Any], end: NodeEnd) -> None:
+        """Record *end*, the attempt that completes the DAG, with the task's result in one
+        transaction. An invalid result records the end alone and fails the task; a task
+        cancelled meanwhile keeps its cancellation and the end is recorded alone, as when
+        the two were separate writes."""
+        self._finished = True
+        with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
+            try:
+                result = self.workflow.build_result({**self._outputs, node.name: end.output})
+            except ValueError as error:
+                self._remember(await self._runs.end_node(self.lease, end, self._now()))
+                await self._fail_invalid_output(error)
+                return
+            await self._final_write(self._complete_with(end, result), "completed")
+            if self._outcome == "cancelled":
+                self._remember(await self._runs.end_node(self.lease, end, self._now()))
+
+    async def _complete_with(self, end: NodeEnd, result: JsonValue) -> None:
+        run, _ = await self._manager.complete_run(
+            self._runs,
+            end,
+            result,
+            status_message=self.progress.summary,
+            progress=self._final_progress(),
+            lease=self.lease,
+        )
+        self._remember(run)
+
+    def _final_progress(self) -> Progress:
+        return Progress(completed=len(self._nodes), total=len(self._nodes))
 
     async def _observed_attempt(
         self, node: Node[Any], attempt: int, workflow_input: Any
@@ -436,6 +485,9 @@ class RunExecution:
             fingerprint=error.fingerprint,
             details={"node": node.name, "phase": node.phase, "attempts": failure.attempts},
         )
+
+    async def _fail_invalid_output(self, error: ValueError) -> None:
+        await self._fail("invalid_output", f"the workflow's result is invalid: {error}")
 
     async def _fail(
         self,

@@ -190,6 +190,25 @@ class RunStore(Protocol):
         """
         ...
 
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: Callable[[Task], Task]
+    ) -> tuple[NodeRun, Task]:
+        """:meth:`end_node` with *end* and the fenced ``TaskStore.update`` of the task with
+        *mutate* (a ``TaskMutation``; a terminal task drops the lease), in one transaction:
+        a run's last checkpoint and its outcome commit together. Returns both. If either
+        part is refused, nothing is written.
+
+        Checked in this order: the task, the lease, the node, the mutation.
+
+        Raises:
+            TaskNotFoundError: no live task has this id.
+            LeaseLostError: the lease is no longer the task's, or the node is not running
+                this attempt.
+            TaskloomError: whatever *mutate* raised (``IllegalTransitionError`` when the
+                task was cancelled meanwhile).
+        """
+        ...
+
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """Every attempt of every node of a task, oldest first."""
         ...

@@ -93,21 +93,11 @@ class InMemoryTaskStore:
     ) -> Task:
         """See :meth:`taskloom.engine.ports.TaskStore.update`."""
         await anyio.lowlevel.checkpoint()
-        current = self._live(task_id, now)
-        if current is None:
-            raise TaskNotFoundError(task_id)
+        current = self._current(task_id, now)
         if fence is not None:
             self._check_fence(fence)
-        new = mutate(current)
-        ensure_successor(current, new)
-        stored = self._tasks[self._positions[task_id]]
-        if stored.version != current.version:  # cannot happen here; kept as the CAS verdict
-            raise StaleTaskError(
-                task_id=task_id, expected_version=current.version, found_version=stored.version
-            )
-        self._tasks[self._positions[task_id]] = new
-        if fence is not None and new.is_terminal:  # the run's end drops its lease with it
-            self._leases.pop(task_id, None)
+        new = self._successor(current, mutate)
+        self._replace(new, fence)
         return new
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
@@ -225,36 +215,21 @@ class InMemoryTaskStore:
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
         await anyio.lowlevel.checkpoint()
-        self._check_fence(lease)
-        nodes = self._nodes.get(lease.task_id, {})
-        current = nodes.get(end.node)
-        if (
-            current is None
-            or current.state is not NodeState.RUNNING
-            or (current.attempt != end.attempt)
-        ):
-            raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
-        run = current.model_copy(
-            update={
-                "state": end.state,
-                "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
-                "output": end.output if end.state is NodeState.COMPLETED else None,
-                "error": end.error,
-                "not_before": end.not_before,
-                "interruptions": (
-                    current.interruptions if end.interruptions is None else end.interruptions
-                ),
-                "updated_at": now,
-            }
-        )
-        nodes[end.node] = run
-        history = self._attempts[lease.task_id]
-        for index, attempt in enumerate(history):
-            if (attempt.node, attempt.attempt) == (end.node, end.attempt):
-                history[index] = attempt.model_copy(
-                    update={"ended_at": now, "outcome": end.outcome, "error": end.error}
-                )
+        run = self._ended(lease, end, now)
+        self._record_end(lease, end, run, now)
         return run
+
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[NodeRun, Task]:
+        """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
+        await anyio.lowlevel.checkpoint()
+        current = self._current(lease.task_id, now)
+        run = self._ended(lease, end, now)
+        new = self._successor(current, mutate)
+        self._record_end(lease, end, run, now)  # every check passed: now write both
+        self._replace(new, lease)
+        return run, new
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
@@ -302,6 +277,64 @@ class InMemoryTaskStore:
         if copies:
             self._nodes[task.id] = dict(copies)
         return copies
+
+    def _current(self, task_id: TaskId, now: datetime) -> Task:
+        current = self._live(task_id, now)
+        if current is None:
+            raise TaskNotFoundError(task_id)
+        return current
+
+    def _successor(self, current: Task, mutate: TaskMutation) -> Task:
+        """The checked next version of *current* (nothing is stored yet)."""
+        new = mutate(current)
+        ensure_successor(current, new)
+        stored = self._tasks[self._positions[current.id]]
+        if stored.version != current.version:  # cannot happen here; kept as the CAS verdict
+            raise StaleTaskError(
+                task_id=current.id,
+                expected_version=current.version,
+                found_version=stored.version,
+            )
+        return new
+
+    def _replace(self, new: Task, fence: Lease | None) -> None:
+        self._tasks[self._positions[new.id]] = new
+        if fence is not None and new.is_terminal:  # the run's end drops its lease with it
+            self._leases.pop(new.id, None)
+
+    def _ended(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """The node's checkpoint after *end*, once the fence and its state allow it (nothing
+        is stored yet)."""
+        self._check_fence(lease)
+        current = self._nodes.get(lease.task_id, {}).get(end.node)
+        if (
+            current is None
+            or current.state is not NodeState.RUNNING
+            or (current.attempt != end.attempt)
+        ):
+            raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
+        return current.model_copy(
+            update={
+                "state": end.state,
+                "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
+                "output": end.output if end.state is NodeState.COMPLETED else None,
+                "error": end.error,
+                "not_before": end.not_before,
+                "interruptions": (
+                    current.interruptions if end.interruptions is None else end.interruptions
+                ),
+                "updated_at": now,
+            }
+        )
+
+    def _record_end(self, lease: Lease, end: NodeEnd, run: NodeRun, now: datetime) -> None:
+        self._nodes[lease.task_id][end.node] = run
+        history = self._attempts[lease.task_id]
+        for index, attempt in enumerate(history):
+            if (attempt.node, attempt.attempt) == (end.node, end.attempt):
+                history[index] = attempt.model_copy(
+                    update={"ended_at": now, "outcome": end.outcome, "error": end.error}
+                )
 
     def _check_fence(self, lease: Lease) -> None:
         current = self._leases.get(lease.task_id)

@@ -167,6 +167,12 @@ class PostgresTaskStore:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
         return await self._db.transaction(partial(runs.end_node, lease=lease, end=end, now=now))
 
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[NodeRun, Task]:
+        """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
+        return await self._db.transaction(partial(_finish_run, lease, end, now, mutate))
+
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
         return await self._db.read(partial(runs.attempts, task_id=task_id))
@@ -267,21 +273,41 @@ async def _update(
     fence: Lease | None,
     connection: Connection,
 ) -> Task:
+    current = await _locked(task_id, now, connection)
+    if fence is not None:
+        await runs.check_fence(connection, fence)
+    return await _write(current, mutate, fence, connection)
+
+
+async def _finish_run(
+    lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation, connection: Connection
+) -> tuple[NodeRun, Task]:
+    current = await _locked(lease.task_id, now, connection)  # the task row before the lease's
+    run = await runs.end_node(connection, lease, end, now)  # checks the fence
+    return run, await _write(current, mutate, lease, connection)
+
+
+async def _locked(task_id: TaskId, now: datetime, connection: Connection) -> Task:
     current = await _get(task_id, now, connection, lock=True)  # writers of a task queue here
     if current is None:
         raise TaskNotFoundError(task_id)
-    if fence is not None:
-        await runs.check_fence(connection, fence)
+    return current
+
+
+async def _write(
+    current: Task, mutate: TaskMutation, fence: Lease | None, connection: Connection
+) -> Task:
+    """Store ``mutate(current)`` if the row still holds *current* (compare-and-set)."""
     new = mutate(current)
     ensure_successor(current, new)
     written = await connection.execute(rows.UPDATE_SQL, rows.update_row(new, current.version))
     if written.rowcount != 1:
-        cursor = await connection.execute("SELECT version FROM tasks WHERE id = %s", (task_id,))
+        cursor = await connection.execute("SELECT version FROM tasks WHERE id = %s", (current.id,))
         found = await cursor.fetchone()
         if found is None:
-            raise TaskNotFoundError(task_id)
+            raise TaskNotFoundError(current.id)
         raise StaleTaskError(
-            task_id=task_id, expected_version=current.version, found_version=found[0]
+            task_id=current.id, expected_version=current.version, found_version=found[0]
         )
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease

@@ -200,6 +200,12 @@ class SqliteTaskStore:
             partial(_call_with_raw, partial(runs.end_node, lease=lease, end=end, now=now))
         )
 
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[NodeRun, Task]:
+        """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
+        return await self.writer.submit(partial(_finish_run, lease, end, now, mutate))
+
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
         return await self._read(partial(_call_with_raw, partial(runs.attempts, task_id=task_id)))
@@ -344,19 +350,40 @@ def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:
 def _update(
     task_id: TaskId, now: int, mutate: TaskMutation, fence: Lease | None, raw: sqlite3.Connection
 ) -> Task:
+    current = _current(task_id, now, raw)
+    if fence is not None:
+        runs.check_fence(raw, fence)
+    return _write(current, mutate, fence, raw)
+
+
+def _finish_run(
+    lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation, raw: sqlite3.Connection
+) -> tuple[NodeRun, Task]:
+    # One write, so one savepoint: a refusal of either part undoes both.
+    current = _current(lease.task_id, rows.micros(now), raw)
+    run = runs.end_node(raw, lease, end, now)  # checks the fence
+    return run, _write(current, mutate, lease, raw)
+
+
+def _current(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task:
     current = _get(task_id, now, raw)
     if current is None:
         raise TaskNotFoundError(task_id)
-    if fence is not None:
-        runs.check_fence(raw, fence)
+    return current
+
+
+def _write(
+    current: Task, mutate: TaskMutation, fence: Lease | None, raw: sqlite3.Connection
+) -> Task:
+    """Store ``mutate(current)`` if the row still holds *current* (compare-and-set)."""
     new = mutate(current)
     ensure_successor(current, new)
     if raw.execute(rows.UPDATE_SQL, rows.update_row(new, current.version)).rowcount != 1:
-        found = raw.execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        found = raw.execute("SELECT version FROM tasks WHERE id = ?", (current.id,)).fetchone()
         if found is None:
-            raise TaskNotFoundError(task_id)
+            raise TaskNotFoundError(current.id)
         raise StaleTaskError(
-            task_id=task_id, expected_version=current.version, found_version=found[0]
+            task_id=current.id, expected_version=current.version, found_version=found[0]
         )
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
