@@ -106,6 +106,8 @@ class RunExecution:
         *lost_lease*, because another worker owns the run now. Cancelling the worker
         without calling this is a shutdown: attempts in flight are recorded as
         interrupted and the run is handed back for another worker to resume."""
+        if self._outcome is not None:
+            return  # the run has written its own end: nothing is left to stop
         if lost_lease:
             self.lost_lease = True
         else:

@@ -97,23 +97,27 @@ class GroupCommitWriter:
         return cast(_T, await future)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Commit batches until :meth:`close`, then finish what is queued and return."""
-        task_status.started()
+        """Commit batches until :meth:`close`, then finish what is queued and return.
+
+        Cancellation does not reach it (one shield for its lifetime, cheaper than one per
+        batch): every write submitted is committed and answered, and the store's exit
+        calls :meth:`close` before it waits for this to return."""
         loop = asyncio.get_running_loop()
         queue = self._queue
-        while True:
-            if not queue:
-                if self._closed:
-                    return
-                self._wakeup = loop.create_future()
-                try:
-                    await self._wakeup
-                finally:
-                    self._wakeup = None
-                continue
-            await asyncio.sleep(0)  # let the writers made ready meanwhile join this batch
-            batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
-            with anyio.CancelScope(shield=True):  # a started commit always finishes
+        with anyio.CancelScope(shield=True):
+            task_status.started()
+            while True:
+                if not queue:
+                    if self._closed:
+                        return
+                    self._wakeup = loop.create_future()
+                    try:
+                        await self._wakeup
+                    finally:
+                        self._wakeup = None
+                    continue
+                await asyncio.sleep(0)  # let the writers made ready meanwhile join this batch
+                batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
                 await self._commit(batch)
 
     def close(self) -> None:
