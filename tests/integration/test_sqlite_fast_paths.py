@@ -2,8 +2,10 @@
 without a thread hop."""
 
 import sqlite3
+import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 from taskloom.engine.manager import TaskManager
@@ -85,3 +87,40 @@ async def test_a_point_read_that_finds_the_file_locked_goes_to_the_reader_thread
         task = await manager.create("echo", {"x": 1})
         store._inline = _Locked()  # type: ignore[assignment]
         assert (await manager.get(task.id)).id == task.id
+
+
+async def test_bookkeeping_runs_on_the_loop_thread_unless_another_process_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+
+    def note(raw: sqlite3.Connection) -> int:
+        raw.execute("CREATE TABLE IF NOT EXISTS notes (x)")
+        raw.execute("INSERT INTO notes VALUES (1)")
+        return threading.get_ident()
+
+    async with SqliteTaskStore.open(path) as store:
+        assert await store.writer.submit(note, durable=False) == threading.get_ident()
+        other = sqlite3.connect(path, isolation_level=None)  # as another process would
+        try:
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock
+            thread_id: int | None = None
+
+            async def bookkeeping() -> None:
+                nonlocal thread_id
+                thread_id = await store.writer.submit(note, durable=False)
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as task_group:
+                    task_group.start_soon(bookkeeping)
+                    await anyio.wait_all_tasks_blocked()
+                    assert thread_id is None  # waiting for the lock, off the loop
+                    other.execute("COMMIT")
+            assert thread_id is not None
+            assert thread_id != threading.get_ident()
+        finally:
+            other.close()
+        count = await store.writer.submit(
+            lambda raw: raw.execute("SELECT count(*) FROM notes").fetchone()[0]
+        )
+        assert count == 2

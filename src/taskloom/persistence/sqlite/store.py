@@ -34,7 +34,7 @@ from taskloom.persistence.sqlite.driver import (
 )
 from taskloom.persistence.sqlite.maintenance import StoreHealth, health
 from taskloom.persistence.sqlite.settings import SqliteSettings
-from taskloom.persistence.sqlite.writer import GroupCommitWriter
+from taskloom.persistence.sqlite.writer import BOOKKEEPING_LEVEL, GroupCommitWriter
 
 _T = TypeVar("_T")
 _MAX_POSITION = 2**63 - 1
@@ -81,6 +81,7 @@ class SqliteTaskStore:
         writer_connection = await connect(path)
         reader_connection: aiosqlite.Connection | None = None
         inline: sqlite3.Connection | None = None
+        inline_writer: sqlite3.Connection | None = None
         try:
             await retry_transient(
                 partial(run_in_thread, writer_connection, partial(_prepare_writer, settings)),
@@ -93,13 +94,15 @@ class SqliteTaskStore:
                 path=path,
                 within_s=settings.lock_retry_s,
             )
-            inline = _connect_inline(settings)
+            inline = _connect_inline(settings, _prepare_inline_reader)
+            inline_writer = _connect_inline(settings, _prepare_inline_writer)
             writer = GroupCommitWriter(
                 writer_connection,
                 path=path,
                 max_batch=settings.max_batch,
                 lock_retry_s=settings.lock_retry_s,
                 synchronous=settings.synchronous,
+                inline=inline_writer,
             )
             async with anyio.create_task_group() as task_group:
                 await task_group.start(writer.run)
@@ -108,8 +111,9 @@ class SqliteTaskStore:
                 finally:
                     writer.close()
         finally:
-            if inline is not None:
-                inline.close()
+            for connection in (inline, inline_writer):
+                if connection is not None:
+                    connection.close()
             with anyio.CancelScope(shield=True):
                 if reader_connection is not None:
                     await reader_connection.close()
@@ -272,20 +276,33 @@ def _prepare_writer(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
     schema.migrate(raw, settings.path)
 
 
-def _connect_inline(settings: SqliteSettings) -> sqlite3.Connection:
-    """The point-read connection, used on the event loop's thread: it never waits for a
-    lock (``busy_timeout`` 0), so it cannot stall the loop."""
+def _connect_inline(
+    settings: SqliteSettings, prepare: Callable[[sqlite3.Connection], None]
+) -> sqlite3.Connection:
+    """A connection used on the event loop's own thread. It never waits for a lock
+    (``busy_timeout`` 0), so it cannot stall the loop: its callers hand the work to a
+    connection thread when the file is locked."""
     try:
         raw = sqlite3.connect(settings.path, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as error:
         raise translate(error, settings.path) from error
     try:
         raw.execute("PRAGMA busy_timeout = 0")
-        raw.execute("PRAGMA query_only = ON")
+        prepare(raw)
     except sqlite3.Error as error:
         raw.close()
         raise translate(error, settings.path) from error
     return raw
+
+
+def _prepare_inline_reader(raw: sqlite3.Connection) -> None:
+    raw.execute("PRAGMA query_only = ON")
+
+
+def _prepare_inline_writer(raw: sqlite3.Connection) -> None:
+    raw.execute(f"PRAGMA synchronous = {BOOKKEEPING_LEVEL}")
+    raw.execute("PRAGMA foreign_keys = ON")
+    raw.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints stay in the writer thread
 
 
 def _prepare_reader(settings: SqliteSettings, raw: sqlite3.Connection) -> None:

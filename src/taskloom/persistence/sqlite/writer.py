@@ -29,7 +29,12 @@ import anyio
 from anyio.abc import TaskStatus
 
 from taskloom.engine.errors import StoreClosedError, TaskloomError
-from taskloom.persistence.sqlite.driver import retry_transient, run_in_thread
+from taskloom.persistence.sqlite.driver import (
+    is_transient,
+    retry_transient,
+    run_in_thread,
+    translate,
+)
 
 _T = TypeVar("_T")
 WriteFunction = Callable[[sqlite3.Connection], Any]
@@ -58,8 +63,12 @@ class GroupCommitWriter:
         max_batch: int,
         lock_retry_s: float,
         synchronous: Synchronous = "FULL",
+        inline: sqlite3.Connection | None = None,
     ) -> None:
         self._connection = connection
+        self._inline = inline
+        """A second write connection, at ``NORMAL``, used on the event loop's thread for
+        batches of bookkeeping alone (see :meth:`_commit_inline`)."""
         self._path = path
         self._max_batch = max_batch
         self._lock_retry_s = lock_retry_s
@@ -130,14 +139,10 @@ class GroupCommitWriter:
     async def _commit(self, batch: Sequence[_Write]) -> None:
         functions = [write.function for write in batch]
         durable = any(write.durable for write in batch)
-        level = self._durable_level if durable else BOOKKEEPING_LEVEL
-        switch = level if level != self._level else None
         try:
-            outcomes = await retry_transient(
-                partial(run_in_thread, self._connection, partial(_run_batch, functions, switch)),
-                path=self._path,
-                within_s=self._lock_retry_s,
-            )
+            outcomes = None if durable else self._commit_inline(functions)
+            if outcomes is None:
+                outcomes = await self._commit_in_thread(functions, durable)
         except Exception as error:  # noqa: BLE001  # handed to the waiting callers
             self._level = None  # whether the pragma ran is unknown: say it again next time
             if len(batch) > 1:  # find the culprit: every write alone, so others still land
@@ -146,11 +151,38 @@ class GroupCommitWriter:
                 return
             _settle(batch[0].future, False, error)
             return
-        self._level = level
         self.batches += 1
         self.synced_batches += durable
         for write, (ok, value) in zip(batch, outcomes, strict=True):
             _settle(write.future, ok, value)
+
+    def _commit_inline(self, functions: Sequence[WriteFunction]) -> list[_Outcome] | None:
+        """Bookkeeping on the event loop's thread, on the inline connection: without an
+        fsync to wait for, a hop to the writer thread and back costs more than the
+        transaction. ``None`` when another process holds the write lock (the writer
+        thread then waits for it). Batches never overlap, so the two connections of
+        this process never contend."""
+        if self._inline is None:
+            return None
+        try:
+            return _run_batch(functions, None, self._inline)
+        except sqlite3.Error as error:
+            if is_transient(error):
+                return None
+            raise translate(error, self._path) from error
+
+    async def _commit_in_thread(
+        self, functions: Sequence[WriteFunction], durable: bool
+    ) -> list[_Outcome]:
+        level = self._durable_level if durable else BOOKKEEPING_LEVEL
+        switch = level if level != self._level else None
+        outcomes = await retry_transient(
+            partial(run_in_thread, self._connection, partial(_run_batch, functions, switch)),
+            path=self._path,
+            within_s=self._lock_retry_s,
+        )
+        self._level = level
+        return outcomes
 
 
 def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
