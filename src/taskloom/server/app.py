@@ -7,6 +7,7 @@ connection that created it closes, and a reconnecting client finds it by id.
 """
 
 from collections.abc import Mapping
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -143,7 +144,9 @@ class TaskServer:
         return self._connection_server(followers, owner)
 
 
+@cache
 def _taskloom_version() -> str:
+    """The installed version, read once per process (every connection builds a Server)."""
     try:
         return version("taskloom")
     except PackageNotFoundError:  # pragma: no cover  # running from a source tree

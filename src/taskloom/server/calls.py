@@ -16,6 +16,7 @@ and every call waits for its result (2025-11-25 §2.1: process normally, ignore 
 
 import contextlib
 from contextlib import aclosing
+from functools import partial
 from typing import Any, Final, Literal
 
 import anyio
@@ -99,9 +100,8 @@ class ToolCalls:
         if isinstance((ctx.params or {}).get("task", {}).get("ttl"), bool):
             raise invalid_ttl()
         ttl: int | Literal[Sentinel.DEFAULT] = DEFAULT if metadata.ttl is None else metadata.ttl
-        task = await submit(self._manager, workflow, arguments, owner=self._owner, ttl_ms=ttl)
-        await self._followers.follow(
-            task,
+        task = await self._followers.create_and_follow(
+            partial(submit, self._manager, workflow, arguments, owner=self._owner, ttl_ms=ttl),
             session=ctx.session,
             request_id=ctx.request_id,
             progress_token=_progress_token(ctx),

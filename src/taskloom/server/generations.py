@@ -18,6 +18,7 @@ from taskloom.server.protocol import LEGACY_VERSION, is_modern
 LEGACY_ONLY: Final = frozenset({"tasks/result", "tasks/list"})
 MODERN_ONLY: Final = frozenset({"tasks/update"})
 BOTH: Final = frozenset({"tasks/get", "tasks/cancel"})
+TASK_METHODS: Final = LEGACY_ONLY | MODERN_ONLY | BOTH
 
 
 async def check_generation(
@@ -31,7 +32,7 @@ async def check_generation(
         (ctx.method in LEGACY_ONLY and legacy)
         or (ctx.method in MODERN_ONLY and modern)
         or (ctx.method in BOTH and (legacy or modern))
-        or ctx.method not in LEGACY_ONLY | MODERN_ONLY | BOTH
+        or ctx.method not in TASK_METHODS
     )
     if not served:
         raise not_on_this_version(ctx.method, ctx.protocol_version)

@@ -8,14 +8,15 @@ original call's ``progressToken`` (2025-11-25 §2.13). Nothing is sent before th
 """
 
 import logging
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 
-import anyio
 import mcp_types as types
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from mcp.server.session import ServerSession
 
-from taskloom.engine.errors import TaskloomError
+from taskloom.engine.events import TaskSubscription
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.server.outbox import Outbox
@@ -67,9 +68,26 @@ async def push_status(session: ServerSession, task: Task) -> None:
     await session.send_notification(notification)  # type: ignore[arg-type]  # not in the SDK's union
 
 
+@dataclass
+class _Followed:
+    """One followed task: where its notifications go, and how far they got."""
+
+    session: ServerSession
+    progress: ProgressPush
+    announced: WireStatus
+    latest: Task
+    answered: bool
+    reported: int = 0
+    """The version last reported (0: none yet)."""
+
+
 class TaskFollowers:
-    """The tasks created on one connection, each followed by a task of its group, on
-    this process's change feed."""
+    """The tasks created on one connection, followed on this process's change feed.
+
+    One subscription and one task serve the whole connection (opened with its first
+    followed task, closed when none is left), so a connection following thousands of
+    tasks costs every change in the process one offer, not thousands.
+    """
 
     def __init__(
         self,
@@ -80,59 +98,98 @@ class TaskFollowers:
         self._manager = manager
         self._outbox = outbox
         self._task_group = task_group
+        self._followed: dict[str, _Followed] = {}
+        self._feed: TaskSubscription | None = None
 
-    async def follow(
+    @property
+    def following(self) -> int:
+        """How many tasks are followed now."""
+        return len(self._followed)
+
+    async def create_and_follow(
         self,
-        task: Task,
+        create: Callable[[], Awaitable[Task]],
         *,
         session: ServerSession,
         request_id: types.RequestId | None,
         progress_token: types.ProgressToken | None,
-    ) -> None:
-        """Start following *task*, created by the request *request_id* whose response
-        has not been sent yet; returns once no change can be missed any more."""
-        answered = self._outbox.expect_response(request_id) if request_id is not None else None
-        await self._task_group.start(self._follow, task, session, answered, progress_token)
+    ) -> Task:
+        """Create a task with *create* in the request *request_id*, whose response has
+        not been sent yet, and follow it from its creation on; return it.
 
-    async def _follow(
+        Nothing is sent about the task before that response has gone out, and no change
+        is missed: every change made from before the create on is caught by a
+        subscription opened for the create's duration.
+        """
+        with self._manager.subscribe() as early:
+            task = await create()
+            self._follow(task, session, request_id, progress_token)
+            while early.pending_count:  # changes committed before the task was followed
+                changed = await early.receive()  # one is pending: this does not wait
+                if changed.id == task.id:
+                    self._changed(changed)
+        return task
+
+    def _follow(
         self,
         task: Task,
         session: ServerSession,
-        answered: anyio.Event | None,
+        request_id: types.RequestId | None,
         token: types.ProgressToken | None,
-        *,
-        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        announced: WireStatus = wire_status(task.state)
-        progress = ProgressPush(session, token)
-        started = False
+        followed = _Followed(
+            session=session,
+            progress=ProgressPush(session, token),
+            announced=wire_status(task.state),
+            latest=task,
+            answered=request_id is None,
+        )
+        self._followed[task.id] = followed
+        if request_id is not None:
+            self._outbox.on_response(request_id, partial(self._answered, task.id))
+        if self._feed is None:
+            self._feed = self._manager.subscribe()
+            self._task_group.start_soon(self._dispatch, self._feed)
+        self._changed(task)  # reported as created once the response is out
 
-        async def report(current: Task) -> None:
-            nonlocal announced
-            await progress.update(current)
-            if wire_status(current.state) != announced:
-                announced = wire_status(current.state)
-                await push_status(session, current)
+    def _answered(self, task_id: str) -> None:
+        followed = self._followed.get(task_id)
+        if followed is not None:
+            followed.answered = True
+            self._changed(followed.latest)
 
+    def _changed(self, task: Task) -> None:
+        """Hand *task* (a version of a followed task) to the dispatcher."""
+        if self._feed is not None:
+            self._feed.offer(task)
+
+    async def _dispatch(self, feed: TaskSubscription) -> None:
+        """Report the followed tasks' changes until none is followed any more."""
+        with feed:
+            while self._followed:
+                changed = await feed.receive()
+                followed = self._followed.get(changed.id)
+                if followed is None:
+                    continue  # another connection's task
+                if changed.version > followed.latest.version:
+                    followed.latest = changed
+                if followed.answered:  # else held until the response is out
+                    await self._report(changed.id, followed)
+        self._feed = None
+
+    async def _report(self, task_id: str, followed: _Followed) -> None:
+        current = followed.latest
+        if current.version <= followed.reported:
+            return
+        followed.reported = current.version
         try:
-            # The change feed only, no periodic store reads: a connection may follow
-            # thousands of tasks, and notifications are best effort (polling is the
-            # contract). Changes made by other processes reach this feed once it is
-            # fed across processes (e.g. PostgreSQL LISTEN/NOTIFY).
-            watch = self._manager.watch(task.id)
-            async with aclosing(watch) as snapshots:
-                current = await anext(snapshots)  # subscribed: no later change is missed
-                task_status.started()
-                started = True
-                if answered is not None:
-                    await answered.wait()
-                await report(current)
-                async for current in snapshots:
-                    await report(current)
-        except TaskloomError as error:  # e.g. the task expired and was purged
-            logger.debug("stopped following task %s: %s", task.id, error)
+            await followed.progress.update(current)
+            if wire_status(current.state) != followed.announced:
+                followed.announced = wire_status(current.state)
+                await push_status(followed.session, current)
         except Exception:
-            logger.exception("following task %s failed", task.id)
-        finally:
-            if not started:
-                task_status.started()
+            logger.exception("following task %s failed", task_id)
+            self._followed.pop(task_id, None)
+            return
+        if current.is_terminal:
+            self._followed.pop(task_id, None)
