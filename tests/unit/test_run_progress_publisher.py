@@ -72,3 +72,29 @@ async def test_stop_ends_a_publisher_that_waits_out_its_interval_at_once() -> No
             progress.status("two")  # coalesced: due only after the interval
             progress.stop()
     assert written == ["one"]
+
+
+@pytest.mark.anyio
+async def test_the_publisher_starts_with_the_first_change_and_never_without_one() -> None:
+    progress = RunProgress(_flow())
+    written: list[str] = []
+
+    async def write(completed: float, total: float, message: str) -> None:
+        written.append(message)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            progress.publish_in(task_group, write, 3600)
+            await anyio.wait_all_tasks_blocked()
+            assert written == []  # nothing said, no task started
+            progress.status("first")
+            await anyio.wait_all_tasks_blocked()
+            progress.stop()
+    assert written == ["first"]
+
+    quiet = RunProgress(_flow())
+    async with anyio.create_task_group() as task_group:
+        quiet.publish_in(task_group, write, 3600)
+        quiet.stop()
+        quiet.status("after the end")  # a stopped publisher is never started
+    assert written == ["first"]

@@ -6,9 +6,11 @@ is written at most once per interval.
 """
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from taskloom.engine.dag import Node, Workflow
 
@@ -32,6 +34,7 @@ class RunProgress:
         self._latest: tuple[float, float, str] | None = None
         self._changed = anyio.Event()
         self._stopped = anyio.Event()
+        self._start_publisher: Callable[[], object] | None = None
 
     @property
     def summary(self) -> str:
@@ -65,6 +68,16 @@ class RunProgress:
         """Show *message* as it is (e.g. a retry wait)."""
         self._latest = (float(sum(self._done.values())), float(self._total), message)
         self._changed.set()
+        start, self._start_publisher = self._start_publisher, None
+        if start is not None:
+            start()
+
+    def publish_in(self, task_group: TaskGroup, write: ProgressWrite, interval_s: float) -> None:
+        """Run :meth:`publish` in *task_group* from the first change on: a run that has
+        nothing to say before its outcome (one node, say) costs no task."""
+        self._start_publisher = partial(task_group.start_soon, self.publish, write, interval_s)
+        if self._latest is not None:
+            self.status(self._latest[2])
 
     async def publish(self, write: ProgressWrite, interval_s: float) -> None:
         """Write the newest state whenever it changes, at most once per *interval_s*,
@@ -81,6 +94,7 @@ class RunProgress:
 
     def stop(self) -> None:
         """End :meth:`publish`: the run's outcome carries its last word."""
+        self._start_publisher = None
         self._stopped.set()
         self._changed.set()
 

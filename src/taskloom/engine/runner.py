@@ -156,8 +156,8 @@ class RunExecution:
         failures: list[_NodeFailed] = []
         try:
             async with anyio.create_task_group() as task_group:
-                task_group.start_soon(
-                    self.progress.publish, self._write_progress, self._progress_interval_s
+                self.progress.publish_in(
+                    task_group, self._write_progress, self._progress_interval_s
                 )
                 try:
                     await self._run_dag(task_group, workflow_input)
@@ -206,16 +206,22 @@ class RunExecution:
                     ready.append(dependent)
 
         finished = _Finished()
+        running = 0
         while True:
             while ready:
                 name = ready.popleft()
                 if self._settled(name):
                     settle(name)
+                    continue
+                running += 1
+                if running == 1 and not ready:  # alone (a chain, one node): no task needed
+                    await self._run_node(name, workflow_input, finished)
                 else:
                     task_group.start_soon(self._run_node, name, workflow_input, finished)
             if unsettled == 0:
                 return
             settle(await finished.next())
+            running -= 1
             if unsettled:  # the last node's news travels with the outcome
                 self.progress.phase_moved()
 
