@@ -3,6 +3,7 @@ processes (here: several pools) sharing one database."""
 
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import psycopg
@@ -332,3 +333,18 @@ async def _leases(schema_name: str) -> int:
         )
         (count,) = await cursor.fetchone() or (0,)
         return int(count)
+
+
+async def test_bookkeeping_commits_without_waiting_for_its_wal_flush_and_the_rest_waits(
+    postgres_schema: str,
+) -> None:
+    async with postgres.emptied_store(postgres_schema) as store:
+        db = store._db
+
+        async def level(connection: Any) -> str:
+            cursor = await connection.execute("SHOW synchronous_commit")
+            row = await cursor.fetchone()
+            return str(row[0])
+
+        assert await db.transaction(level, durable=False) == "off"
+        assert await db.transaction(level) == "on"  # SET LOCAL ended with its transaction

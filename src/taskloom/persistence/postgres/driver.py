@@ -159,24 +159,28 @@ class Database:
             (self.settings.schema_name, self.origin),
         )
 
-    async def transaction(self, work: Work[_T]) -> _T:
+    async def transaction(self, work: Work[_T], *, durable: bool = True) -> _T:
         """Run *work* in one transaction, retrying transient failures.
 
-        A failure while committing is not retried (the write may have landed).
+        A failure while committing is not retried (the write may have landed). With
+        ``durable=False`` the transaction is bookkeeping (ADR 0016): committed with
+        ``synchronous_commit = off``, so it does not wait for its WAL flush; the server
+        flushes it with the next durable commit, which waits for every earlier record.
 
         Raises:
             PersistenceError: a translated driver error.
             TaskloomError: whatever *work* raised (its changes were rolled back).
         """
-        return await self._retrying(work, write=True)
+        return await self._retrying(work, write=True, durable=durable)
 
     async def read(self, work: Work[_T]) -> _T:
         """Run *work* outside a transaction (for single-statement reads), with retries."""
         return await self._retrying(work, write=False)
 
-    async def _retrying(self, work: Work[_T], *, write: bool) -> _T:
+    async def _retrying(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
         try:
-            return await self._once(work, write=write)  # the fast path: no retry machinery
+            # the fast path: no retry machinery
+            return await self._once(work, write=write, durable=durable)
         except psycopg.Error as error:
             if not is_transient(error):
                 raise translate(error, self.name) from error
@@ -190,12 +194,12 @@ class Database:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._once(work, write=write)
+                    return await self._once(work, write=write, durable=durable)
         except psycopg.Error as error:
             raise translate(error, self.name) from error
         raise AssertionError("unreachable: tenacity either returns or re-raises")
 
-    async def _once(self, work: Work[_T], *, write: bool) -> _T:
+    async def _once(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
         try:
             async with self.pool.connection() as connection:
                 if not write:
@@ -203,6 +207,8 @@ class Database:
                 committing = False
                 try:
                     async with connection.transaction():
+                        if not durable:
+                            await connection.execute("SET LOCAL synchronous_commit = off")
                         value = await work(connection)
                         committing = True
                 except psycopg.OperationalError as error:

@@ -142,7 +142,8 @@ class PostgresTaskStore:
                 limit=limit,
                 start=start,
                 reclaim_from=reclaim_from,
-            )
+            ),
+            durable=False,  # a lost claim is claimed again (ADR 0016)
         )
 
     async def renew_leases(
@@ -150,17 +151,18 @@ class PostgresTaskStore:
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         return await self._db.transaction(
-            partial(runs.renew_leases, worker=worker, now=now, lease_for=lease_for)
+            partial(runs.renew_leases, worker=worker, now=now, lease_for=lease_for),
+            durable=False,
         )
 
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
-        await self._db.transaction(partial(runs.release_lease, lease=lease))
+        await self._db.transaction(partial(runs.release_lease, lease=lease), durable=False)
 
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
         return await self._db.transaction(
-            partial(runs.start_node, lease=lease, start=start, now=now)
+            partial(runs.start_node, lease=lease, start=start, now=now), durable=False
         )
 
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
