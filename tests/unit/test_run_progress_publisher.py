@@ -5,7 +5,7 @@ import pytest
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
-from taskloom.engine.progress import RunProgress
+from taskloom.engine.progress import ProgressWrite, RunProgress
 
 
 class Empty(BaseModel):
@@ -24,6 +24,16 @@ def _flow() -> Workflow[Empty]:
         return 2
 
     return flow
+
+
+def _recorder() -> tuple[list[str], ProgressWrite]:
+    """A progress write that records each message, and the messages."""
+    written: list[str] = []
+
+    async def write(completed: float, total: float, message: str) -> None:
+        written.append(message)
+
+    return written, write
 
 
 @pytest.mark.anyio
@@ -59,11 +69,7 @@ async def test_stop_lets_a_write_under_way_finish_and_then_ends_the_publisher() 
 @pytest.mark.anyio
 async def test_stop_ends_a_publisher_that_waits_out_its_interval_at_once() -> None:
     progress = RunProgress(_flow())
-    written: list[str] = []
-
-    async def write(completed: float, total: float, message: str) -> None:
-        written.append(message)
-
+    written, write = _recorder()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(progress.publish, write, 3600)
@@ -77,11 +83,7 @@ async def test_stop_ends_a_publisher_that_waits_out_its_interval_at_once() -> No
 @pytest.mark.anyio
 async def test_the_publisher_starts_with_the_first_change_and_never_without_one() -> None:
     progress = RunProgress(_flow())
-    written: list[str] = []
-
-    async def write(completed: float, total: float, message: str) -> None:
-        written.append(message)
-
+    written, write = _recorder()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as task_group:
             progress.publish_in(task_group, write, 3600)
