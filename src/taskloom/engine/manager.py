@@ -172,19 +172,21 @@ class TaskManager:
         """
         now = self._clock.now()
         return _validated_task(
-            id=new_task_id(),
-            name=name,
-            arguments=_json_object(arguments or {}),
-            owner=owner,
-            state=TaskState.QUEUED,
-            status_message=status_message,
-            created_at=now,
-            updated_at=now,
-            ttl_ms=self._granted_ttl(ttl_ms),
-            poll_interval_ms=poll_interval_ms or self.settings.poll_interval_ms,
-            idempotency_key=idempotency_key,
-            workflow_version=workflow_version,
-            version=1,
+            {
+                "id": new_task_id(),
+                "name": name,
+                "arguments": _json_object(arguments or {}),
+                "owner": owner,
+                "state": TaskState.QUEUED,
+                "status_message": status_message,
+                "created_at": now,
+                "updated_at": now,
+                "ttl_ms": self._granted_ttl(ttl_ms),
+                "poll_interval_ms": poll_interval_ms or self.settings.poll_interval_ms,
+                "idempotency_key": idempotency_key,
+                "workflow_version": workflow_version,
+                "version": 1,
+            }
         )
 
     async def get(self, task_id: str, *, owner: OwnerScope = ANY_OWNER) -> Task:
@@ -551,11 +553,14 @@ def _completion(
     return changes
 
 
-def _validated_task(**fields: Any) -> Task:
+def _validated_task(fields: dict[str, Any]) -> Task:
     name = fields["name"]
     if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_LENGTH:
         raise InvalidRequestError(f"task name must be 1 to {MAX_NAME_LENGTH} characters")
-    return _validated(Task, **fields)
+    try:
+        return Task.model_validate(fields)
+    except ValidationError as error:
+        raise InvalidRequestError(_first_problem(error)) from error
 
 
 def _validated(model: type[_M], **fields: Any) -> _M:
