@@ -197,3 +197,25 @@ async def test_a_waiting_receiver_wakes_again_after_draining_a_backlog(
                 await memory_manager.create("c")
                 await memory_manager.create("d")
     assert received == ["a", "b", "c", "d"]
+
+
+async def test_a_receive_cancelled_while_waiting_leaves_the_subscription_usable(
+    memory_manager: TaskManager,
+) -> None:
+    with memory_manager.subscribe() as subscription:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as waiting:
+                waiting.start_soon(subscription.receive)
+                await anyio.wait_all_tasks_blocked()
+                waiting.cancel_scope.cancel()  # cancelled while waiting: nothing changed
+        received: list[str] = []
+
+        async def consume() -> None:
+            received.append((await subscription.receive()).name)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(consume)
+                await anyio.wait_all_tasks_blocked()
+                await memory_manager.create("a")
+    assert received == ["a"]

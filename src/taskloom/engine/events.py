@@ -23,7 +23,8 @@ class TaskSubscription:
             frozenset(task_ids) if task_ids is not None else None
         )
         self._pending: dict[TaskId, Task] = {}
-        self._wakeup = anyio.Event()
+        self._waiter: anyio.Event | None = None
+        """Set on the next change; made only when a receiver has to wait."""
         self._closed = False
 
     def offer(self, task: Task) -> None:
@@ -42,11 +43,17 @@ class TaskSubscription:
         pending = self._pending
         queued = pending.get(task.id)
         if queued is None:
-            if not pending:  # a receiver waits only on an empty queue
-                self._wakeup.set()
             pending[task.id] = task
+            self._wake()
         elif queued.version < task.version:
             pending[task.id] = task
+
+    def _wake(self) -> None:
+        """Wake the receivers waiting, if any."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            waiter.set()
 
     async def receive(self) -> Task:
         """The next changed task, waiting for one if needed.
@@ -57,8 +64,9 @@ class TaskSubscription:
         while not self._pending:
             if self._closed:
                 raise anyio.EndOfStream
-            await self._wakeup.wait()
-            self._wakeup = anyio.Event()
+            if self._waiter is None:
+                self._waiter = anyio.Event()
+            await self._waiter.wait()
         task_id = next(iter(self._pending))
         return self._pending.pop(task_id)
 
@@ -72,7 +80,7 @@ class TaskSubscription:
         self._closed = True
         self._pending.clear()
         self._feed.remove(self)
-        self._wakeup.set()
+        self._wake()
 
     def __aiter__(self) -> Self:
         return self

@@ -1,6 +1,5 @@
 """The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
 
-import math
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
@@ -418,10 +417,7 @@ class TaskManager:
         with self.subscribe([task_id]) as subscription:
             task = await self.get(task_id, owner=owner)
             while not task.is_terminal:
-                with anyio.move_on_after(recheck_every or math.inf) as scope:
-                    task = await subscription.receive()
-                if scope.cancelled_caught:
-                    task = await self.get(task_id, owner=owner)
+                task = await self._next_change(subscription, task_id, owner, recheck_every)
             return task
 
     async def watch(
@@ -445,13 +441,27 @@ class TaskManager:
             task = await self.get(task_id, owner=owner)
             yield task
             while not task.is_terminal:
-                with anyio.move_on_after(recheck_every or math.inf) as scope:
-                    changed = await subscription.receive()
-                if scope.cancelled_caught:
-                    changed = await self.get(task_id, owner=owner)
+                changed = await self._next_change(subscription, task_id, owner, recheck_every)
                 if changed.version > task.version:
                     task = changed
                     yield task
+
+    async def _next_change(
+        self,
+        subscription: TaskSubscription,
+        task_id: str,
+        owner: OwnerScope,
+        recheck_every: float | None,
+    ) -> Task:
+        """The next change from *subscription*, or the stored task after *recheck_every*
+        seconds without one (no timer at all without it)."""
+        if not recheck_every:
+            return await subscription.receive()
+        with anyio.move_on_after(recheck_every) as scope:
+            changed = await subscription.receive()
+        if scope.cancelled_caught:
+            changed = await self.get(task_id, owner=owner)
+        return changed
 
     async def purge_expired(self) -> int:
         """Delete every expired task now; return how many."""
