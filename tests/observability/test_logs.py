@@ -109,3 +109,22 @@ def test_a_lost_lease_is_a_warning(events: tuple[logging.Logger, io.StringIO]) -
     started, ended = (json.loads(line) for line in buffer.getvalue().splitlines())
     assert (started["message"], started["level"]) == ("run resumed", "info")
     assert (ended["level"], ended["outcome"], ended["duration_s"]) == ("warning", "lease_lost", 1.5)
+
+
+async def test_at_warning_level_only_the_failed_attempts_are_logged(
+    events: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, buffer = events
+    logger.setLevel(logging.WARNING)
+    async with engine(LogObserver(logger)) as manager:
+        await run_shaky(manager, {"password": SECRET})
+    run = RunInfo(task_id=TaskId("t1"), workflow="w", resumed=False)
+    LogObserver(logger).run_ended(run, "completed", 1.0)  # INFO: dropped
+    LogObserver(logger).run_ended(run, "lease_lost", 1.0)  # WARNING: kept
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    assert [(line["level"], line["message"]) for line in lines] == [
+        ("warning", "node attempt failed; retrying"),
+        ("warning", "node attempt failed"),
+        ("warning", "run ended"),
+    ]
+    assert (lines[0]["error_type"], lines[2]["outcome"]) == ("ConnectionError", "lease_lost")

@@ -1,5 +1,7 @@
 """The in-process change feed."""
 
+from functools import partial
+
 import anyio
 import pytest
 
@@ -131,3 +133,89 @@ async def test_watch_of_a_terminal_task_yields_it_once(memory_manager: TaskManag
     with anyio.fail_after(5):
         seen = [snapshot.state async for snapshot in memory_manager.watch(task.id)]
     assert seen == ["cancelled"]
+
+
+async def test_task_and_global_subscribers_each_get_every_change_in_order(
+    memory_manager: TaskManager,
+) -> None:
+    first, second, third = [await memory_manager.create(name) for name in "abc"]
+    feed = memory_manager.feed
+    gone = memory_manager.subscribe([first.id])
+    gone.close()
+    subscriptions = {
+        "all": memory_manager.subscribe(),
+        "first": memory_manager.subscribe([first.id]),
+        "both": memory_manager.subscribe([second.id, first.id, first.id]),
+        "early": memory_manager.subscribe([first.id]),
+    }
+    assert feed.subscriber_count == 4
+    seen: dict[str, list[tuple[str, int]]] = {name: [] for name in subscriptions}
+    changes = [
+        partial(memory_manager.start, second.id),
+        partial(memory_manager.start, first.id),
+        partial(memory_manager.start, third.id),
+        partial(memory_manager.report_progress, first.id, completed=1),
+        partial(memory_manager.complete, first.id, "done"),
+    ]
+    with anyio.fail_after(5):
+        for number, change in enumerate(changes):
+            await change()
+            for name, subscription in subscriptions.items():
+                while subscription.pending_count:  # one change, received at once
+                    task = await subscription.receive()
+                    seen[name].append((task.id, task.version))
+            if number == 1:
+                subscriptions["early"].close()  # the others on the same task go on
+                assert feed.subscriber_count == 3
+    for subscription in subscriptions.values():
+        subscription.close()
+    firsts = [(first.id, 2), (first.id, 3), (first.id, 4)]
+    assert seen["all"] == [(second.id, 2), firsts[0], (third.id, 2), *firsts[1:]]
+    assert seen["first"] == firsts
+    assert seen["both"] == [(second.id, 2), *firsts]
+    assert seen["early"] == firsts[:1]
+    assert gone.pending_count == 0
+    assert feed.subscriber_count == 0
+
+
+async def test_a_waiting_receiver_wakes_again_after_draining_a_backlog(
+    memory_manager: TaskManager,
+) -> None:
+    received: list[str] = []
+    with memory_manager.subscribe() as subscription:
+
+        async def consume() -> None:
+            received.extend([(await subscription.receive()).name for _ in range(4)])
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(consume)
+                await anyio.wait_all_tasks_blocked()
+                await memory_manager.create("a")  # wakes the waiting receiver
+                await memory_manager.create("b")  # queued behind it, before it runs
+                await anyio.wait_all_tasks_blocked()
+                await memory_manager.create("c")
+                await memory_manager.create("d")
+    assert received == ["a", "b", "c", "d"]
+
+
+async def test_a_receive_cancelled_while_waiting_leaves_the_subscription_usable(
+    memory_manager: TaskManager,
+) -> None:
+    with memory_manager.subscribe() as subscription:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as waiting:
+                waiting.start_soon(subscription.receive)
+                await anyio.wait_all_tasks_blocked()
+                waiting.cancel_scope.cancel()  # cancelled while waiting: nothing changed
+        received: list[str] = []
+
+        async def consume() -> None:
+            received.append((await subscription.receive()).name)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(consume)
+                await anyio.wait_all_tasks_blocked()
+                await memory_manager.create("a")
+    assert received == ["a"]

@@ -19,19 +19,41 @@ class TaskSubscription:
 
     def __init__(self, feed: "ChangeFeed", task_ids: Iterable[TaskId] | None) -> None:
         self._feed = feed
-        self._task_ids = frozenset(task_ids) if task_ids is not None else None
+        self._task_ids: frozenset[TaskId] | None = (
+            frozenset(task_ids) if task_ids is not None else None
+        )
         self._pending: dict[TaskId, Task] = {}
-        self._wakeup = anyio.Event()
+        self._waiter: anyio.Event | None = None
+        """Set on the next change; made only when a receiver has to wait."""
         self._closed = False
 
     def offer(self, task: Task) -> None:
         """Queue *task* for delivery unless filtered out or superseded. Never blocks."""
         if self._closed or (self._task_ids is not None and task.id not in self._task_ids):
             return
-        queued = self._pending.get(task.id)
-        if queued is None or queued.version < task.version:
-            self._pending[task.id] = task
-        self._wakeup.set()
+        self._push(task)
+
+    @property
+    def task_ids(self) -> frozenset[TaskId] | None:
+        """The tasks this subscription follows; ``None`` for all."""
+        return self._task_ids
+
+    def _push(self, task: Task) -> None:
+        """Queue *task* (known to interest this open subscription) unless superseded."""
+        pending = self._pending
+        queued = pending.get(task.id)
+        if queued is None:
+            pending[task.id] = task
+            self._wake()
+        elif queued.version < task.version:
+            pending[task.id] = task
+
+    def _wake(self) -> None:
+        """Wake the receivers waiting, if any."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            waiter.set()
 
     async def receive(self) -> Task:
         """The next changed task, waiting for one if needed.
@@ -42,8 +64,9 @@ class TaskSubscription:
         while not self._pending:
             if self._closed:
                 raise anyio.EndOfStream
-            await self._wakeup.wait()
-            self._wakeup = anyio.Event()
+            if self._waiter is None:
+                self._waiter = anyio.Event()
+            await self._waiter.wait()
         task_id = next(iter(self._pending))
         return self._pending.pop(task_id)
 
@@ -57,7 +80,7 @@ class TaskSubscription:
         self._closed = True
         self._pending.clear()
         self._feed.remove(self)
-        self._wakeup.set()
+        self._wake()
 
     def __aiter__(self) -> Self:
         return self
@@ -81,25 +104,54 @@ class TaskSubscription:
 
 
 class ChangeFeed:
-    """Fans committed task changes out to subscriptions in the same process."""
+    """Fans committed task changes out to subscriptions in the same process.
+
+    Subscriptions to all tasks are kept apart from those to some tasks (indexed by task
+    id), so a change costs one offer per interested subscription, however many other
+    tasks are watched.
+    """
 
     def __init__(self) -> None:
         self._subscriptions: set[TaskSubscription] = set()
+        self._everything: dict[TaskSubscription, None] = {}
+        self._by_task: dict[TaskId, dict[TaskSubscription, None]] = {}
 
     def subscribe(self, task_ids: Iterable[TaskId] | None = None) -> TaskSubscription:
         """A new subscription to all tasks, or only to *task_ids*. Close it when done."""
         subscription = TaskSubscription(self, task_ids)
         self._subscriptions.add(subscription)
+        ids = subscription.task_ids
+        if ids is None:
+            self._everything[subscription] = None
+        else:
+            for task_id in ids:
+                self._by_task.setdefault(task_id, {})[subscription] = None
         return subscription
 
     def publish(self, task: Task) -> None:
         """Deliver *task* to every interested subscription. Never blocks."""
-        for subscription in tuple(self._subscriptions):
-            subscription.offer(task)
+        for subscription in tuple(self._everything):
+            subscription._push(task)
+        watching = self._by_task.get(task.id)
+        if watching is not None:
+            for subscription in tuple(watching):
+                subscription._push(task)
 
     def remove(self, subscription: TaskSubscription) -> None:
         """Forget *subscription* (called by its ``close``)."""
+        if subscription not in self._subscriptions:
+            return
         self._subscriptions.discard(subscription)
+        ids = subscription.task_ids
+        if ids is None:
+            self._everything.pop(subscription, None)
+            return
+        for task_id in ids:
+            watching = self._by_task.get(task_id)
+            if watching is not None:
+                watching.pop(subscription, None)
+                if not watching:
+                    del self._by_task[task_id]
 
     @property
     def subscriber_count(self) -> int:

@@ -1,6 +1,5 @@
 """The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
 
-import math
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
@@ -172,19 +171,21 @@ class TaskManager:
         """
         now = self._clock.now()
         return _validated_task(
-            id=new_task_id(),
-            name=name,
-            arguments=_json_object(arguments or {}),
-            owner=owner,
-            state=TaskState.QUEUED,
-            status_message=status_message,
-            created_at=now,
-            updated_at=now,
-            ttl_ms=self._granted_ttl(ttl_ms),
-            poll_interval_ms=poll_interval_ms or self.settings.poll_interval_ms,
-            idempotency_key=idempotency_key,
-            workflow_version=workflow_version,
-            version=1,
+            {
+                "id": new_task_id(),
+                "name": name,
+                "arguments": _json_object(arguments or {}),
+                "owner": owner,
+                "state": TaskState.QUEUED,
+                "status_message": status_message,
+                "created_at": now,
+                "updated_at": now,
+                "ttl_ms": self._granted_ttl(ttl_ms),
+                "poll_interval_ms": poll_interval_ms or self.settings.poll_interval_ms,
+                "idempotency_key": idempotency_key,
+                "workflow_version": workflow_version,
+                "version": 1,
+            }
         )
 
     async def get(self, task_id: str, *, owner: OwnerScope = ANY_OWNER) -> Task:
@@ -416,10 +417,7 @@ class TaskManager:
         with self.subscribe([task_id]) as subscription:
             task = await self.get(task_id, owner=owner)
             while not task.is_terminal:
-                with anyio.move_on_after(recheck_every or math.inf) as scope:
-                    task = await subscription.receive()
-                if scope.cancelled_caught:
-                    task = await self.get(task_id, owner=owner)
+                task = await self._next_change(subscription, task_id, owner, recheck_every)
             return task
 
     async def watch(
@@ -443,13 +441,27 @@ class TaskManager:
             task = await self.get(task_id, owner=owner)
             yield task
             while not task.is_terminal:
-                with anyio.move_on_after(recheck_every or math.inf) as scope:
-                    changed = await subscription.receive()
-                if scope.cancelled_caught:
-                    changed = await self.get(task_id, owner=owner)
+                changed = await self._next_change(subscription, task_id, owner, recheck_every)
                 if changed.version > task.version:
                     task = changed
                     yield task
+
+    async def _next_change(
+        self,
+        subscription: TaskSubscription,
+        task_id: str,
+        owner: OwnerScope,
+        recheck_every: float | None,
+    ) -> Task:
+        """The next change from *subscription*, or the stored task after *recheck_every*
+        seconds without one (no timer at all without it)."""
+        if not recheck_every:
+            return await subscription.receive()
+        with anyio.move_on_after(recheck_every) as scope:
+            changed = await subscription.receive()
+        if scope.cancelled_caught:
+            changed = await self.get(task_id, owner=owner)
+        return changed
 
     async def purge_expired(self) -> int:
         """Delete every expired task now; return how many."""
@@ -551,11 +563,14 @@ def _completion(
     return changes
 
 
-def _validated_task(**fields: Any) -> Task:
+def _validated_task(fields: dict[str, Any]) -> Task:
     name = fields["name"]
     if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_LENGTH:
         raise InvalidRequestError(f"task name must be 1 to {MAX_NAME_LENGTH} characters")
-    return _validated(Task, **fields)
+    try:
+        return Task.model_validate(fields)
+    except ValidationError as error:
+        raise InvalidRequestError(_first_problem(error)) from error
 
 
 def _validated(model: type[_M], **fields: Any) -> _M:

@@ -1,9 +1,16 @@
 """The task as the engine sees it: immutable pydantic models, no wire names."""
 
 from datetime import datetime, timedelta
-from typing import Annotated, Final, NewType
+from typing import Annotated, Any, Final, NewType
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetPydanticSchema,
+    JsonValue,
+)
 
 from taskloom.engine.states import TaskState, is_terminal
 
@@ -11,13 +18,13 @@ TaskId = NewType("TaskId", str)
 """An unguessable task id (at least 128 random bits)."""
 
 
-def _utc(value: datetime) -> datetime:
-    if value.tzinfo is None or value.utcoffset() != timedelta(0):
-        raise ValueError("timestamps must be timezone-aware UTC")
-    return value
+def _utc_schema(source: type[datetime], handler: GetCoreSchemaHandler) -> Any:
+    """A datetime at UTC offset zero, checked by pydantic-core (no Python call per value)."""
+    return {**handler(source), "tz_constraint": 0}
 
 
-UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+UtcDatetime = Annotated[datetime, GetPydanticSchema(_utc_schema)]
+"""A timezone-aware UTC timestamp: a naive one, or one at another offset, is refused."""
 
 MAX_NAME_LENGTH: Final = 200
 MAX_KEY_LENGTH: Final = 200

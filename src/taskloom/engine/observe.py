@@ -107,10 +107,20 @@ class NullObserver:
 
 
 class Observers:
-    """Several observers as one; an observer that raises does not stop the others."""
+    """Several observers as one; an observer that raises does not stop the others.
+
+    Nested ``Observers`` are flattened and ``NullObserver`` dropped, so an event costs
+    one call per observer that does something.
+    """
 
     def __init__(self, observers: Iterable[Observer]) -> None:
-        self._observers = tuple(observers)
+        flat: list[Observer] = []
+        for observer in observers:
+            if isinstance(observer, Observers):
+                flat.extend(observer._observers)
+            elif type(observer) is not NullObserver:
+                flat.append(observer)
+        self._observers: tuple[Observer, ...] = tuple(flat)
 
     def task_created(self, task: Task) -> None:
         """Tell every observer."""

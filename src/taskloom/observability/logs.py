@@ -81,10 +81,13 @@ class LogObserver:
 
     def task_created(self, task: Task) -> None:
         """Log it."""
-        self._log(logging.INFO, "task created", task_id=task.id, workflow=task.name)
+        if self._logger.isEnabledFor(logging.INFO):
+            self._log(logging.INFO, "task created", task_id=task.id, workflow=task.name)
 
     def task_finished(self, task: Task) -> None:
         """Log it, with its duration since creation."""
+        if not self._logger.isEnabledFor(logging.INFO):
+            return
         fields: dict[str, Any] = {
             "task_id": task.id,
             "workflow": task.name,
@@ -100,13 +103,18 @@ class LogObserver:
     def run_started(self, run: RunInfo) -> None:
         """Log it; a resumed run (its previous worker stopped or its lease was reclaimed)
         says so."""
+        if not self._logger.isEnabledFor(logging.INFO):
+            return
         message = "run resumed" if run.resumed else "run started"
         self._log(logging.INFO, message, task_id=run.task_id, workflow=run.workflow)
 
     def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
         """Log it: WARNING when another worker took the run over (a lost lease)."""
+        level = logging.WARNING if outcome == "lease_lost" else logging.INFO
+        if not self._logger.isEnabledFor(level):
+            return
         self._log(
-            logging.WARNING if outcome == "lease_lost" else logging.INFO,
+            level,
             "run ended",
             task_id=run.task_id,
             workflow=run.workflow,
@@ -116,7 +124,8 @@ class LogObserver:
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Log it (DEBUG)."""
-        self._log(logging.DEBUG, "node attempt started", **_attempt_fields(attempt))
+        if self._logger.isEnabledFor(logging.DEBUG):
+            self._log(logging.DEBUG, "node attempt started", **_attempt_fields(attempt))
 
     def attempt_ended(
         self,
@@ -128,6 +137,9 @@ class LogObserver:
         error: ErrorInfo | None,
     ) -> None:
         """Log it: WARNING when it failed or timed out, saying whether a retry follows."""
+        message, level = _attempt_end(outcome, retrying=retrying)
+        if not self._logger.isEnabledFor(level):
+            return
         fields = {
             **_attempt_fields(attempt),
             "outcome": outcome.value,
@@ -137,13 +149,6 @@ class LogObserver:
         if error is not None:
             fields["error_type"] = error.error_type
             fields["fingerprint"] = error.fingerprint
-        failed = outcome in FAILURE_OUTCOMES
-        if failed and retrying:
-            message, level = "node attempt failed; retrying", logging.WARNING
-        elif failed:
-            message, level = "node attempt failed", logging.WARNING
-        else:
-            message, level = "node attempt ended", logging.INFO
         self._log(level, message, **fields)
 
     def _log(self, level: int, message: str, **fields: Any) -> None:
@@ -158,3 +163,12 @@ def _attempt_fields(attempt: AttemptInfo) -> dict[str, Any]:
         "phase": attempt.phase,
         "attempt": attempt.attempt,
     }
+
+
+def _attempt_end(outcome: AttemptOutcome, *, retrying: bool) -> tuple[str, int]:
+    """The message and level of an attempt's end: WARNING when it failed or timed out."""
+    if outcome not in FAILURE_OUTCOMES:
+        return "node attempt ended", logging.INFO
+    if retrying:
+        return "node attempt failed; retrying", logging.WARNING
+    return "node attempt failed", logging.WARNING
