@@ -172,6 +172,10 @@ def _params(request: Request, seeded: Mapping[tuple[str, str], Task]) -> dict[st
     if request.version != MODERN:
         if not isinstance(params, dict):
             return None
+        if not isinstance(params.get("_meta", {}), dict):
+            # The SDK's client refuses to send a non-object ``_meta`` (it raises before
+            # sending), so such a request never reaches the server from this client.
+            params = {key: value for key, value in params.items() if key != "_meta"}
         return {**params, "_meta": extra} if extra else params
     body = dict(params) if isinstance(params, dict) else {}
     body["_meta"] = {**extra, **envelope(request.declare, request.variant)}
