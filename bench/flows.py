@@ -2,6 +2,7 @@
 
 ``noop`` is the trivial task: one node that answers at once. ``hold`` sleeps for
 ``seconds`` (for cancel latency and for kill -9 of a server with a task in flight).
+``wide`` holds 100 nodes running side by side (for the memory of a busy server).
 """
 
 import anyio
@@ -35,3 +36,23 @@ hold = Workflow("hold", version="1", input=HoldInput, description="Sleep, then a
 async def sleep(ctx: NodeContext[HoldInput]) -> str:
     await anyio.sleep(ctx.input.seconds)
     return "ok"
+
+
+WIDTH = 100
+"""Nodes of ``wide``, all running at once."""
+
+wide = Workflow(
+    "wide",
+    version="1",
+    input=HoldInput,
+    max_concurrency=WIDTH,
+    description=f"{WIDTH} nodes that sleep side by side (for memory with many nodes running).",
+)
+
+for _index in range(WIDTH):
+
+    async def _hold(ctx: NodeContext[HoldInput]) -> str:
+        await anyio.sleep(ctx.input.seconds)
+        return "ok"
+
+    wide.node(name=f"hold_{_index}")(_hold)
