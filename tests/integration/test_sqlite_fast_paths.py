@@ -124,3 +124,28 @@ async def test_bookkeeping_runs_on_the_loop_thread_unless_another_process_holds_
             lambda raw: raw.execute("SELECT count(*) FROM notes").fetchone()[0]
         )
         assert count == 2
+
+
+async def test_a_stretch_of_inline_bookkeeping_is_checkpointed_from_the_writer_thread(
+    tmp_path: Path,
+) -> None:
+    def note(raw: sqlite3.Connection) -> None:
+        raw.execute("CREATE TABLE IF NOT EXISTS notes (x)")
+        raw.execute("INSERT INTO notes VALUES (1)")
+
+    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
+        writer = store.writer
+        writer._checkpoint_every = 3
+        for _ in range(7):
+            await writer.submit(note, durable=False)
+        assert writer.checkpoints == 2
+        await writer.submit(note)  # a commit in the writer thread checkpoints as SQLite sees fit
+        for _ in range(2):
+            await writer.submit(note, durable=False)
+        assert writer.checkpoints == 2
+        await writer.submit(note, durable=False)  # the third: a checkpoint follows it
+        count = await writer.submit(  # the writer takes this once the checkpoint is done
+            lambda raw: raw.execute("SELECT count(*) FROM notes").fetchone()[0]
+        )
+        assert count == 11
+        assert writer.checkpoints == 3

@@ -17,6 +17,7 @@ The store is asyncio-only (aiosqlite), so the hot path uses asyncio futures dire
 """
 
 import asyncio
+import contextlib
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -41,6 +42,9 @@ WriteFunction = Callable[[sqlite3.Connection], Any]
 _Outcome = tuple[bool, Any]
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
 BOOKKEEPING_LEVEL: Final[Synchronous] = "NORMAL"
+CHECKPOINT_EVERY: Final = 1000
+"""Inline bookkeeping batches (a page or more each) after which the writer thread
+checkpoints, as SQLite's own auto-checkpoint would after 1000 pages."""
 
 
 class _Write:
@@ -64,11 +68,16 @@ class GroupCommitWriter:
         lock_retry_s: float,
         synchronous: Synchronous = "FULL",
         inline: sqlite3.Connection | None = None,
+        checkpoint_every: int = CHECKPOINT_EVERY,
     ) -> None:
         self._connection = connection
         self._inline = inline
         """A second write connection, at ``NORMAL``, used on the event loop's thread for
         batches of bookkeeping alone (see :meth:`_commit_inline`)."""
+        self._checkpoint_every = checkpoint_every
+        self._inline_since_thread = 0
+        """Inline batches since the writer thread's last commit (where SQLite checkpoints
+        the log: the inline connection never does, so as not to stall the loop)."""
         self._path = path
         self._max_batch = max_batch
         self._lock_retry_s = lock_retry_s
@@ -83,6 +92,8 @@ class GroupCommitWriter:
         """Transactions committed so far (a write count above this means batching worked)."""
         self.synced_batches = 0
         """Of those, the ones committed at the durable level."""
+        self.checkpoints = 0
+        """Checkpoints run after a stretch of inline bookkeeping (see :meth:`_checkpoint`)."""
 
     async def submit(
         self, function: Callable[[sqlite3.Connection], _T], *, durable: bool = True
@@ -128,6 +139,8 @@ class GroupCommitWriter:
                 await asyncio.sleep(0)  # let the writers made ready meanwhile join this batch
                 batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
                 await self._commit(batch)
+                if self._inline_since_thread >= self._checkpoint_every:
+                    await self._checkpoint()
 
     def close(self) -> None:
         """Refuse new writes; :meth:`run` returns once the queued ones are committed."""
@@ -165,11 +178,23 @@ class GroupCommitWriter:
         if self._inline is None:
             return None
         try:
-            return _run_batch(functions, None, self._inline)
+            outcomes = _run_batch(functions, None, self._inline)
         except sqlite3.Error as error:
             if is_transient(error):
                 return None
             raise translate(error, self._path) from error
+        self._inline_since_thread += 1
+        return outcomes
+
+    async def _checkpoint(self) -> None:
+        """Copy the log back into the database from the writer thread: a long stretch of
+        bookkeeping alone (lease renewals of long nodes) would otherwise grow the WAL
+        until the next durable write. Best effort: another process's readers may hold
+        it back, and the next checkpoint takes up what this one left."""
+        self._inline_since_thread = 0
+        with contextlib.suppress(sqlite3.Error):
+            await run_in_thread(self._connection, _passive_checkpoint)
+        self.checkpoints += 1
 
     async def _commit_in_thread(
         self, functions: Sequence[WriteFunction], durable: bool
@@ -182,6 +207,7 @@ class GroupCommitWriter:
             within_s=self._lock_retry_s,
         )
         self._level = level
+        self._inline_since_thread = 0  # its commit checkpointed as SQLite saw fit
         return outcomes
 
 
@@ -192,6 +218,10 @@ def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+
+
+def _passive_checkpoint(raw: sqlite3.Connection) -> None:
+    raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _run_batch(
