@@ -1,12 +1,12 @@
 """Executes one claimed run: its DAG in dependency order, each node checkpointed.
 
 Ready nodes run in parallel (up to the workflow's concurrency) in one anyio task group,
-each started as soon as its dependencies have settled. Every attempt's start and end are committed (the output with
-the end, in one transaction); a completed node is never run again. The attempt that
-completes the DAG (every other node settled) commits its end together with the task's
-result (``RunStore.finish_run``, ADR 0015): one transaction fewer per run, and no window
-in which the node is done but the task is not. Retry waits are stored, so a crash during
-a backoff neither loses nor resets the count. The run's cancel scope is cancelled when
+each started as soon as its dependencies have settled. Every attempt's start and end are
+committed (the output with the end, in one transaction); a completed node is never run
+again. The attempt that completes the DAG (every other node settled) commits its end
+together with the task's result (``RunStore.finish_run``, ADR 0015): one transaction
+fewer per run, and no window in which the node is done but the task is not. Retry waits
+are stored, so a crash during a backoff neither loses nor resets the count. The run's cancel scope is cancelled when
 the task is cancelled or the lease is lost: the running nodes see the cancellation at
 their next await, and no further node starts.
 """
@@ -205,7 +205,7 @@ class RunExecution:
                 if waiting[dependent] == 0:
                     ready.append(dependent)
 
-        finished = _Finished()
+        ended = _EndedNodes()
         running = 0
         while True:
             while ready:
@@ -215,12 +215,12 @@ class RunExecution:
                     continue
                 running += 1
                 if running == 1 and not ready:  # alone (a chain, one node): no task needed
-                    await self._run_node(name, workflow_input, finished)
+                    await self._run_node(name, workflow_input, ended)
                 else:
-                    task_group.start_soon(self._run_node, name, workflow_input, finished)
+                    task_group.start_soon(self._run_node, name, workflow_input, ended)
             if unsettled == 0:
                 return
-            settle(await finished.next())
+            settle(await ended.next())
             running -= 1
             if unsettled:  # the last node's news travels with the outcome
                 self.progress.phase_moved()
@@ -250,14 +250,14 @@ class RunExecution:
             raise _NodeFailed(node, run.attempt, run.error or _unknown_error())
         return False
 
-    async def _run_node(self, name: str, workflow_input: Any, finished: "_Finished") -> None:
+    async def _run_node(self, name: str, workflow_input: Any, ended: "_EndedNodes") -> None:
         node = self.workflow.nodes[name]
         if self._limiter is None:
             await self._attempts(node, workflow_input)
         else:
             async with self._limiter:
                 await self._attempts(node, workflow_input)
-        finished.put(name)
+        ended.put(name)
 
     async def _attempts(self, node: Node[Any], workflow_input: Any) -> None:
         previous = self._nodes.get(node.name)
@@ -539,7 +539,7 @@ class RunExecution:
         return self._manager.clock.now()
 
 
-class _Finished:
+class _EndedNodes:
     """The names of nodes whose run ended, in the order they ended."""
 
     def __init__(self) -> None:
