@@ -23,7 +23,15 @@ from taskloom.engine import (
     TaskStore,
     WorkflowDefinitionError,
 )
-from taskloom.engine.dag import DependencyFailedError, Node, NodeContext, Workflow, settings_of
+from taskloom.engine.dag import (
+    DependencyFailedError,
+    Node,
+    NodeContext,
+    Workflow,
+    check_cancelled,
+    exposure_of,
+    settings_of,
+)
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.retry import RetryPolicy
 from taskloom.engine.submit import submit
@@ -62,6 +70,8 @@ __all__ = (
     "WorkflowDefinitionError",
     "WorkflowRegistry",
     "__version__",
+    "check_cancelled",
+    "exposure_of",
     "settings_of",
     "submit",
 )

@@ -41,7 +41,9 @@ class Engine:
 
 def load_workflows(settings: TaskloomSettings) -> WorkflowRegistry:
     """The workflows named by *settings* (modules, then entry points), validated and
-    configured with ``settings.workflow_settings``.
+    configured with ``settings.workflow_settings`` for ``settings.exposure``: every
+    workflow that takes settings is configured, given values or not, since its defaults
+    may depend on who can call it.
 
     Raises:
         WorkflowDefinitionError: a module cannot be loaded, or settings name a workflow
@@ -52,10 +54,13 @@ def load_workflows(settings: TaskloomSettings) -> WorkflowRegistry:
         registry.load_module(module)
     if settings.load_entry_points:
         registry.load_entry_points()
-    for name, values in settings.workflow_settings.items():
+    for name in settings.workflow_settings:
         if name not in registry:
             raise WorkflowDefinitionError(f"settings are given for {name!r}, which is not loaded")
-        registry.configure(name, values)
+    for name, workflow in list(registry.items()):
+        if workflow.settings_model is not None:
+            values = settings.workflow_settings.get(name, {})
+            registry.configure(name, values, exposure=settings.exposure)
     return registry
 
 
@@ -144,11 +149,13 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
 
 async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> None:
     """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
-    until the process is stopped."""
+    until the process is stopped. The workflows are configured for ``network`` callers,
+    whatever ``settings.exposure`` says."""
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.http.service import HttpService
 
     settings = settings if settings is not None else TaskloomSettings()
+    settings = settings.model_copy(update={"exposure": "network"})
     metrics = Metrics()
     async with open_engine(settings, observer=standard_observer(metrics)) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)

@@ -1,7 +1,7 @@
 """The ``taskloom`` command. Every flag can also be set by a ``TASKLOOM_*`` variable.
 
-``taskloom serve [--db PATH|URL] [--workflows MODULE ...] [--http HOST:PORT]`` serves MCP
-over stdio or Streamable HTTP; the other
+``taskloom serve [--db PATH|URL] [--workflows MODULE ...] [--settings JSON|@FILE]
+[--http HOST:PORT]`` serves MCP over stdio or Streamable HTTP; the other
 commands (run, tasks, workflows, db, worker) are in :mod:`taskloom.commands`. A user
 mistake (a bad flag, a module that does not import, a file that is not a taskloom
 database) is one line on stderr and exit code 2, never a traceback.
@@ -18,7 +18,14 @@ import anyio
 from taskloom.bootstrap import serve_http, serve_stdio
 from taskloom.cli_http import add_http_options, http_settings, server_settings
 from taskloom.commands import NAMES, dispatch, register
-from taskloom.commands.common import add_db, add_logging, setup_logging
+from taskloom.commands.common import (
+    CommandError,
+    add_db,
+    add_logging,
+    add_settings,
+    read_workflow_settings,
+    setup_logging,
+)
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
 from taskloom.persistence.factory import database_settings
@@ -49,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         help="modules whose workflows to serve, besides the built-in ones "
         "(env TASKLOOM_WORKFLOWS, comma-separated)",
     )
+    add_settings(serve)
     add_http_options(serve)
     add_logging(serve)
     register(commands)
@@ -67,12 +75,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"choose a command: {', '.join(('serve', *NAMES))}")
     if args.command != "serve":
         dispatch(args, parser)
-    settings = TaskloomSettings(
-        database=database_settings(args.db),
-        workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
-        server=server_settings(parser, args),
-    )
     http = http_settings(parser, args)
+    try:
+        settings = TaskloomSettings(
+            database=database_settings(args.db),
+            workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
+            workflow_settings=read_workflow_settings(args.settings),
+            server=server_settings(parser, args),
+            exposure="network" if http is not None else "local",
+        )
+    except CommandError as error:
+        parser.exit(USAGE_ERROR, f"taskloom: error: {error}\n")
     setup_logging(args)
     try:
         if http is not None:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from taskloom.engine.dag import Exposure
 from taskloom.engine.manager import TaskManagerSettings
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.postgres import PostgresSettings
@@ -38,6 +39,11 @@ class TaskloomSettings(BaseModel):
     workflow_settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
     """Operator settings by workflow name, e.g. ``{"command_matrix": {"allowed_programs":
     ["make", "pytest"]}}``; each is validated by that workflow's settings model at start."""
+    exposure: Exposure = "local"
+    """Who can call the workflows: ``local`` (stdio, the CLI, a worker) or ``network`` (an
+    HTTP server sets it). Workflows' settings defaults depend on it: unconfigured,
+    ``repo_audit`` reads the working directory of a local process and nothing on a network
+    server."""
     load_entry_points: bool = True
     """Also load the workflows that installed packages advertise (``taskloom.workflows``)."""
     run_worker: bool = True

@@ -8,6 +8,7 @@ shows the run finishing from its checkpoint. ``--quick`` (or ``TASKLOOM_DEMO_QUI
 uses shorter runs, for CI.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -214,8 +215,11 @@ async def main(argv: Sequence[str]) -> None:
         "The demo starts `taskloom serve` as a separate process and talks to it over stdio",
         "with the MCP Python client (protocol 2025-11-25, task-augmented tool calls).",
     )
+    # The server runs in ./demo-data, so by default it could audit only that; the
+    # operator lets it read this project's source too.
+    settings = json.dumps({"repo_audit": {"allowed_roots": [str(_source_tree())]}})
     with (data / "server.log").open("a") as errlog:
-        async with serve(db, cwd=data, errlog=errlog) as client:
+        async with serve(db, cwd=data, errlog=errlog, settings=settings) as client:
             workflows = [name for name in client.tools if not name.startswith("task_")]
             _say(
                 f"Server started (pid {client.process.pid}); its workflows, as MCP tools: "
@@ -224,7 +228,7 @@ async def main(argv: Sequence[str]) -> None:
             await audit(client, screen)
             cancelled = await cancel_mid_phase(client, screen, db, pace)
             task_id, _ = await crash_and_resume(client, screen, pace)
-        async with serve(db, cwd=data, errlog=errlog) as client:
+        async with serve(db, cwd=data, errlog=errlog, settings=settings) as client:
             await finish_after_restart(client, screen, db, task_id)
     _say(
         "",

@@ -75,12 +75,17 @@ def structured(result: dict[str, Any]) -> Any:
 
 
 @asynccontextmanager
-async def serve(db: Path, *, cwd: Path, errlog: IO[str]) -> AsyncIterator[McpClient]:
-    """Start ``python -m taskloom serve --db DB`` and yield an initialized client.
+async def serve(
+    db: Path, *, cwd: Path, errlog: IO[str], settings: str | None = None
+) -> AsyncIterator[McpClient]:
+    """Start ``python -m taskloom serve --db DB [--settings SETTINGS]`` and yield an
+    initialized client.
 
     On exit the server's stdin is closed (it stops cleanly), unless it was killed.
     """
     argv = [sys.executable, "-m", "taskloom", "serve", "--db", str(db)]
+    if settings is not None:
+        argv += ["--settings", settings]
     process = await anyio.open_process(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, cwd=cwd
     )

@@ -67,8 +67,10 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
         "`--workflows MODULE ...`, `TASKLOOM_WORKFLOWS` (added to the built-ins)"
     ),
     (TaskloomSettings, "workflow_settings"): (
-        "`--settings JSON|@FILE`, `TASKLOOM_SETTINGS` (`worker`, `run`, `tasks resume`)"
+        "`--settings JSON|@FILE|@FILE.toml`, `TASKLOOM_SETTINGS` "
+        "(`serve`, `worker`, `run`, `tasks resume`)"
     ),
+    (TaskloomSettings, "exposure"): "`network` under `serve --http`, else `local`",
     (SqliteSettings, "path"): "`--db PATH`, `TASKLOOM_DB`",
     (PostgresSettings, "url"): "`--db postgresql://...`, `TASKLOOM_DB`",
     (WorkerSettings, "max_runs"): "`taskloom worker --max-runs N`, `TASKLOOM_MAX_RUNS`",

@@ -4,9 +4,11 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import InvalidRequestError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import TaskStore
@@ -26,6 +28,12 @@ BINARY = b"\x00\x01\x02TODO" * 100
 @pytest.fixture
 def manager(store: TaskStore) -> TaskManager:
     return TaskManager(store, validator=JsonSchemaValidator())
+
+
+@pytest.fixture
+def audit(tmp_path: Path) -> Workflow[Any]:
+    """repo_audit allowed to read tmp_path (unset, it reads the working directory)."""
+    return repo_audit.configure({"allowed_roots": [str(tmp_path)]})
 
 
 @pytest.fixture
@@ -49,7 +57,7 @@ async def test_an_audit_counts_hashes_and_reports(
     manager: TaskManager, store: TaskStore, tree: Path, tmp_path: Path
 ) -> None:
     reports = tmp_path / "reports"
-    flow = repo_audit.configure({"reports_dir": str(reports)})
+    flow = repo_audit.configure({"reports_dir": str(reports), "allowed_roots": [str(tmp_path)]})
     async with running(manager, store, flow):
         task = await submit(manager, flow, {"path": str(tree), "max_file_bytes": 1000})
         done = await finish(manager, task)
@@ -101,7 +109,9 @@ async def test_following_symlinks_reads_through_them_once(
 ) -> None:
     (tree / "outside").unlink()
     (tree / "loop").symlink_to(tree, target_is_directory=True)
-    flow = repo_audit.configure({"reports_dir": str(tmp_path / "reports")})
+    flow = repo_audit.configure(
+        {"reports_dir": str(tmp_path / "reports"), "allowed_roots": [str(tmp_path)]}
+    )
     async with running(manager, store, flow):
         task = await submit(manager, flow, {"path": str(tree), "follow_symlinks": True})
         done = await finish(manager, task)
@@ -122,11 +132,12 @@ async def test_a_path_that_is_not_a_directory_fails_the_list_node_clearly(
     manager: TaskManager,
     store: TaskStore,
     tree: Path,
+    audit: Workflow[Any],
     make: Callable[[Path], Path],
     message: str,
 ) -> None:
-    async with running(manager, store, repo_audit):
-        task = await submit(manager, repo_audit, {"path": str(make(tree)), "write_report": False})
+    async with running(manager, store, audit):
+        task = await submit(manager, audit, {"path": str(make(tree)), "write_report": False})
         done = await finish(manager, task)
     assert done.state is TaskState.FAILED
     assert done.error is not None
@@ -136,10 +147,10 @@ async def test_a_path_that_is_not_a_directory_fails_the_list_node_clearly(
 
 
 async def test_too_many_files_fail_with_advice(
-    manager: TaskManager, store: TaskStore, tree: Path
+    manager: TaskManager, store: TaskStore, tree: Path, audit: Workflow[Any]
 ) -> None:
-    async with running(manager, store, repo_audit):
-        task = await submit(manager, repo_audit, {"path": str(tree), "max_files": 2})
+    async with running(manager, store, audit):
+        task = await submit(manager, audit, {"path": str(tree), "max_files": 2})
         done = await finish(manager, task)
     assert done.error is not None
     assert "more than 2 files; raise max_files or add ignore patterns" in done.error.message
@@ -155,18 +166,29 @@ async def test_bad_arguments_and_paths_outside_the_allowed_roots_are_refused_at_
     with pytest.raises(InvalidRequestError, match="Extra inputs are not permitted"):
         await submit(manager, repo_audit, {"path": ".", "ignores": ["x"]})
     fenced = repo_audit.configure({"allowed_roots": [str(tree / "sub")]})
-    with pytest.raises(InvalidRequestError, match="outside the directories this server may"):
-        await submit(manager, fenced, {"path": str(tree)})
+    outside = "outside the directories this server may"
+    for path in (tree, tree / "sub" / "..", tree / "sub" / ".." / "sub" / "..", "/etc"):
+        with pytest.raises(InvalidRequestError, match=outside):
+            await submit(manager, fenced, {"path": str(path)})
+    (tree / "sub" / "up").symlink_to(tree, target_is_directory=True)
+    with pytest.raises(InvalidRequestError, match=outside):  # links resolved before the check
+        await submit(manager, fenced, {"path": str(tree / "sub" / "up")})
+    nothing = repo_audit.configure({"allowed_roots": []})
+    with pytest.raises(InvalidRequestError, match="the operator has allowed none"):
+        await submit(manager, nothing, {"path": str(tree)})
     assert not (await manager.list()).tasks
     await submit(manager, fenced, {"path": str(tree / "sub")})
 
 
-async def test_a_link_out_of_the_allowed_roots_fails_at_the_list_node(
+async def test_a_link_swapped_out_of_the_allowed_roots_after_submit_fails_at_the_list_node(
     manager: TaskManager, store: TaskStore, tree: Path
 ) -> None:
     fenced = repo_audit.configure({"allowed_roots": [str(tree)], "reports_dir": str(tree)})
+    (tree / "later").mkdir()
+    task = await submit(manager, fenced, {"path": str(tree / "later")})
+    (tree / "later").rmdir()
+    (tree / "later").symlink_to(tree.parent, target_is_directory=True)
     async with running(manager, store, fenced):
-        task = await submit(manager, fenced, {"path": str(tree / "outside")})
         done = await finish(manager, task)
     assert done.error is not None
-    assert "leads outside the directories this server may audit" in done.error.message
+    assert "outside the directories this server may audit" in done.error.message

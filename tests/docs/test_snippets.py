@@ -8,10 +8,14 @@ Each page's blocks run in order, each in a fresh namespace (or the previous bloc
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from taskloom.bootstrap import load_workflows
+from taskloom.config import TaskloomSettings
+from taskloom.engine.errors import WorkflowDefinitionError
 from tests.docs.snippets import (
     DOCS,
     SnippetError,
@@ -66,3 +70,21 @@ def test_every_json_block_parses(page: Path) -> None:
             json.loads(snippet.code)
         except json.JSONDecodeError as error:
             pytest.fail(f"{snippet.where}: not JSON: {error}", pytrace=False)
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(DOCS)))
+def test_every_toml_block_parses_and_settings_files_are_accepted(page: Path) -> None:
+    """Every ```toml block parses; one that mentions ``--settings`` is an operator settings
+    file that an HTTP server's workflows take (its directories need not exist)."""
+    for snippet in snippets(page, "toml"):
+        try:
+            values = tomllib.loads(snippet.code)
+            if "--settings" not in snippet.code:
+                continue
+            load_workflows(
+                TaskloomSettings(
+                    load_entry_points=False, exposure="network", workflow_settings=values
+                )
+            )
+        except (tomllib.TOMLDecodeError, WorkflowDefinitionError) as error:
+            pytest.fail(f"{snippet.where}: not operator settings: {error}", pytrace=False)

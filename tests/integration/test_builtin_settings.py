@@ -24,7 +24,10 @@ async def test_settings_configure_the_builtins_of_an_open_engine(tmp_path: Path)
         load_entry_points=False,
         run_sweeper=False,
         workflow_settings={
-            "repo_audit": {"reports_dir": str(tmp_path / "reports")},
+            "repo_audit": {
+                "reports_dir": str(tmp_path / "reports"),
+                "allowed_roots": [str(tmp_path)],
+            },
             "command_matrix": {"allowed_programs": [sys.executable]},
         },
     )

@@ -19,6 +19,8 @@ EXPECTED_TOP_LEVEL = {
     "WorkflowDefinitionError",
     "WorkflowRegistry",
     "settings_of",
+    "check_cancelled",
+    "exposure_of",
     "submit",
     "IdempotencyConflictError",
     "IllegalTransitionError",

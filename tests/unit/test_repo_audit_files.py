@@ -106,7 +106,10 @@ class _Recorder:
         raise AssertionError("repo_audit asks nothing")
 
 
-async def test_a_shard_reads_its_share_and_reports_progress(tmp_path: Path) -> None:
+async def test_a_shard_reads_its_share_and_reports_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # unconfigured, a local audit reads the working directory
     names = [f"f{index:03}.py" for index in range(150)]
     for name in names[:-1]:  # the last one vanished after the listing
         (tmp_path / name).write_text("# TODO\n")
@@ -180,3 +183,123 @@ def test_permission_errors_are_described_even_as_root(
     assert listing.unreadable_dirs == ["closed"]
     assert listing.files == ["locked.txt"]
     assert (stats.status, stats.error) == ("unreadable", "Permission denied")
+
+
+def test_pseudo_file_systems_are_found_in_mountinfo(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "22 1 0:21 / /proc rw,nosuid shared:5 - proc proc rw\n"
+        "23 1 0:22 / /sys rw shared:6 - sysfs sysfs rw\n"
+        "24 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
+        "garbage\n"
+    )
+    assert files.pseudo_devices(str(mountinfo)) == {
+        os.makedev(0, 21): "proc",
+        os.makedev(0, 22): "sysfs",
+    }
+    assert files.pseudo_devices(str(tmp_path / "none")) == {}
+
+
+needs_procfs = pytest.mark.skipif(
+    os.stat("/proc/self").st_dev not in files.pseudo_devices(), reason="no procfs mounted here"
+)
+
+
+@needs_procfs
+def test_procfs_is_refused_as_a_root_and_never_entered_or_read(tmp_path: Path) -> None:
+    assert "kernel pseudo file system (proc)" in str(files.refuse_path("/proc/self", ["/"]))
+    with pytest.raises(files.AuditPathError, match=r"pseudo file system \(proc\)"):
+        list_tree("/proc/self", ignore=[], follow_symlinks=False, max_files=10)
+    (tmp_path / "proc").symlink_to("/proc/self", target_is_directory=True)
+    listing = list_tree(str(tmp_path), ignore=[], follow_symlinks=True, max_files=10)
+    assert (listing.files, listing.special) == ([], 1)
+    (tmp_path / "status").symlink_to("/proc/self/status")
+    stats = scan_file(
+        str(tmp_path),
+        "status",
+        follow_symlinks=True,
+        max_bytes=1 << 20,
+        markers=None,
+        fence=files.Fence.of(None),
+    )
+    assert (stats.status, stats.error) == ("unreadable", "on a kernel pseudo file system (proc)")
+
+
+def test_no_read_goes_past_the_limit_whatever_stat_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "liar").write_bytes(b"x" * 5000)
+    real_fstat = os.fstat
+
+    def zero_size(descriptor: int) -> os.stat_result:  # as procfs and growing files report
+        info = real_fstat(descriptor)
+        return os.stat_result((*info[:6], 0, *info[7:]))
+
+    monkeypatch.setattr(files, "_CHUNK", 1000)
+    monkeypatch.setattr(os, "fstat", zero_size)
+    reads = 0
+
+    def count() -> None:  # called before each read
+        nonlocal reads
+        reads += 1
+
+    stats = scan_file(
+        str(tmp_path), "liar", follow_symlinks=False, max_bytes=2500, markers=None, check=count
+    )
+    assert (stats.status, stats.sha256, stats.lines) == ("too_large", None, None)
+    assert reads == 3  # 1000 + 1000 + 501 bytes: the read that passes the limit is the last
+
+
+def test_the_check_stops_a_read_between_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "_CHUNK", 1000)
+    (tmp_path / "big").write_bytes(b"y" * 100_000)
+    calls = 0
+
+    def cancel_on_the_third() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise KeyboardInterrupt("cancelled")
+
+    with pytest.raises(KeyboardInterrupt):
+        scan_file(
+            str(tmp_path),
+            "big",
+            follow_symlinks=False,
+            max_bytes=1 << 20,
+            markers=None,
+            check=cancel_on_the_third,
+        )
+    assert calls == 3
+    calls = 2
+    with pytest.raises(KeyboardInterrupt):
+        list_tree(
+            str(tmp_path), ignore=[], follow_symlinks=False, max_files=10, check=cancel_on_the_third
+        )
+
+
+def test_followed_links_stay_inside_the_allowed_roots(tmp_path: Path) -> None:
+    inner, outer = tmp_path / "inner", tmp_path / "outer"
+    inner.mkdir()
+    outer.mkdir()
+    (outer / "secret.txt").write_text("secret\n")
+    (inner / "dir").symlink_to(outer, target_is_directory=True)
+    (inner / "file").symlink_to(outer / "secret.txt")
+    (inner / "own.txt").write_text("mine\n")
+    listing = list_tree(
+        str(inner), ignore=[], follow_symlinks=True, max_files=10, allowed_roots=[str(inner)]
+    )
+    assert (listing.files, listing.symlinks) == (["own.txt"], 2)
+    stats = scan_file(
+        str(inner),
+        "file",
+        follow_symlinks=True,
+        max_bytes=1 << 20,
+        markers=None,
+        fence=files.Fence.of([str(inner)]),
+    )
+    assert (stats.status, stats.error) == ("unreadable", "a link out of the allowed directories")
+    assert files.Fence.of([]).admits(str(inner)) is False
+    assert files.Fence.of(None).admits("/anything") is True

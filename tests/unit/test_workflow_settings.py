@@ -18,6 +18,7 @@ from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.testing import InMemoryTaskStore
 from taskloom.workflows.command_matrix import CommandMatrixSettings
+from taskloom.workflows.repo_audit import RepoAuditSettings
 
 
 class Limits(BaseModel):
@@ -130,3 +131,23 @@ def test_the_registry_and_the_composition_root_configure_by_name(tmp_path: Path)
             )
         )
     assert "taskloom.workflows.command_matrix" in BUILTIN_WORKFLOWS
+
+
+def test_settings_defaults_depend_on_who_can_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    here = (str(tmp_path.resolve()),)
+    local = load_workflows(TaskloomSettings(load_entry_points=False))
+    network = load_workflows(TaskloomSettings(load_entry_points=False, exposure="network"))
+    assert local["repo_audit"].settings == RepoAuditSettings(allowed_roots=here)
+    assert network["repo_audit"].settings == RepoAuditSettings(allowed_roots=())
+    given = {"repo_audit": {"allowed_roots": [str(tmp_path / "x" / "..")]}}
+    configured = load_workflows(
+        TaskloomSettings(load_entry_points=False, exposure="network", workflow_settings=given)
+    )
+    assert configured["repo_audit"].settings == RepoAuditSettings(allowed_roots=here)
+    monkeypatch.chdir("/")  # a host that starts its servers in / grants nothing by default
+    assert load_workflows(TaskloomSettings(load_entry_points=False))[
+        "repo_audit"
+    ].settings == RepoAuditSettings(allowed_roots=())

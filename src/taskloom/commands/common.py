@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import tomllib
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -142,8 +143,35 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         default=env("SETTINGS"),
         metavar="JSON|@FILE",
         help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
-        '["make"]}}\' (env TASKLOOM_SETTINGS)',
+        '["make"]}}\', or @FILE: a JSON file, or a TOML file (.toml) with a table per '
+        "workflow (env TASKLOOM_SETTINGS)",
     )
+
+
+def read_workflow_settings(text: str | None) -> dict[str, Any]:
+    """The operator settings by workflow that ``--settings`` gives: JSON text, ``@FILE``
+    of JSON, or ``@FILE.toml`` with one table per workflow (``[repo_audit]``).
+
+    Raises:
+        CommandError: the file cannot be read, or it is not an object of objects.
+    """
+    if text is None:
+        return {}
+    by_workflow: dict[str, Any]
+    if text.startswith("@") and text.endswith(".toml"):
+        try:
+            by_workflow = tomllib.loads(Path(text[1:]).read_text())
+        except (OSError, UnicodeDecodeError) as error:
+            raise CommandError(f"cannot read --settings from {text[1:]}: {error}") from None
+        except tomllib.TOMLDecodeError as error:
+            raise CommandError(f"--settings {text[1:]} is not valid TOML: {error}") from None
+    else:
+        by_workflow = read_json_object(
+            text, "--settings", '{"repo_audit": {"reports_dir": "reports"}}'
+        )
+    if not all(isinstance(values, dict) for values in by_workflow.values()):
+        raise CommandError('--settings maps workflow names to objects, like {"repo_audit": {}}')
+    return by_workflow
 
 
 def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
@@ -151,20 +179,13 @@ def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
     name.
 
     Raises:
-        CommandError: ``--settings`` is not a JSON object of objects.
+        CommandError: ``--settings`` is not an object of objects (JSON or TOML).
     """
     db = str(getattr(args, "db", DEFAULT_DATABASE))
     if not is_postgres_url(db) and Path(db).is_dir():
         raise CommandError(f"{db} is a directory; --db takes a database file")
     modules = getattr(args, "workflows", [])
-    text = getattr(args, "settings", None)
-    by_workflow: dict[str, Any] = (
-        {}
-        if text is None
-        else read_json_object(text, "--settings", '{"repo_audit": {"reports_dir": "reports"}}')
-    )
-    if not all(isinstance(values, dict) for values in by_workflow.values()):
-        raise CommandError('--settings maps workflow names to objects, like {"repo_audit": {}}')
+    by_workflow = read_workflow_settings(getattr(args, "settings", None))
     return TaskloomSettings(
         database=database_settings(db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),

@@ -23,6 +23,10 @@ A workflow may declare operator **settings** (``Workflow(..., settings=Model)``)
 process configures them once (:meth:`Workflow.configure`), nodes read them as
 ``ctx.settings``, and the input model's validators see them through
 :func:`settings_of`, so a call that the settings forbid is refused before a task exists.
+
+Blocking or CPU-bound code goes through ``ctx.run_blocking`` (a worker thread that calls
+:func:`check_cancelled`) or ``ctx.run_in_process`` (killed on a cancel), never straight on
+the event loop: see :mod:`taskloom.engine.blocking`.
 """
 
 import copy
@@ -32,22 +36,40 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Generic, Literal, Protocol, TypeVar, get_type_hints, overload
+from typing import (
+    Any,
+    Final,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVar,
+    TypeVarTuple,
+    get_type_hints,
+    overload,
+)
 
 from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError, ValidationInfo
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
+from taskloom.engine import blocking
+from taskloom.engine.blocking import check_cancelled as check_cancelled  # noqa: PLC0414 (re-exported)
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.retry import RetryPolicy
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 TaskSupport = Literal["optional", "required"]
+Exposure = Literal["local", "network"]
+"""Who can call a process's workflows: ``local`` (stdio, the CLI, a worker: the user who
+started it) or ``network`` (an HTTP server: anyone holding a token)."""
 _SETTINGS_CONTEXT: Final = "taskloom_settings"
+_EXPOSURE_CONTEXT: Final = "taskloom_exposure"
 
 
 def settings_of(info: ValidationInfo, model: type[SettingsT]) -> SettingsT:
@@ -59,6 +81,17 @@ def settings_of(info: ValidationInfo, model: type[SettingsT]) -> SettingsT:
     context = info.context
     found = context.get(_SETTINGS_CONTEXT) if isinstance(context, dict) else None
     return found if isinstance(found, model) else model()
+
+
+def exposure_of(info: ValidationInfo) -> Exposure:
+    """In a validator of a workflow's settings model: who can call the workflow.
+
+    Settings defaults may depend on it: what a local user may do by default is not what
+    anyone on the network may do. Outside :meth:`Workflow.configure` it is ``local``.
+    """
+    context = info.context
+    found = context.get(_EXPOSURE_CONTEXT) if isinstance(context, dict) else None
+    return "network" if found == "network" else "local"
 
 
 class DependencyFailedError(Exception):
@@ -149,6 +182,22 @@ class NodeContext(Generic[InputT]):
             return await self._runtime.ask(message, schema)
         answer = await self._runtime.ask(message, schema.model_json_schema())
         return schema.model_validate(answer)
+
+    async def run_blocking(self, function: Callable[[*Args], T], *args: *Args) -> T:
+        """``function(*args)`` in a worker thread, for blocking or CPU-bound code.
+
+        The node waits for the thread, so *function* must call :func:`check_cancelled`
+        every few milliseconds of work: it raises once this node is cancelled or timed
+        out, and the node ends with no thread left running (see
+        :mod:`taskloom.engine.blocking`).
+        """
+        return await blocking.run_blocking(function, *args)
+
+    async def run_in_process(self, function: Callable[[*Args], T], *args: *Args) -> T:
+        """``function(*args)`` in a worker process, killed at once on a cancel: for code
+        that cannot call :func:`check_cancelled`. Function, arguments and result must be
+        picklable."""
+        return await blocking.run_in_process(function, *args)
 
 
 NodeFunction = Callable[[NodeContext[Any]], Awaitable[Any]]
@@ -362,10 +411,13 @@ class Workflow(Generic[InputT]):
         """The operator's settings (:meth:`configure`), else the settings model's defaults."""
         return self._settings
 
-    def configure(self, values: Mapping[str, Any]) -> "Workflow[InputT]":
+    def configure(
+        self, values: Mapping[str, Any], *, exposure: Exposure = "local"
+    ) -> "Workflow[InputT]":
         """A copy of this workflow that runs with *values* as its settings.
 
-        The copy shares the nodes; this definition is left as it was.
+        The copy shares the nodes; this definition is left as it was. *exposure* says who
+        can call it; the settings model's validators read it with :func:`exposure_of`.
 
         Raises:
             WorkflowDefinitionError: the workflow takes no settings, or *values* do not
@@ -373,7 +425,7 @@ class Workflow(Generic[InputT]):
         """
         configured = copy.copy(self)
         configured._nodes = dict(self._nodes)
-        configured._settings = self._validated_settings(values)
+        configured._settings = self._validated_settings(values, exposure)
         return configured
 
     def parse_input(self, arguments: Mapping[str, Any]) -> InputT:
@@ -386,11 +438,15 @@ class Workflow(Generic[InputT]):
             dict(arguments), context={_SETTINGS_CONTEXT: self.settings}
         )
 
-    def _validated_settings(self, values: Mapping[str, Any]) -> BaseModel:
+    def _validated_settings(
+        self, values: Mapping[str, Any], exposure: Exposure = "local"
+    ) -> BaseModel:
         if self.settings_model is None:
             raise WorkflowDefinitionError(f"workflow {self.name!r} takes no settings")
         try:
-            return self.settings_model.model_validate(dict(values))
+            return self.settings_model.model_validate(
+                dict(values), context={_EXPOSURE_CONTEXT: exposure}
+            )
         except ValidationError as error:
             problem = error.errors()[0]
             where = ".".join(str(part) for part in problem["loc"]) or "settings"

@@ -5,7 +5,7 @@ from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Final
 
-from taskloom.engine.dag import Workflow
+from taskloom.engine.dag import Exposure, Workflow
 from taskloom.engine.errors import UnknownWorkflowError, WorkflowDefinitionError
 
 ENTRY_POINT_GROUP: Final = "taskloom.workflows"
@@ -31,14 +31,17 @@ class WorkflowRegistry(Mapping[str, Workflow[Any]]):
             raise WorkflowDefinitionError(f"two workflows are named {workflow.name!r}")
         self._workflows[workflow.name] = workflow
 
-    def configure(self, name: str, values: Mapping[str, Any]) -> Workflow[Any]:
-        """Replace the workflow *name* by a copy configured with *values* (its settings).
+    def configure(
+        self, name: str, values: Mapping[str, Any], *, exposure: Exposure = "local"
+    ) -> Workflow[Any]:
+        """Replace the workflow *name* by a copy configured with *values* (its settings),
+        for callers of this *exposure* (see :func:`taskloom.engine.dag.exposure_of`).
 
         Raises:
             UnknownWorkflowError: no workflow has this name.
             WorkflowDefinitionError: it takes no settings, or *values* do not fit them.
         """
-        configured = self[name].configure(values)
+        configured = self[name].configure(values, exposure=exposure)
         self._workflows[name] = configured
         return configured
 

@@ -1,7 +1,11 @@
 """The blocking file-system work of ``repo_audit``: list a tree, read one file.
 
-Everything here blocks; the workflow runs it in worker threads. Nothing here raises for
-one bad file: a file that cannot be read is described, not fatal.
+Everything here blocks; the workflow runs it in worker threads and passes a *check* that
+raises once the node is cancelled, called between directories and between 1 MiB reads.
+Nothing here raises for one bad file: a file that cannot be read is described, not fatal.
+Only regular files on real file systems are read: pipes, sockets, devices and everything
+on a kernel pseudo file system (``/proc``, ``/sys``...) are skipped, and no read goes past
+the size limit, whatever ``stat`` said.
 """
 
 import fnmatch
@@ -10,7 +14,7 @@ import io
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -38,6 +42,65 @@ BINARY_SNIFF_BYTES: Final = 8192
 _CHUNK: Final = 1 << 20
 _NO_FOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _NON_BLOCK: Final = getattr(os, "O_NONBLOCK", 0)
+
+
+PSEUDO_FILE_SYSTEMS: Final = frozenset(
+    {
+        "autofs", "binfmt_misc", "bpf", "cgroup", "cgroup2", "configfs", "debugfs",
+        "devpts", "devtmpfs", "efivarfs", "fusectl", "hugetlbfs", "mqueue", "nsfs",
+        "proc", "pstore", "rpc_pipefs", "securityfs", "selinuxfs", "sysfs", "tracefs",
+    }
+)  # fmt: skip
+"""Kernel file systems whose "files" are generated on read: sizes lie, reads may not end."""
+_MOUNTINFO: Final = "/proc/self/mountinfo"
+
+Check = Callable[[], None]
+"""Called between units of work; raises to stop (the node's cancel)."""
+
+
+def _never() -> None:
+    return None
+
+
+def pseudo_devices(mountinfo: str = _MOUNTINFO) -> dict[int, str]:
+    """The device numbers (``st_dev``) of the mounted pseudo file systems, with their
+    type; empty where there is no ``/proc`` (not Linux)."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return {}
+    found: dict[int, str] = {}
+    for line in lines:
+        fields = line.split()
+        if " - " not in line or len(fields) < 3:
+            continue
+        kind = line.split(" - ", 1)[1].split()[0]
+        major, _, minor = fields[2].partition(":")
+        if kind in PSEUDO_FILE_SYSTEMS and major.isdigit() and minor.isdigit():
+            found[os.makedev(int(major), int(minor))] = kind
+    return found
+
+
+def refuse_path(path: str, allowed_roots: Sequence[str]) -> str | None:
+    """Why *path* may not be audited under *allowed_roots* (resolved already), or
+    ``None``. The path is resolved first (links and ``..``), so no spelling gets out."""
+    if not allowed_roots:
+        return (
+            "this server audits no directory: the operator has allowed none "
+            "(workflow_settings.repo_audit.allowed_roots)"
+        )
+    real = os.path.realpath(path)
+    if not inside(real, allowed_roots):
+        return f"{path!r} is outside the directories this server may audit"
+    try:
+        device = os.stat(real).st_dev
+    except OSError:
+        return None  # the list node says what is wrong with it
+    kind = pseudo_devices().get(device)
+    if kind is not None:
+        return f"{path!r} is on a kernel pseudo file system ({kind}), which is not audited"
+    return None
 
 
 class AuditPathError(ValueError):
@@ -101,30 +164,55 @@ def inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Fence:
+    """Where reads may go: the allowed roots (resolved) and the pseudo file systems."""
+
+    roots: tuple[str, ...] | None
+    """``None``: anywhere (no confinement); empty: nowhere."""
+    pseudo: dict[int, str]
+
+    @classmethod
+    def of(cls, allowed_roots: Sequence[str] | None) -> "Fence":
+        """The fence for *allowed_roots* and the file systems mounted now."""
+        roots = None if allowed_roots is None else tuple(map(os.path.realpath, allowed_roots))
+        return cls(roots, pseudo_devices())
+
+    def admits(self, real_path: str) -> bool:
+        """True if the resolved *real_path* is inside the roots (or there are none)."""
+        return self.roots is None or inside(real_path, self.roots)
+
+
 def list_tree(
     path: str,
     *,
     ignore: Sequence[str],
     follow_symlinks: bool,
     max_files: int,
-    allowed_roots: Sequence[str] = (),
+    allowed_roots: Sequence[str] | None = None,
+    check: Check = _never,
 ) -> Listing:
     """Every regular file under *path* that no pattern in *ignore* skips.
 
     *path* itself may be a symbolic link; links inside it are followed only with
-    *follow_symlinks* (each directory is then entered once, so link loops end).
+    *follow_symlinks* (each directory is then entered once, so link loops end), and only
+    where they lead inside *allowed_roots*. Directories on pseudo file systems are not
+    entered. *check* is called before each directory is read.
 
     Raises:
-        AuditPathError: *path* does not exist, is not a directory, or (its links
-            resolved) is outside every one of *allowed_roots* when they are given.
+        AuditPathError: *path* does not exist, is not a directory, is on a pseudo file
+            system, or (its links resolved) is outside every one of *allowed_roots*
+            (``None``: no confinement).
         TooManyFilesError: more than *max_files* files were found.
     """
-    root = _root(path, allowed_roots)
+    fence = Fence.of(allowed_roots)
+    root = _root(path, fence)
     listing = Listing(root=root, files=[])
     root_stat = os.stat(root)
     seen = {(root_stat.st_dev, root_stat.st_ino)}
     pending = [""]
     while pending:
+        check()
         relative_dir = pending.pop()
         try:
             with os.scandir(os.path.join(root, relative_dir)) as scan:
@@ -137,7 +225,7 @@ def list_tree(
             if ignored(entry.name, relative, ignore):
                 listing.ignored += 1
                 continue
-            kind = _kind(entry, follow_symlinks, seen)
+            kind = _kind(entry, follow_symlinks, seen, fence)
             if kind == "dir":
                 pending.append(relative)
             elif kind == "file":
@@ -156,24 +244,30 @@ def list_tree(
     return listing
 
 
-def _root(path: str, allowed_roots: Sequence[str]) -> str:
+def _root(path: str, fence: Fence) -> str:
     root = os.path.realpath(path)
+    if not fence.admits(root):
+        raise AuditPathError(f"{path!r} leads outside the directories this server may audit")
     if not os.path.exists(root):
         raise AuditPathError(f"{path!r} does not exist")
     if not os.path.isdir(root):
         raise AuditPathError(f"{path!r} is not a directory")
-    if allowed_roots and not inside(root, [os.path.realpath(r) for r in allowed_roots]):
-        raise AuditPathError(f"{path!r} leads outside the directories this server may audit")
+    kind = fence.pseudo.get(os.stat(root).st_dev)
+    if kind is not None:
+        raise AuditPathError(f"{path!r} is on a kernel pseudo file system ({kind})")
     return root
 
 
-def _kind(entry: os.DirEntry[str], follow: bool, seen: set[tuple[int, int]]) -> str:
+def _kind(entry: os.DirEntry[str], follow: bool, seen: set[tuple[int, int]], fence: Fence) -> str:
     try:
-        if entry.is_symlink() and not follow:
+        link = entry.is_symlink()
+        if link and not (follow and fence.admits(os.path.realpath(entry.path))):
             return "symlink"
         if entry.is_dir(follow_symlinks=follow):
+            info = entry.stat(follow_symlinks=follow)
+            if info.st_dev in fence.pseudo:
+                return "special"
             if follow:
-                info = entry.stat()
                 key = (info.st_dev, info.st_ino)
                 if key in seen:
                     return "seen"
@@ -219,13 +313,25 @@ def scan_file(
     follow_symlinks: bool,
     max_bytes: int,
     markers: Markers | None,
+    fence: Fence | None = None,
+    check: Check = _never,
 ) -> FileStats:
     """Size, SHA-256, lines and markers of one file; a file that cannot be read is
-    described (``unreadable`` or ``vanished``), never raised."""
+    described (``unreadable`` or ``vanished``), never raised. A followed link must lead
+    inside the *fence*'s roots; no more than *max_bytes* are read; *check* is called
+    between reads.
+    """
+    fence = fence if fence is not None else Fence(None, {})
     stats = FileStats(path=relative, language=language_of(relative), status="read")
-    flags = os.O_RDONLY | _NON_BLOCK | (0 if follow_symlinks else _NO_FOLLOW)
+    flags = os.O_RDONLY | _NON_BLOCK | _NO_FOLLOW
+    where = os.path.join(root, relative)
+    if follow_symlinks:
+        where = os.path.realpath(where)  # then opened without following, as it resolved
+        if not fence.admits(where):
+            stats.status, stats.error = "unreadable", "a link out of the allowed directories"
+            return stats
     try:
-        descriptor = os.open(os.path.join(root, relative), flags)
+        descriptor = os.open(where, flags)
     except FileNotFoundError:
         stats.status = "vanished"
         return stats
@@ -237,25 +343,37 @@ def scan_file(
         stats.size = info.st_size
         if not stat.S_ISREG(info.st_mode):
             stats.status, stats.error = "unreadable", "not a regular file"
+        elif info.st_dev in fence.pseudo:
+            stats.status = "unreadable"
+            stats.error = f"on a kernel pseudo file system ({fence.pseudo[info.st_dev]})"
         elif info.st_size > max_bytes:
             stats.status = "too_large"
         else:
             try:
-                _read(file, stats, markers)
+                _read(file, stats, markers, max_bytes, check)
             except OSError as error:
                 stats.status, stats.error = "unreadable", error.strerror or str(error)
     return stats
 
 
-def _read(file: io.FileIO, stats: FileStats, markers: Markers | None) -> None:
+def _read(
+    file: io.FileIO, stats: FileStats, markers: Markers | None, max_bytes: int, check: Check
+) -> None:
     digest = hashlib.sha256()
     counts: dict[str, int] = {}
     size = newlines = 0
     tail = b""
-    while chunk := file.read(_CHUNK):
+    while True:
+        check()
+        chunk = file.read(min(_CHUNK, max_bytes - size + 1))
+        if not chunk:
+            break
         if size == 0 and b"\0" in chunk[:BINARY_SNIFF_BYTES]:
             stats.binary = True
         size += len(chunk)
+        if size > max_bytes:  # it grew since fstat: no more is read than allowed
+            stats.size, stats.status, stats.binary = size, "too_large", False
+            return
         digest.update(chunk)
         if stats.binary:
             continue

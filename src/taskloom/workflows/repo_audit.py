@@ -7,6 +7,11 @@ round robin, so a shard's files are the same on every re-run. Each file's size, 
 line count, language (by name) and ``TODO``/``FIXME`` counts are taken; binary files get
 no line count. Phase ``report`` adds it up and writes ``report.md`` and ``report.json``
 atomically to ``<reports_dir>/<task id>/`` (``reports_dir`` is an operator setting).
+
+Only directories under the operator's ``allowed_roots`` are read, links and ``..``
+resolved first: unset, that is the working directory of a local process and nothing on an
+HTTP server. A refused path is refused before a task exists. Every blocking step runs in a
+worker thread that stops within one 1 MiB read of a cancel.
 """
 
 import os
@@ -17,7 +22,14 @@ from typing import Final
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from taskloom.engine.dag import Node, NodeContext, Workflow, settings_of
+from taskloom.engine.dag import (
+    Node,
+    NodeContext,
+    Workflow,
+    check_cancelled,
+    exposure_of,
+    settings_of,
+)
 from taskloom.workflows.audit_report import (
     RepoAuditResult,
     render_json,
@@ -26,11 +38,12 @@ from taskloom.workflows.audit_report import (
 )
 from taskloom.workflows.files import (
     DEFAULT_IGNORE,
+    Fence,
     FileStats,
     Listing,
     compile_markers,
-    inside,
     list_tree,
+    refuse_path,
     scan_file,
 )
 from taskloom.workflows.reports import write_atomically
@@ -38,8 +51,8 @@ from taskloom.workflows.reports import write_atomically
 SHARDS: Final = 8
 """Analysis nodes: the most files read at once (a DAG is static; ``shards`` uses fewer)."""
 BATCH: Final = 16
-"""Files read per trip to a worker thread: progress is reported, and a cancel is seen,
-after each."""
+"""Files read per trip to a worker thread: progress is reported after each (a cancel is
+seen sooner, between 1 MiB reads)."""
 DEFAULT_REPORTS_DIR: Final = "taskloom-reports"
 
 
@@ -51,8 +64,23 @@ class RepoAuditSettings(BaseModel):
     reports_dir: str = DEFAULT_REPORTS_DIR
     """Where reports go, as ``<reports_dir>/<task id>/report.{md,json}``; a relative path is
     taken from the worker's working directory. Callers cannot choose it."""
-    allowed_roots: tuple[str, ...] = ()
-    """If not empty, only directories inside one of these may be audited."""
+    allowed_roots: tuple[str, ...] = Field(default=None, validate_default=True)
+    """The directories that may be audited, with everything below them; kept with their
+    links resolved. Unset: the working directory of a local process (stdio server, CLI,
+    worker) unless that is ``/``, and nothing on an HTTP server. ``[]``: nothing."""
+
+    @field_validator("allowed_roots", mode="before")
+    @classmethod
+    def _resolved_roots(cls, roots: object, info: ValidationInfo) -> object:
+        if roots is None:
+            here = os.getcwd()
+            local = exposure_of(info) == "local" and here != os.path.realpath(os.sep)
+            roots = (here,) if local else ()
+        if isinstance(roots, list | tuple):
+            return tuple(
+                os.path.realpath(root) if isinstance(root, str) else root for root in roots
+            )
+        return roots
 
 
 class RepoAuditInput(BaseModel):
@@ -100,9 +128,9 @@ class RepoAuditInput(BaseModel):
     def _allowed_path(cls, path: str, info: ValidationInfo) -> str:
         if "\0" in path:
             raise ValueError("a path cannot contain a NUL character")
-        roots = settings_of(info, RepoAuditSettings).allowed_roots
-        if roots and not inside(os.path.abspath(path), roots):
-            raise ValueError(f"{path!r} is outside the directories this server may audit")
+        refusal = refuse_path(path, settings_of(info, RepoAuditSettings).allowed_roots)
+        if refusal is not None:
+            raise ValueError(refusal)
         return path
 
     @field_validator("markers")
@@ -141,13 +169,14 @@ repo_audit = Workflow(
 @repo_audit.node(phase="list")
 async def list_files(ctx: NodeContext[RepoAuditInput]) -> Listing:
     """Walk the tree in a worker thread; a missing or forbidden root fails here, clearly."""
-    listing = await anyio.to_thread.run_sync(
+    listing = await ctx.run_blocking(
         lambda: list_tree(
             ctx.input.path,
             ignore=ctx.input.ignore_patterns(),
             follow_symlinks=ctx.input.follow_symlinks,
             max_files=ctx.input.max_files,
             allowed_roots=_settings(ctx).allowed_roots,
+            check=check_cancelled,
         )
     )
     await ctx.report(len(listing.files), None, "files found")
@@ -160,6 +189,7 @@ def _shard(index: int) -> Node[list[FileStats]]:
         listing = ctx.output(list_files)
         mine = listing.files[index :: ctx.input.shards] if index < ctx.input.shards else []
         markers = compile_markers(ctx.input.markers)
+        fence = Fence.of(_settings(ctx).allowed_roots)
 
         def scan(batch: list[str]) -> list[FileStats]:
             return [
@@ -169,13 +199,15 @@ def _shard(index: int) -> Node[list[FileStats]]:
                     follow_symlinks=ctx.input.follow_symlinks,
                     max_bytes=ctx.input.max_file_bytes,
                     markers=markers,
+                    fence=fence,
+                    check=check_cancelled,
                 )
                 for path in batch
             ]
 
         found: list[FileStats] = []
         for start in range(0, len(mine), BATCH):
-            found += await anyio.to_thread.run_sync(scan, mine[start : start + BATCH])
+            found += await ctx.run_blocking(scan, mine[start : start + BATCH])
             await ctx.report(len(found), len(mine), "files")
         return found
 
@@ -204,4 +236,4 @@ async def report(ctx: NodeContext[RepoAuditInput]) -> RepoAuditResult:
             write_atomically(folder / "report.md", markdown)
         return result
 
-    return await anyio.to_thread.run_sync(build)
+    return await ctx.run_blocking(build)
