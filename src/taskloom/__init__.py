@@ -23,7 +23,14 @@ from taskloom.engine import (
     TaskStore,
     WorkflowDefinitionError,
 )
-from taskloom.engine.dag import DependencyFailedError, Node, NodeContext, Workflow, settings_of
+from taskloom.engine.dag import (
+    DependencyFailedError,
+    Node,
+    NodeContext,
+    Question,
+    Workflow,
+    settings_of,
+)
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.retry import RetryPolicy
 from taskloom.engine.submit import submit
@@ -44,6 +51,7 @@ __all__ = (
     "NodeContext",
     "PersistenceError",
     "Progress",
+    "Question",
     "RetryPolicy",
     "Task",
     "TaskFailure",
