@@ -6,15 +6,19 @@ On a 2025-11-25 connection (where ``capabilities.tasks`` was announced):
   ``CreateTaskResult`` is answered (through the bridge, ADR 0007);
 - without it, on a ``required`` tool: ``-32601``;
 - without it, on an ``optional`` tool: the task runs and the call waits for its result;
-- with it, on a fallback tool (``task_status``...; task support forbidden): ``-32601``.
+- with it, on a fallback tool (``task_status``...) or a workflow whose task support is
+  ``forbidden``: ``-32601``.
 
-On 2026-07-28 the server decides (``modern.start_directed``, ADR 0010): a workflow's
-call becomes a task when the request declared the tasks extension, and ``params.task``
-is ignored. On any older version nothing was announced, so ``params.task`` is ignored
+On 2026-07-28 the server decides (``modern.becomes_task``, ADR 0010): a workflow's
+call becomes a task when the request declared the tasks extension (never for a
+``forbidden`` one), and ``params.task`` is ignored. A workflow's questions asked before
+its task exists are answered first, in MRTR rounds (``mrtr.gather``, ADR 0019); on
+2025-11-25 the task asks them first. On any older version nothing was announced, so ``params.task`` is ignored
 and every call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``).
 """
 
 import contextlib
+from collections.abc import Mapping
 from contextlib import aclosing
 from functools import partial
 from typing import Any, Final, Literal
@@ -22,6 +26,7 @@ from typing import Any, Final, Literal
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from pydantic import JsonValue
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import InvalidRequestError, TaskloomError
@@ -31,7 +36,8 @@ from taskloom.engine.submit import submit
 from taskloom.server.bridge import TaskCreated
 from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
-from taskloom.server.modern import start_directed
+from taskloom.server.modern import becomes_task, start_directed
+from taskloom.server.mrtr import gather
 from taskloom.server.notify import ProgressPush, TaskFollowers
 from taskloom.server.protocol import LEGACY_VERSION, is_modern
 from taskloom.server.results import call_tool_result, invalid_arguments_result
@@ -78,17 +84,24 @@ class ToolCalls:
         workflow = self._workflows.get(params.name)
         if workflow is None:
             raise unknown_tool(params.name)
+        answers: dict[str, JsonValue] = {}
         if is_modern(ctx):
-            created = await start_directed(
-                self._manager, ctx, workflow, params.arguments, owner=self._owner
-            )
-            if created is not None:
-                return created
+            as_task = becomes_task(ctx, workflow)
+            first = gather(workflow, params)  # questions asked before the task exists
+            if first.reply is not None:
+                return first.reply
+            answers = first.answers
+            if as_task:
+                return await start_directed(
+                    self._manager, workflow, params.arguments, owner=self._owner, answers=answers
+                )
         if tasks_announced and params.task is not None:
+            if workflow.task_support == "forbidden":
+                raise tool_forbids_task(workflow.name)
             await self._start(ctx, workflow, params.arguments, params.task)
         if tasks_announced and workflow.task_support == "required":
             raise tool_needs_task(workflow.name)
-        return _complete(await self._run(ctx, workflow, params.arguments))
+        return _complete(await self._run(ctx, workflow, params.arguments, answers))
 
     async def _start(
         self,
@@ -109,10 +122,16 @@ class ToolCalls:
         raise TaskCreated(create_task_result(task))
 
     async def _run(
-        self, ctx: Context, workflow: Workflow[Any], arguments: dict[str, Any] | None
+        self,
+        ctx: Context,
+        workflow: Workflow[Any],
+        arguments: dict[str, Any] | None,
+        answers: Mapping[str, JsonValue],
     ) -> dict[str, Any]:
         try:
-            task = await submit(self._manager, workflow, arguments, owner=self._owner)
+            task = await submit(
+                self._manager, workflow, arguments, owner=self._owner, answers=answers
+            )
         except InvalidRequestError as error:
             return invalid_arguments_result(str(error))
         progress = ProgressPush(

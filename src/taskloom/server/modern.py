@@ -2,8 +2,9 @@
 
 Every request is judged on its own ``_meta`` (2026 has no sessions). A ``tools/call``
 of a workflow becomes a task exactly when that request declared the extension (ADR
-0010: ``optional`` and ``required`` alike; ``required`` without it is ``-32021``); the
-``CreateTaskResult`` is answered once the task is committed. ``tasks/get``,
+0010: ``optional`` and ``required`` alike; ``required`` without it is ``-32021``;
+``forbidden`` never, ADR 0019); the ``CreateTaskResult`` is answered once the task is
+committed. ``tasks/get``,
 ``tasks/update`` and ``tasks/cancel`` check that the extension was declared (``-32021``),
 then that the task is visible to the owner (``-32602``); over HTTP the ``Mcp-Name``
 header was checked before (``-32020``, ``taskloom.server.routing``). ``tasks/result`` and ``tasks/list`` do not exist here
@@ -18,7 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from pydantic import Field, ValidationError
+from pydantic import Field, JsonValue, ValidationError
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import (
@@ -54,26 +55,37 @@ class UpdateTaskParams(types.RequestParams):
     input_responses: dict[str, Any] = Field(alias="inputResponses")
 
 
+def becomes_task(ctx: Context, workflow: Workflow[Any]) -> bool:
+    """On 2026-07-28, whether this call of *workflow* becomes a task: when the request
+    declared the extension, unless the workflow forbids tasks (it then always runs to
+    its result).
+
+    Raises:
+        MCPError: ``-32021`` for a ``required`` workflow without the extension.
+    """
+    if workflow.task_support == "forbidden":
+        return False
+    if not declares_tasks_extension(ctx):
+        if workflow.task_support == "required":
+            raise missing_tasks_extension(f"Tool {workflow.name!r} runs only as a task; it")
+        return False
+    return True
+
+
 async def start_directed(
     manager: TaskManager,
-    ctx: Context,
     workflow: Workflow[Any],
     arguments: Mapping[str, Any] | None,
     *,
     owner: str | None,
-) -> dict[str, Any] | None:
-    """On 2026-07-28, the ``CreateTaskResult`` of a committed task when this request
-    declared the extension; ``None`` (run and answer) when it did not.
+    answers: Mapping[str, JsonValue],
+) -> dict[str, Any]:
+    """The ``CreateTaskResult`` of a task committed for this call.
 
     Raises:
-        MCPError: ``-32021`` for a ``required`` workflow without the extension.
         InvalidRequestError: the arguments do not fit (``-32602``: no task was created).
     """
-    if not declares_tasks_extension(ctx):
-        if workflow.task_support == "required":
-            raise missing_tasks_extension(f"Tool {workflow.name!r} runs only as a task; it")
-        return None
-    task = await submit(manager, workflow, arguments, owner=owner)
+    task = await submit(manager, workflow, arguments, owner=owner, answers=answers)
     return create_task_result(task)
 
 

@@ -1,7 +1,8 @@
 """The ``CallToolResult`` of a finished task: the same for a plain call and ``tasks/result``.
 
-- completed: the workflow's result as JSON text, and as ``structuredContent`` when it is
-  a JSON object (always the case for a workflow with an output model);
+- completed: the workflow's result as text (a string result as itself, anything else as
+  JSON; ADR 0019), and as ``structuredContent`` when it is a JSON object (always the
+  case for a workflow with an output model);
 - failed: ``isError: true`` with the failure's message (a tool execution error, which
   the model can read and act on), unless the failure is the server's fault (ADR 0010):
   then a JSON-RPC error ``-32603``;
@@ -27,8 +28,7 @@ def call_tool_result(task: Task) -> dict[str, Any]:
     """
     match task.state:
         case TaskState.COMPLETED:
-            text = json.dumps(task.result, ensure_ascii=False, separators=(",", ":"))
-            result: dict[str, Any] = {"content": [_text(text)], "isError": False}
+            result: dict[str, Any] = {"content": [_text(_as_text(task.result))], "isError": False}
             if isinstance(task.result, dict):
                 result["structuredContent"] = task.result
             return result
@@ -41,6 +41,13 @@ def call_tool_result(task: Task) -> dict[str, Any]:
             raise cancelled_without_result(task)
         case _:
             raise ValueError(f"task {task.id} has no result yet: it is {task.state}")
+
+
+def _as_text(result: object) -> str:
+    """A string result as itself (text for the model to read); anything else as JSON."""
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
 
 
 def _text(text: str) -> dict[str, str]:
