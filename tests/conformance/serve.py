@@ -25,8 +25,7 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.server import ServerSettings, TaskServer
-from taskloom.server.notify import TaskFollowers
-from taskloom.server.outbox import Outbox
+from taskloom.server.push import Outbox, TaskFollowers
 from tests.conformance.fixtures import FIXTURES
 
 
