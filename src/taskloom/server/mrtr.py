@@ -31,7 +31,7 @@ from pydantic import JsonValue, ValidationError
 from taskloom.engine.dag import Question, Workflow
 from taskloom.engine.models import InputRequest
 from taskloom.server.errors import echoed
-from taskloom.server.wire_modern import input_request
+from taskloom.server.wire import input_request, text_content
 
 STATE_PREFIX: Final = "taskloom.mrtr.v1."
 
@@ -93,7 +93,7 @@ def _refused(question: Question[Any], *, declined: bool) -> dict[str, Any]:
     """The tool error a call ends with when its requestor will not answer (no task)."""
     how = "declined to answer" if declined else "dismissed the question"
     text = f"the requestor {how}: {question.message}"
-    return {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}
+    return {"content": [text_content(text)], "isError": True, "resultType": "complete"}
 
 
 def _fits(workflow: Workflow[Any], arguments: dict[str, Any] | None) -> bool:
