@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 SCENARIOS: Final = (
     "tasks-lifecycle",
@@ -60,10 +60,10 @@ def main(tools: Path) -> int:
                 log.flush()
                 print((work / "server.log").read_text(), file=sys.stderr)
                 return 2
-            unexpected = sum(
+            tallies = [
                 _scenario(node, cli, f"http://127.0.0.1:{port}/mcp", name, work)
                 for name in SCENARIOS
-            )
+            ]
         finally:
             server.terminate()
             try:
@@ -73,6 +73,9 @@ def main(tools: Path) -> int:
                 server.wait()
             log.close()
         server_log = (work / "server.log").read_text()
+    unexpected = sum(tally.unexpected for tally in tallies)
+    passed, counted = sum(t.passed for t in tallies), sum(t.counted for t in tallies)
+    print(f"conformance: {passed} of {counted} checks passed (skipped checks not counted)")
     if "Traceback" in server_log:
         print("the server logged a traceback:\n" + server_log)
         unexpected += 1
@@ -81,15 +84,22 @@ def main(tools: Path) -> int:
     return 1 if unexpected else 0
 
 
-def _scenario(node: Path, cli: Path, url: str, name: str, work: Path) -> int:
-    """Run one scenario; print its line; the number of unexpected failures."""
+class _Tally(NamedTuple):
+    passed: int
+    counted: int
+    """Checks that are not skipped."""
+    unexpected: int
+
+
+def _scenario(node: Path, cli: Path, url: str, name: str, work: Path) -> _Tally:
+    """Run one scenario; print its line; its counts."""
     out = work / name
     command = [str(node), str(cli), "server", "--url", url, "--scenario", name, "-o", str(out)]
     subprocess.run(command, capture_output=True, timeout=SCENARIO_S, check=False)
     found = sorted(out.glob("server-*/checks.json"))
     if not found:
         print(f"{name:32} ERROR  no checks.json (the CLI failed)")
-        return 1
+        return _Tally(passed=0, counted=0, unexpected=1)
     checks: list[dict[str, Any]] = json.loads(found[-1].read_text())
     counts = {status: sum(c["status"] == status for c in checks) for status in _STATUSES}
     failed = [c for c in checks if c["status"] == "FAILURE"]
@@ -104,7 +114,8 @@ def _scenario(node: Path, cli: Path, url: str, name: str, work: Path) -> int:
         unexpected += not known
         message = str(check.get("errorMessage") or "")[:160]
         print(f"    {'known ' if known else ''}FAILURE {check['id']}: {message}")
-    return unexpected
+    counted = len(checks) - counts["SKIPPED"]
+    return _Tally(passed=counts["SUCCESS"], counted=counted, unexpected=unexpected)
 
 
 _STATUSES: Final = ("SUCCESS", "FAILURE", "WARNING", "INFO", "SKIPPED")
