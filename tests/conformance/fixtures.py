@@ -1,18 +1,30 @@
 """The fixture tools the official conformance suite calls (its ``tasks-*`` scenarios),
-as taskloom workflows. Test-only: served by ``tests.conformance.serve``, never built in.
-
-``greet`` is not here: the suite wants a sync-only tool answering plain text, and every
-workflow may become a task and answers JSON; the harness serves it itself.
+as taskloom workflows. Test-only, never built in: ``make conformance`` serves them with
+``taskloom serve --http 127.0.0.1:PORT --workflows tests.conformance.fixtures``.
 """
 
 import anyio
 from pydantic import BaseModel, Field
 
-from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.dag import NodeContext, Question, Workflow
 
 
 class Empty(BaseModel):
     """No arguments."""
+
+
+class GreetInput(BaseModel):
+    """Say hello."""
+
+    name: str
+
+
+greet = Workflow("greet", version="1", input=GreetInput, task_support="forbidden")
+
+
+@greet.node()
+async def hello(ctx: NodeContext[GreetInput]) -> str:
+    return f"Hello, {ctx.input.name}!"
 
 
 class ComputeInput(BaseModel):
@@ -101,21 +113,24 @@ async def both(ctx: NodeContext[Empty]) -> str:
     return f"{ctx.output(ask_name)}: {'go' if ctx.output(ask_confirm) else 'stop'}"
 
 
+USER_NAME = Question("user_name", "Your name?", Name)
 test_tool_with_task = Workflow(
     "test_tool_with_task",
     version="1",
     input=Empty,
     task_support="required",
-    description="Ask for a name inside the task (the suite wants it asked before: MRTR).",
+    asks=[USER_NAME],
+    description="Ask for a name before the task exists (MRTR), then greet in the task.",
 )
 
 
 @test_tool_with_task.node()
-async def ask_user_name(ctx: NodeContext[Empty]) -> str:
-    return f"Hello, {(await ctx.ask('Your name?', Name)).name}!"
+async def greet_user(ctx: NodeContext[Empty]) -> str:
+    return f"Hello, {ctx.answer(USER_NAME).name}!"
 
 
 FIXTURES = (
+    greet,
     slow_compute,
     failing_job,
     protocol_error_job,

@@ -1,10 +1,12 @@
 """Run the official conformance suite's ``tasks-*`` scenarios against taskloom.
 
 ``python -m tests.conformance.run TOOLS`` where TOOLS holds ``node_modules`` from
-``tests/conformance/package.json`` (``make conformance`` installs it). Starts
-``tests.conformance.serve`` on a free port of 127.0.0.1, runs the ten scenarios one by
-one, prints one line per scenario and the checks that did not pass. Exit status 1 when a
-check fails that is not a known failure (below).
+``tests/conformance/package.json`` (``make conformance`` installs it). Starts the real
+server, ``taskloom serve --http 127.0.0.1:PORT --workflows tests.conformance.fixtures``
+on a fresh SQLite file (its HTTP service with its authentication and limits; no tokens,
+so loopback only, as the suite sends no credentials), runs the ten scenarios one by one,
+prints one line per scenario and the checks that did not pass. Exit status 1 when a
+check fails that is not a known failure (below), or when the server logged a traceback.
 """
 
 import json
@@ -14,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 SCENARIOS: Final = (
     "tasks-lifecycle",
@@ -28,10 +30,10 @@ SCENARIOS: Final = (
     "tasks-required-task-error",
     "tasks-mrtr-composition",
 )
-KNOWN_FAILURES: Final = {
-    # Workflows ask from inside their task; nothing is asked before it exists (ADR 0010).
-    "tasks-mrtr-composition:sep-2663-mrtr-synchronous-before-task-creation",
-}
+KNOWN_FAILURES: Final[frozenset[str]] = frozenset()
+"""``scenario:check`` ids allowed to fail (none today)."""
+FIXTURES: Final = "tests.conformance.fixtures"
+REPOSITORY: Final = Path(__file__).resolve().parents[2]
 CLI: Final = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
 NODE: Final = "node_modules/.bin/node"
 START_S: Final = 30.0
@@ -48,16 +50,20 @@ def main(tools: Path) -> int:
         port = _free_port()
         log = (work / "server.log").open("w")
         server = subprocess.Popen(
-            [sys.executable, "-m", "tests.conformance.serve", str(port), str(work / "c.db")],
+            _serve_command(port, work / "conformance.db"),
             stdout=log,
             stderr=subprocess.STDOUT,
+            cwd=REPOSITORY,  # tests.conformance.fixtures is imported from here
         )
         try:
-            _wait_for(port, server)
-            unexpected = sum(
+            if not _listening(port, server):
+                log.flush()
+                print((work / "server.log").read_text(), file=sys.stderr)
+                return 2
+            tallies = [
                 _scenario(node, cli, f"http://127.0.0.1:{port}/mcp", name, work)
                 for name in SCENARIOS
-            )
+            ]
         finally:
             server.terminate()
             try:
@@ -67,6 +73,9 @@ def main(tools: Path) -> int:
                 server.wait()
             log.close()
         server_log = (work / "server.log").read_text()
+    unexpected = sum(tally.unexpected for tally in tallies)
+    passed, counted = sum(t.passed for t in tallies), sum(t.counted for t in tallies)
+    print(f"conformance: {passed} of {counted} checks passed (skipped checks not counted)")
     if "Traceback" in server_log:
         print("the server logged a traceback:\n" + server_log)
         unexpected += 1
@@ -75,15 +84,22 @@ def main(tools: Path) -> int:
     return 1 if unexpected else 0
 
 
-def _scenario(node: Path, cli: Path, url: str, name: str, work: Path) -> int:
-    """Run one scenario; print its line; the number of unexpected failures."""
+class _Tally(NamedTuple):
+    passed: int
+    counted: int
+    """Checks that are not skipped."""
+    unexpected: int
+
+
+def _scenario(node: Path, cli: Path, url: str, name: str, work: Path) -> _Tally:
+    """Run one scenario; print its line; its counts."""
     out = work / name
     command = [str(node), str(cli), "server", "--url", url, "--scenario", name, "-o", str(out)]
     subprocess.run(command, capture_output=True, timeout=SCENARIO_S, check=False)
     found = sorted(out.glob("server-*/checks.json"))
     if not found:
         print(f"{name:32} ERROR  no checks.json (the CLI failed)")
-        return 1
+        return _Tally(passed=0, counted=0, unexpected=1)
     checks: list[dict[str, Any]] = json.loads(found[-1].read_text())
     counts = {status: sum(c["status"] == status for c in checks) for status in _STATUSES}
     failed = [c for c in checks if c["status"] == "FAILURE"]
@@ -98,10 +114,27 @@ def _scenario(node: Path, cli: Path, url: str, name: str, work: Path) -> int:
         unexpected += not known
         message = str(check.get("errorMessage") or "")[:160]
         print(f"    {'known ' if known else ''}FAILURE {check['id']}: {message}")
-    return unexpected
+    counted = len(checks) - counts["SKIPPED"]
+    return _Tally(passed=counts["SUCCESS"], counted=counted, unexpected=unexpected)
 
 
 _STATUSES: Final = ("SUCCESS", "FAILURE", "WARNING", "INFO", "SKIPPED")
+
+
+def _serve_command(port: int, database: Path) -> list[str]:
+    """``taskloom serve`` as a user runs it (``python -m taskloom`` is the same command)."""
+    return [
+        sys.executable,
+        "-m",
+        "taskloom",
+        "serve",
+        "--http",
+        f"127.0.0.1:{port}",
+        "--db",
+        str(database),
+        "--workflows",
+        FIXTURES,
+    ]
 
 
 def _free_port() -> int:
@@ -111,17 +144,22 @@ def _free_port() -> int:
         return port
 
 
-def _wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
+def _listening(port: int, server: subprocess.Popen[bytes]) -> bool:
+    """Whether *server* listens on *port* within ``START_S`` (a message says why not)."""
     deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise SystemExit(f"the conformance server exited with {server.returncode}")
+            print(f"conformance: the server exited with {server.returncode}:", file=sys.stderr)
+            return False
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
+                return True
         except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"the conformance server did not listen on {port} within {START_S:g} s")
+            time.sleep(0.1)  # polling a port that is not open yet: nothing to wait on
+    print(
+        f"conformance: the server did not listen on {port} within {START_S:g} s:", file=sys.stderr
+    )
+    return False
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The state table of docs/concepts.md says what taskloom/server/status.py does."""
+"""The state table of docs/concepts.md says what taskloom/server/wire.py does."""
 
 import re
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskFailure
 from taskloom.engine.states import TaskState
-from taskloom.server.status import SERVER_FAULT_CODES, modern_status, wire_status
+from taskloom.server.wire import SERVER_FAULT_CODES, modern_status, wire_status
 from taskloom.testing import InMemoryTaskStore
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "concepts.md"
@@ -32,7 +32,7 @@ async def _task(state: TaskState, code: str) -> Task:
 
 
 @pytest.mark.parametrize("state", list(TaskState), ids=str)
-async def test_each_state_shows_the_wire_statuses_of_status_py(state: TaskState) -> None:
+async def test_each_state_shows_the_wire_statuses_of_wire_py(state: TaskState) -> None:
     legacy, modern, fallback = _row(state)
     assert _statuses(legacy) == {wire_status(state)}
     assert _statuses(fallback) == {wire_status(state)}  # the fallback tools use wire_status

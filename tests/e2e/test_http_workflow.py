@@ -198,7 +198,7 @@ async def test_a_real_http_server_runs_cancels_and_asks_for_two_principals(
             await _until_status(bob, asking, "input_required")
             assert (await ann.error("tasks/get", {"taskId": asking})).code == -32602
             answered = await bob.result(asking)
-            assert answered["content"] == [{"type": "text", "text": '"Hello, Grace!"'}]
+            assert answered["content"] == [{"type": "text", "text": "Hello, Grace!"}]
             assert asked == ["Who are you?"]
 
             # Ann's is answered with tasks/update (2026-07-28); Bob's update is refused.
@@ -217,7 +217,7 @@ async def test_a_real_http_server_runs_cancels_and_asks_for_two_principals(
             assert acked["resultType"] == "complete"
             finished = await ann_modern.until(modern, {"completed", "failed", "cancelled"})
             assert finished["status"] == "completed"
-            assert finished["result"]["content"] == [{"type": "text", "text": '"Hello, Ada!"'}]
+            assert finished["result"]["content"] == [{"type": "text", "text": "Hello, Ada!"}]
 
             # Each principal lists only its own tasks.
             assert [t["taskId"] for t in (await bob.list_tasks())["tasks"]] == [asking]

@@ -61,7 +61,7 @@ async def test_a_real_server_serves_the_tasks_extension(tmp_path: Path) -> None:
             answer = {"action": "accept", "content": {"name": "Grace"}}
             await client.update(asking, {key: answer})
             answered = await client.until(asking)
-            assert answered["result"]["content"] == [{"type": "text", "text": '"Hello, Grace!"'}]
+            assert answered["result"]["content"] == [{"type": "text", "text": "Hello, Grace!"}]
 
             pushed = await client.start("countdown", {"start": 20, "tick_s": 0.01})
             listen = {"notifications": {"taskIds": [pushed]}}
@@ -93,5 +93,5 @@ async def test_a_question_survives_a_restart_and_tasks_update_resumes_it(tmp_pat
             [key] = asked
             await again.update(task_id, {key: {"action": "accept", "content": {"name": "Yes"}}})
             done = await again.until(task_id)
-    assert done["result"]["content"] == [{"type": "text", "text": '"Hello, Yes!"'}]
+    assert done["result"]["content"] == [{"type": "text", "text": "Hello, Yes!"}]
     assert "Traceback" not in (tmp_path / "stderr.log").read_text()

@@ -97,7 +97,7 @@ async def test_a_real_server_asks_for_input_through_elicitation(tmp_path: Path) 
 
             await eventually(waiting, within_s=20, every_s=0.05)
             result = await client.result(task_id)
-    assert result["content"] == [{"type": "text", "text": '"Hello, Grace!"'}]
+    assert result["content"] == [{"type": "text", "text": "Hello, Grace!"}]
     assert asked[0]["message"] == "Who are you?"
     assert asked[0]["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
     assert "Traceback" not in (tmp_path / "stderr.log").read_text()

@@ -3,7 +3,7 @@
 import anyio
 from pydantic import BaseModel, Field
 
-from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.dag import NodeContext, Question, Workflow
 
 GATES: dict[str, anyio.Event] = {}
 """Events a ``gated`` run waits on, by the ``gate`` argument; the test opens them."""
@@ -112,3 +112,34 @@ async def second_question(ctx: NodeContext[Empty]) -> bool:
 async def combine(ctx: NodeContext[Empty]) -> str:
     sure = ctx.output(second_question)
     return f"{ctx.output(first_question)} {'is' if sure else 'is not'} sure"
+
+
+NAME_FIRST = Question("user_name", "Your name?", Name)
+CONFIRM_FIRST = Question("go", "Go ahead?", Confirm)
+asks_first = Workflow(
+    "asks_first",
+    version="1",
+    input=AskInput,
+    asks=[NAME_FIRST, CONFIRM_FIRST],
+    description="Ask two questions before the task exists, then greet.",
+)
+
+
+@asks_first.node()
+async def greet_after_asking(ctx: NodeContext[AskInput]) -> str:
+    mark = "!" if ctx.answer(CONFIRM_FIRST).confirm else "?"
+    return f"Hello, {ctx.answer(NAME_FIRST).name}{mark}"
+
+
+class HelloInput(BaseModel):
+    """Say hello at once (never a task)."""
+
+    name: str
+
+
+hello_now = Workflow("hello_now", version="1", input=HelloInput, task_support="forbidden")
+
+
+@hello_now.node()
+async def say_hello(ctx: NodeContext[HelloInput]) -> str:
+    return f"Hello, {ctx.input.name}!"

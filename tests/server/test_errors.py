@@ -15,8 +15,9 @@ from taskloom.engine.errors import (
     TaskNotFoundError,
 )
 from taskloom.engine.states import TaskState
-from taskloom.server.errors import error_boundary, to_mcp_error
-from taskloom.server.status import WIRE_STATUS
+from taskloom.server.errors import to_mcp_error
+from taskloom.server.middleware import error_boundary
+from taskloom.server.wire import WIRE_STATUS
 
 
 def test_every_engine_state_has_a_wire_status() -> None:

@@ -17,8 +17,7 @@ from taskloom.config import TaskloomSettings
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.persistence.sqlite import SqliteSettings
-from taskloom.server.notify import TaskFollowers
-from taskloom.server.outbox import Outbox
+from taskloom.server.push import Outbox, TaskFollowers
 
 WITHIN_S = 10.0
 

@@ -81,7 +81,7 @@ async def test_an_input_request_is_answered_through_elicitation(url: str) -> Non
         task_id = await client.start("ask", {})
         await client.tap.until(lambda: "input_required" in client.statuses(task_id))
         result = await client.result(task_id)
-    assert result["content"] == [{"type": "text", "text": '"Hello, Ada!"'}]
+    assert result["content"] == [{"type": "text", "text": "Hello, Ada!"}]
     assert asked == ["Your name?"]
 
 

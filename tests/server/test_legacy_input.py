@@ -53,7 +53,7 @@ async def test_l23_tasks_result_asks_through_elicitation_and_returns_the_result(
         assert (await client.get(task_id))["statusMessage"] == "Your name?"
         result = await client.result(task_id)
         await client.tap.until(lambda: "completed" in client.statuses(task_id))
-    assert result["content"] == [{"type": "text", "text": '"Hello, Luca!"'}]
+    assert result["content"] == [{"type": "text", "text": "Hello, Luca!"}]
     assert result["_meta"] == {RELATED: {"taskId": task_id}}
     (asked,) = human.asked
     assert asked["message"] == "Your name?"
@@ -71,7 +71,7 @@ async def test_l23_an_answer_that_does_not_fit_is_asked_again(connect: Connect) 
         task_id = await client.start("ask", {})
         await _until_input_required(client, task_id)
         result = await client.result(task_id)
-    assert result["content"][0]["text"] == '"Hello, Luca!"'
+    assert result["content"][0]["text"] == "Hello, Luca!"
     assert len(human.asked) == 2
     assert "please correct" in human.asked[1]["message"]
 
@@ -114,5 +114,5 @@ async def test_a_client_without_elicitation_is_not_asked_and_can_answer_later(
             task_group.start_soon(wait_for_result)
             assert (await plain.get(task_id))["status"] == "input_required"
             await able.result(task_id)
-    assert outcome[0]["content"][0]["text"] == '"Hello, Ada!"'
+    assert outcome[0]["content"][0]["text"] == "Hello, Ada!"
     assert (await engine.manager.get(task_id)).state is TaskState.COMPLETED

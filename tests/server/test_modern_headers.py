@@ -1,6 +1,6 @@
 """M31 without an HTTP stack: the ``Mcp-Name`` check of ``tasks/*`` on a request that came
 over HTTP (the SDK checks the header only for ``tools/call``). The check is one server
-middleware, ``taskloom.server.routing.check_task_routing``; ``test_http_limits.py`` runs it
+middleware, ``taskloom.server.middleware.check_task_routing``; ``test_http_limits.py`` runs it
 over real HTTP and ``make conformance`` through the official suite."""
 
 from types import SimpleNamespace
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from taskloom.server.routing import check_task_routing
+from taskloom.server.middleware import check_task_routing
 
 METHODS = ["tasks/get", "tasks/update", "tasks/cancel"]
 

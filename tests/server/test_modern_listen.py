@@ -65,7 +65,7 @@ async def test_m35_listen_shows_questions_as_they_come_and_go(modern: ModernClie
         await modern.update(task_id, {key: {"action": "accept", "content": {"name": "Di"}}})
     last = modern.notifications(TASKS)[-1]
     assert last["status"] == "completed"
-    assert last["result"]["content"][0]["text"] == '"Hello, Di!"'
+    assert last["result"]["content"][0]["text"] == "Hello, Di!"
 
 
 async def test_m35_listen_for_tasks_needs_the_extension(modern: ModernClient) -> None:

@@ -244,7 +244,7 @@ async def test_m23_m24_input_is_asked_in_tasks_get_and_answered_by_tasks_update(
     assert not FORBIDDEN_IN_ACK & set(ack)
     done = await modern.until(task_id)
     assert done["status"] == "completed"
-    assert done["result"]["content"][0]["text"] == '"Hello, Ada!"'
+    assert done["result"]["content"][0]["text"] == "Hello, Ada!"
 
 
 async def _two_questions(modern: ModernClient) -> tuple[str, dict[str, Any]]:
@@ -270,7 +270,7 @@ async def test_m25_a_partial_update_is_applied_before_the_ack(modern: ModernClie
     assert list(now["inputRequests"]) == [sure_key]
     await modern.update(task_id, {sure_key: {"action": "accept", "content": {"confirm": True}}})
     done = await modern.until(task_id)
-    assert done["result"]["content"][0]["text"] == '"Bo is sure"'
+    assert done["result"]["content"][0]["text"] == "Bo is sure"
 
 
 async def test_m26_a_repeated_or_stale_answer_is_ignored(

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.dag import NodeContext, Question, Workflow
 from taskloom.engine.errors import UnknownWorkflowError, WorkflowDefinitionError
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.retry import RetryPolicy
@@ -205,3 +205,27 @@ def test_only_the_listed_exceptions_earn_a_retry() -> None:
     assert policy.allows_another(1, ConnectionResetError())
     assert not policy.allows_another(1, ValueError())
     assert policy.allows_another(1, None)  # a timeout
+
+
+class _Name(BaseModel):
+    name: str
+
+
+def test_questions_need_unique_valid_keys_and_a_model_answer() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="question 'q': asked twice"):
+        Workflow("w", version="1", input=Empty, asks=[Question("q", "?", _Name)] * 2)
+    with pytest.raises(WorkflowDefinitionError, match="question 'a#1': not a valid question key"):
+        Workflow("w", version="1", input=Empty, asks=[Question("a#1", "?", _Name)])
+    with pytest.raises(WorkflowDefinitionError, match="answer must be a pydantic model"):
+        Workflow("w", version="1", input=Empty, asks=[Question("q", "?", dict)])
+
+
+def test_answers_are_parsed_against_their_question_and_read_typed() -> None:
+    name = Question("user_name", "Your name?", _Name)
+    flow = Workflow("w", version="1", input=Empty, asks=[name])
+    assert flow.parse_answers({"user_name": {"name": "Ada"}}) == {"user_name": {"name": "Ada"}}
+    with pytest.raises(ValueError, match="answer to 'user_name': name: Field required"):
+        flow.parse_answers({"user_name": {}})
+    with pytest.raises(ValueError, match="'other' is not a question of workflow 'w'"):
+        flow.parse_answers({"other": {"name": "Ada"}})
+    assert name.requested_schema == _Name.model_json_schema()

@@ -12,6 +12,7 @@ EXPECTED_TOP_LEVEL = {
     "DependencyFailedError",
     "Node",
     "NodeContext",
+    "Question",
     "RetryPolicy",
     "Worker",
     "WorkerSettings",

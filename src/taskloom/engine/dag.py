@@ -27,6 +27,11 @@ process configures them once (:meth:`Workflow.configure`), nodes read them as
 Blocking or CPU-bound code goes through ``ctx.run_blocking`` (a worker thread that calls
 :func:`check_cancelled`) or ``ctx.run_in_process`` (killed on a cancel), never straight on
 the event loop: see :mod:`taskloom.engine.blocking`.
+
+A workflow may declare **questions asked before its task exists**
+(``Workflow(..., asks=[Question("key", "message", Model)])``): a 2026-07-28 client answers
+them in the ``tools/call`` rounds (MRTR) before the task is created; otherwise the task
+asks them first, before any node runs. Nodes read the answers with ``ctx.answer(question)``.
 """
 
 import copy
@@ -64,12 +69,13 @@ AnswerT = TypeVar("AnswerT", bound=BaseModel)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
-TaskSupport = Literal["optional", "required"]
+TaskSupport = Literal["forbidden", "optional", "required"]
 Exposure = Literal["local", "network"]
 """Who can call a process's workflows: ``local`` (stdio, the CLI, a worker: the user who
 started it) or ``network`` (an HTTP server: anyone holding a token)."""
 _SETTINGS_CONTEXT: Final = "taskloom_settings"
 _EXPOSURE_CONTEXT: Final = "taskloom_exposure"
+_MAX_QUESTION_KEY: Final = 64
 
 
 def settings_of(info: ValidationInfo, model: type[SettingsT]) -> SettingsT:
@@ -102,6 +108,40 @@ class DependencyFailedError(Exception):
         self.node = node
 
 
+@dataclass(frozen=True)
+class Question(Generic[AnswerT]):
+    """A question a workflow asks before its task exists: ``Workflow(..., asks=[...])``.
+
+    *key* names it on the wire and in ``ctx.answer``; *answer* is the pydantic model of a
+    valid answer (a flat form, as elicitation allows); *message* is shown to the person.
+    """
+
+    key: str
+    message: str
+    answer: type[AnswerT]
+
+    @property
+    def requested_schema(self) -> dict[str, JsonValue]:
+        """The JSON schema an answer must fit."""
+        schema: dict[str, JsonValue] = self.answer.model_json_schema()
+        return schema
+
+    def parse(self, content: Any) -> JsonValue:
+        """The JSON form of a valid answer.
+
+        Raises:
+            ValueError: *content* does not fit the answer model (the message says where).
+        """
+        try:
+            answer = self.answer.model_validate(content)
+        except ValidationError as error:
+            problem = error.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"]) or "answer"
+            raise ValueError(f"answer to {self.key!r}: {where}: {problem['msg']}") from None
+        dumped: JsonValue = answer.model_dump(mode="json")
+        return dumped
+
+
 class NodeRuntime(Protocol):
     """What the runner lends a node through its context (implemented by the runner)."""
 
@@ -128,6 +168,7 @@ class NodeContext(Generic[InputT]):
         failed: frozenset[str],
         runtime: NodeRuntime,
         settings: BaseModel | None = None,
+        answers: Mapping[str, JsonValue] | None = None,
     ) -> None:
         self.task_id = task_id
         self.node = node.name
@@ -141,6 +182,7 @@ class NodeContext(Generic[InputT]):
         self._outputs = outputs
         self._failed = failed
         self._runtime = runtime
+        self._answers: Mapping[str, JsonValue] = answers if answers is not None else {}
 
     def output(self, node: "Node[OutputT]") -> OutputT:
         """The stored output of *node*, one of this node's dependencies, as its type.
@@ -154,6 +196,18 @@ class NodeContext(Generic[InputT]):
         if node.name in self._failed:
             raise DependencyFailedError(node.name)
         return node.output_adapter.validate_python(self._outputs[node.name])
+
+    def answer(self, question: Question[AnswerT]) -> AnswerT:
+        """The answer to one of the workflow's questions (``Workflow(..., asks=[...])``).
+
+        Every such question is answered before the first node runs.
+
+        Raises:
+            KeyError: *question* is not one of this workflow's.
+        """
+        if question.key not in self._answers:
+            raise KeyError(f"{question.key!r} is not a question of this workflow")
+        return question.answer.model_validate(self._answers[question.key])
 
     @property
     def failed_dependencies(self) -> frozenset[str]:
@@ -250,6 +304,7 @@ class Workflow(Generic[InputT]):
         task_support: TaskSupport = "optional",
         max_concurrency: int | None = None,
         settings: type[BaseModel] | None = None,
+        asks: Sequence[Question[Any]] = (),
     ) -> None:
         if not _NAME.match(name):
             raise WorkflowDefinitionError(f"workflow name {name!r} is not a valid tool name")
@@ -272,6 +327,8 @@ class Workflow(Generic[InputT]):
         self.task_support: TaskSupport = task_support
         self.max_concurrency = max_concurrency
         self.settings_model = settings
+        self.asks: tuple[Question[Any], ...] = _checked_questions(name, asks)
+        """Questions asked before the task exists, in order (their keys are unique)."""
         self._settings = self._validated_settings({}) if settings is not None else None
         """Its defaults until :meth:`configure`: they must describe a safe, unconfigured
         workflow (e.g. one that refuses every call), so every field needs a default."""
@@ -438,6 +495,21 @@ class Workflow(Generic[InputT]):
             dict(arguments), context={_SETTINGS_CONTEXT: self.settings}
         )
 
+    def parse_answers(self, answers: Mapping[str, Any]) -> dict[str, JsonValue]:
+        """Answers to this workflow's questions (:attr:`asks`), by key, as stored JSON.
+
+        Raises:
+            ValueError: a key is not one of its questions, or an answer does not fit.
+        """
+        questions = {question.key: question for question in self.asks}
+        parsed: dict[str, JsonValue] = {}
+        for key, content in answers.items():
+            question = questions.get(key)
+            if question is None:
+                raise ValueError(f"{key!r} is not a question of workflow {self.name!r}")
+            parsed[key] = question.parse(content)
+        return parsed
+
     def _validated_settings(
         self, values: Mapping[str, Any], exposure: Exposure = "local"
     ) -> BaseModel:
@@ -469,6 +541,20 @@ class Workflow(Generic[InputT]):
         if self.output_model is not None:
             result = self.output_model.model_validate(result).model_dump(mode="json")
         return result
+
+
+def _checked_questions(workflow: str, asks: Sequence[Question[Any]]) -> tuple[Question[Any], ...]:
+    keys: set[str] = set()
+    for question in asks:
+        where = f"workflow {workflow!r}, question {question.key!r}"
+        if not (_NAME.match(question.key) and len(question.key) <= _MAX_QUESTION_KEY):
+            raise WorkflowDefinitionError(f"{where}: not a valid question key")
+        if question.key in keys:
+            raise WorkflowDefinitionError(f"{where}: asked twice")
+        if not (isinstance(question.answer, type) and issubclass(question.answer, BaseModel)):
+            raise WorkflowDefinitionError(f"{where}: the answer must be a pydantic model")
+        keys.add(question.key)
+    return tuple(asks)
 
 
 def _output_adapter(function: Callable[..., Any], where: str) -> TypeAdapter[Any]:

@@ -124,11 +124,13 @@ class TaskManager:
         poll_interval_ms: int | None = None,
         idempotency_key: str | None = None,
         workflow_version: str | None = None,
+        input_responses: Mapping[str, JsonValue] | None = None,
     ) -> Task:
         """Create a queued task and return it once it is durably committed.
 
         With an *idempotency_key*, a second call by the same owner with the same name and
-        arguments returns the first task instead of creating another.
+        arguments returns the first task instead of creating another. *input_responses*
+        are answers the task starts with (given before it existed), by question key.
 
         Raises:
             InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
@@ -142,6 +144,7 @@ class TaskManager:
             poll_interval_ms=poll_interval_ms,
             idempotency_key=idempotency_key,
             workflow_version=workflow_version,
+            input_responses=input_responses,
         )
         stored, created = await self._store.create(task, task.created_at)
         if created:
@@ -162,6 +165,7 @@ class TaskManager:
         idempotency_key: str | None = None,
         workflow_version: str | None = None,
         status_message: str | None = None,
+        input_responses: Mapping[str, JsonValue] | None = None,
     ) -> Task:
         """The queued task :meth:`create` would store, validated but not stored (for
         operations that store it with more in one transaction, like a fork).
@@ -184,6 +188,7 @@ class TaskManager:
                 "poll_interval_ms": poll_interval_ms or self.settings.poll_interval_ms,
                 "idempotency_key": idempotency_key,
                 "workflow_version": workflow_version,
+                "input_responses": _json_object(input_responses or {}),
                 "version": 1,
             }
         )

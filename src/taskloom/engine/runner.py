@@ -15,7 +15,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -31,9 +31,10 @@ from taskloom.engine.errors import (
     TaskNotFoundError,
     TaskStateError,
 )
+from taskloom.engine.events import TaskSubscription
 from taskloom.engine.fingerprint import describe
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import InputRequest, Progress, TaskFailure
+from taskloom.engine.models import InputRequest, Progress, Task, TaskFailure
 from taskloom.engine.observe import AttemptInfo, RunInfo
 from taskloom.engine.progress import RunProgress
 from taskloom.engine.runs import (
@@ -82,6 +83,7 @@ class RunExecution:
         self._runs = runs
         self._nodes: dict[str, NodeRun] = dict(claimed.nodes)
         self._outputs: dict[str, JsonValue] = {}
+        self._answers: dict[str, JsonValue] = {}
         self._failed: set[str] = set()
         self.progress = RunProgress(workflow)
         for run in claimed.nodes.values():
@@ -153,6 +155,8 @@ class RunExecution:
         except ValidationError as error:
             await self._fail("invalid_input", f"invalid input: {error.errors()[0]['msg']}")
             return
+        if self.workflow.asks:
+            self._answers = await self._ask_first()
         failures: list[_NodeFailed] = []
         try:
             async with anyio.create_task_group() as task_group:
@@ -186,6 +190,25 @@ class RunExecution:
                 ),
                 "completed",
             )
+
+    async def _ask_first(self) -> dict[str, JsonValue]:
+        """The answers to the workflow's questions (``Workflow.asks``): those not given
+        before the task existed are asked now, all at once, before any node runs."""
+        keys = [question.key for question in self.workflow.asks]
+        manager = self._manager
+        with manager.subscribe([self.task_id]) as changes:
+            task = await manager.get(self.task_id)
+            for question in self.workflow.asks:
+                if question.key in task.input_responses or question.key in task.input_requests:
+                    continue
+                request = InputRequest(
+                    message=question.message, requested_schema=question.requested_schema
+                )
+                task = await manager.require_input(
+                    self.task_id, question.key, request, lease=self.lease
+                )
+            task = await _answered(manager, changes, task, keys, self._input_recheck_s)
+        return {key: task.input_responses[key] for key in keys}
 
     # -- scheduling ---------------------------------------------------------------------
 
@@ -380,6 +403,7 @@ class RunExecution:
             failed=frozenset(self._failed.intersection(node.deps)),
             runtime=_Runtime(self, node),
             settings=self.workflow.settings,
+            answers=self._answers,
         )
         error: BaseException | None = None
         try:
@@ -578,14 +602,31 @@ class _Runtime:
             if key not in task.input_responses and key not in task.input_requests:
                 request = InputRequest(message=message, requested_schema=schema)
                 task = await manager.require_input(run.task_id, key, request, lease=run.lease)
-            while key not in task.input_responses:
-                if task.is_terminal:
-                    raise TaskStateError(f"task {task.id} ended while waiting for input")
-                with anyio.move_on_after(run._input_recheck_s or math.inf) as scope:
-                    task = await changes.receive()
-                if scope.cancelled_caught:
-                    task = await manager.get(run.task_id)
+            task = await _answered(manager, changes, task, [key], run._input_recheck_s)
         return task.input_responses[key]
+
+
+async def _answered(
+    manager: TaskManager,
+    changes: TaskSubscription,
+    task: Task,
+    keys: Sequence[str],
+    recheck_s: float | None,
+) -> Task:
+    """*task* once every one of *keys* is answered (waiting on *changes*, re-reading it
+    every *recheck_s* when set).
+
+    Raises:
+        TaskStateError: the task ended first.
+    """
+    while any(key not in task.input_responses for key in keys):
+        if task.is_terminal:
+            raise TaskStateError(f"task {task.id} ended while waiting for input")
+        with anyio.move_on_after(recheck_s or math.inf) as scope:
+            task = await changes.receive()
+        if scope.cancelled_caught:
+            task = await manager.get(task.id)
+    return task
 
 
 def _unknown_error() -> ErrorInfo:

@@ -19,15 +19,19 @@ async def submit(
     owner: str | None = None,
     ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
     idempotency_key: str | None = None,
+    answers: Mapping[str, Any] | None = None,
 ) -> Task:
     """Create a queued task that runs *workflow* with *arguments*; a worker picks it up.
 
     The arguments are validated against the workflow's input model (and its operator
     settings, see ``Workflow.parse_input``) first and stored with its defaults filled in.
+    *answers* answer some or all of the workflow's questions (``Workflow.asks``) by key;
+    the task asks the others before its first node runs.
 
     Raises:
         InvalidRequestError: the arguments do not match the input model or are refused by
-            the workflow's settings (the message says which field and why).
+            the workflow's settings, or an answer is not one to a question of the
+            workflow or does not fit it (the message says which field and why).
     """
     try:
         validated = workflow.parse_input(arguments or {})
@@ -37,6 +41,10 @@ async def submit(
         raise InvalidRequestError(
             f"invalid arguments for {workflow.name}: {where}: {problem['msg']}"
         ) from error
+    try:
+        stored_answers = workflow.parse_answers(answers or {})
+    except ValueError as error:
+        raise InvalidRequestError(f"invalid answers for {workflow.name}: {error}") from None
     return await manager.create(
         workflow.name,
         validated.model_dump(mode="json"),
@@ -44,4 +52,5 @@ async def submit(
         ttl_ms=ttl_ms,
         idempotency_key=idempotency_key,
         workflow_version=workflow.version,
+        input_responses=stored_answers,
     )

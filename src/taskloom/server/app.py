@@ -6,13 +6,14 @@ share the engine, which outlives every connection: a task keeps running when the
 connection that created it closes, and a reconnecting client finds it by id.
 """
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream  # the SDK's transport protocols
@@ -22,22 +23,19 @@ from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
-from taskloom.server.audit import audit_trail
-from taskloom.server.bridge import advertise_tasks, task_bridge
 from taskloom.server.calls import ToolCalls
-from taskloom.server.errors import error_boundary
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
-from taskloom.server.generations import check_generation
+from taskloom.server.generation import TASKS_EXTENSION, Generation, generation
 from taskloom.server.history import HistoryTools
 from taskloom.server.legacy import LegacyTasks
-from taskloom.server.listen import TaskListen
-from taskloom.server.modern import ModernTasks, UpdateTaskParams, per_generation
-from taskloom.server.notify import TaskFollowers
-from taskloom.server.outbox import Outbox
-from taskloom.server.protocol import TASKS_EXTENSION
-from taskloom.server.result_limit import limit_results
-from taskloom.server.routing import check_task_routing
+from taskloom.server.middleware import middleware_stack
+from taskloom.server.modern import ModernTasks, TaskListen, UpdateTaskParams
+from taskloom.server.plain import PlainCalls
+from taskloom.server.push import Outbox, TaskFollowers
 from taskloom.server.settings import ServerSettings
+
+P = TypeVar("P")
+Handler = Callable[[ServerRequestContext[Any, Any], P], Awaitable[dict[str, Any]]]
 
 
 class TaskServer:
@@ -97,13 +95,9 @@ class TaskServer:
             if self.settings.fallback_tools
             else None
         )
+        plain = PlainCalls(self.manager, owner=owner, recheck_s=recheck_s)
         calls = ToolCalls(
-            self.manager,
-            self.workflows,
-            followers,
-            owner=owner,
-            recheck_s=recheck_s,
-            fallback=fallback,
+            self.manager, self.workflows, followers, plain, owner=owner, fallback=fallback
         )
         tasks = LegacyTasks(self.manager, owner=owner, recheck_s=recheck_s)
         modern = ModernTasks(self.manager, owner=owner)
@@ -116,14 +110,14 @@ class TaskServer:
         # handler is registered directly rather than through the typed ``on_call_tool``.
         server.add_request_handler("tools/call", types.CallToolRequestParams, calls.call_tool)
         server.add_request_handler(
-            "tasks/get", types.GetTaskRequestParams, per_generation(tasks.get, modern.get)
+            "tasks/get", types.GetTaskRequestParams, by_generation(tasks.get, modern.get)
         )
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
         server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
         server.add_request_handler(
             "tasks/cancel",
             types.CancelTaskRequestParams,
-            per_generation(tasks.cancel, modern.cancel),
+            by_generation(tasks.cancel, modern.cancel),
         )
         server.add_request_handler("tasks/update", UpdateTaskParams, modern.update)
         listen = TaskListen(self.manager, owner=owner)
@@ -131,17 +125,24 @@ class TaskServer:
             "subscriptions/listen", types.SubscriptionsListenRequestParams, listen.listen
         )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
-        limit = self.settings.max_result_bytes
-        server.middleware += [audit_trail(owner), error_boundary, check_generation]
-        server.middleware += [check_task_routing]
-        server.middleware += [limit_results(limit)] if limit is not None else []
-        server.middleware += [advertise_tasks, task_bridge]
+        server.middleware += middleware_stack(
+            owner, max_result_bytes=self.settings.max_result_bytes
+        )
         return server
 
     def connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
         """The SDK ``Server`` of one connection, for transports that run it themselves
         (Streamable HTTP: ``taskloom.server.http``)."""
         return self._connection_server(followers, owner)
+
+
+def by_generation(legacy: Handler[P], modern: Handler[P]) -> Handler[P]:
+    """One handler for a method both generations name (``tasks/get``, ``tasks/cancel``)."""
+
+    async def handle(ctx: ServerRequestContext[Any, Any], params: P) -> dict[str, Any]:
+        return await (modern if generation(ctx) is Generation.MODERN else legacy)(ctx, params)
+
+    return handle
 
 
 @cache

@@ -1,45 +1,70 @@
 """``tools/list`` and ``tools/call``: a workflow's tool call becomes a durable task.
 
-On a 2025-11-25 connection (where ``capabilities.tasks`` was announced):
+What a call of a workflow does depends on the request's generation
+(``taskloom.server.generation``):
 
-- with ``params.task``: the task is committed, then a follower is started, then the
-  ``CreateTaskResult`` is answered (through the bridge, ADR 0007);
-- without it, on a ``required`` tool: ``-32601``;
-- without it, on an ``optional`` tool: the task runs and the call waits for its result;
-- with it, on a fallback tool (``task_status``...; task support forbidden): ``-32601``.
+- 2025-11-25 (``capabilities.tasks`` was announced): with ``params.task``, the task is
+  committed, then a follower is started, then the ``CreateTaskResult`` is answered
+  (through the bridge, ``middleware.task_bridge``); without it, a ``required`` tool is
+  ``-32601`` and an ``optional`` one is a plain call;
+- 2026-07-28: the server decides (``modern.becomes_task``, ADR 0010): a task when the
+  request declared the tasks extension (``params.task`` is ignored), else a plain call.
+  A workflow's questions asked before its task exists are answered first, in MRTR
+  rounds (``mrtr.gather``, ADR 0019); on 2025-11-25 the task asks them first;
+- older versions: nothing was announced, so ``params.task`` is ignored (§2.1) and every
+  call is a plain call.
 
-On 2026-07-28 the server decides (``modern.start_directed``, ADR 0010): a workflow's
-call becomes a task when the request declared the tasks extension, and ``params.task``
-is ignored. On any older version nothing was announced, so ``params.task`` is ignored
-and every call waits for its result (2025-11-25 §2.1: process normally, ignore ``task``).
+A plain call runs the workflow as a task and answers its result (``plain.PlainCalls``).
+The fallback tools (``task_status``...) answer at once; their task support is
+forbidden, so ``params.task`` on them is ``-32601`` on 2025-11-25, as on a workflow
+whose task support is ``forbidden`` (a plain call on every generation, ADR 0019).
 """
 
-import contextlib
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from pydantic import JsonValue
 
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import InvalidRequestError, TaskloomError
 from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
-from taskloom.engine.models import Task
 from taskloom.engine.submit import submit
-from taskloom.server.bridge import TaskCreated
 from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
-from taskloom.server.modern import start_directed
-from taskloom.server.notify import ProgressPush, TaskFollowers
-from taskloom.server.protocol import LEGACY_VERSION, is_modern
-from taskloom.server.results import call_tool_result, invalid_arguments_result
-from taskloom.server.tools import list_tools
-from taskloom.server.wire_legacy import create_task_result
+from taskloom.server.generation import Generation, generation
+from taskloom.server.middleware import TaskCreated
+from taskloom.server.modern import becomes_task, start_directed
+from taskloom.server.mrtr import gather
+from taskloom.server.plain import PlainCalls, complete, progress_token
+from taskloom.server.push import TaskFollowers
+from taskloom.server.wire import legacy_create_task_result
 
-_CANCEL_WRITE_S: Final = 10.0
 Context = ServerRequestContext[Any, Any]
+
+
+def tool_for(workflow: Workflow[Any]) -> types.Tool:
+    """The tool that starts *workflow*: input schema from its input model, output
+    schema when it has an output model, ``execution.taskSupport`` from the workflow."""
+    output = workflow.output_model
+    return types.Tool(
+        name=workflow.name,
+        title=workflow.title,
+        description=workflow.description or None,
+        input_schema=workflow.input_model.model_json_schema(),
+        output_schema=output.model_json_schema(mode="serialization") if output else None,
+        execution=types.ToolExecution(task_support=workflow.task_support),
+    )
+
+
+def list_tools(
+    workflows: Mapping[str, Workflow[Any]], extra: Sequence[types.Tool] = ()
+) -> types.ListToolsResult:
+    """Every workflow's tool in registration order, then *extra* (one page: tool lists
+    are short)."""
+    tools = [tool_for(workflow) for workflow in workflows.values()]
+    return types.ListToolsResult(tools=[*tools, *extra])
 
 
 class ToolCalls:
@@ -50,17 +75,17 @@ class ToolCalls:
         manager: TaskManager,
         workflows: dict[str, Workflow[Any]],
         followers: TaskFollowers,
+        plain: PlainCalls,
         *,
         owner: str | None,
-        recheck_s: float | None,
         fallback: FallbackTools | None = None,
     ) -> None:
         self._manager = manager
         self._workflows = workflows
         self._followers = followers
+        self._plain = plain
         self._fallback = fallback
         self._owner = owner
-        self._recheck_s = recheck_s
 
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
@@ -69,26 +94,34 @@ class ToolCalls:
         return list_tools(self._workflows, self._fallback.tools() if self._fallback else ())
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> dict[str, Any]:
-        """Start the workflow as a task, or run it and wait (see the module docstring)."""
-        tasks_announced = ctx.protocol_version == LEGACY_VERSION
+        """Start the workflow as a task, or run it as a plain call (module docstring)."""
+        speaking = generation(ctx)
         if self._fallback is not None and params.name in FALLBACK_TOOL_NAMES:
-            if tasks_announced and params.task is not None:
+            if speaking is Generation.LEGACY and params.task is not None:
                 raise tool_forbids_task(params.name)
-            return _complete(await self._fallback.call(params.name, params.arguments))
+            return complete(await self._fallback.call(params.name, params.arguments))
         workflow = self._workflows.get(params.name)
         if workflow is None:
             raise unknown_tool(params.name)
-        if is_modern(ctx):
-            created = await start_directed(
-                self._manager, ctx, workflow, params.arguments, owner=self._owner
-            )
-            if created is not None:
-                return created
-        if tasks_announced and params.task is not None:
-            await self._start(ctx, workflow, params.arguments, params.task)
-        if tasks_announced and workflow.task_support == "required":
-            raise tool_needs_task(workflow.name)
-        return _complete(await self._run(ctx, workflow, params.arguments))
+        answers: dict[str, JsonValue] = {}
+        if speaking is Generation.MODERN:
+            as_task = becomes_task(ctx, workflow)
+            first = gather(workflow, params)  # questions asked before the task exists
+            if first.reply is not None:
+                return first.reply
+            answers = first.answers
+            if as_task:
+                return await start_directed(
+                    self._manager, workflow, params.arguments, owner=self._owner, answers=answers
+                )
+        elif speaking is Generation.LEGACY:
+            if params.task is not None:
+                if workflow.task_support == "forbidden":
+                    raise tool_forbids_task(workflow.name)
+                await self._start(ctx, workflow, params.arguments, params.task)
+            if workflow.task_support == "required":
+                raise tool_needs_task(workflow.name)
+        return complete(await self._plain.run(ctx, workflow, params.arguments, answers))
 
     async def _start(
         self,
@@ -97,6 +130,7 @@ class ToolCalls:
         arguments: dict[str, Any] | None,
         metadata: types.TaskMetadata,
     ) -> None:
+        """2025-11-25 task-augmented call: commit, follow, answer through the bridge."""
         if isinstance((ctx.params or {}).get("task", {}).get("ttl"), bool):
             raise invalid_ttl()
         ttl: int | Literal[Sentinel.DEFAULT] = DEFAULT if metadata.ttl is None else metadata.ttl
@@ -104,50 +138,6 @@ class ToolCalls:
             partial(submit, self._manager, workflow, arguments, owner=self._owner, ttl_ms=ttl),
             session=ctx.session,
             request_id=ctx.request_id,
-            progress_token=_progress_token(ctx),
+            progress_token=progress_token(ctx),
         )
-        raise TaskCreated(create_task_result(task))
-
-    async def _run(
-        self, ctx: Context, workflow: Workflow[Any], arguments: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        try:
-            task = await submit(self._manager, workflow, arguments, owner=self._owner)
-        except InvalidRequestError as error:
-            return invalid_arguments_result(str(error))
-        progress = ProgressPush(
-            ctx.session, _progress_token(ctx), related_request_id=ctx.request_id
-        )
-        try:
-            finished = await self._follow(task, progress)
-        except anyio.get_cancelled_exc_class():
-            with anyio.move_on_after(_CANCEL_WRITE_S, shield=True):
-                await self._abandon(task)
-            raise
-        return call_tool_result(finished)
-
-    async def _follow(self, task: Task, progress: ProgressPush) -> Task:
-        watch = self._manager.watch(task.id, owner=self._owner, recheck_every=self._recheck_s)
-        latest = task
-        async with aclosing(watch) as snapshots:
-            async for latest in snapshots:  # the last one is terminal
-                await progress.update(latest)
-        return latest
-
-    async def _abandon(self, task: Task) -> None:
-        """The caller went away (cancelled the request, or the connection closed)."""
-        with contextlib.suppress(TaskloomError):  # it may have finished meanwhile
-            await self._manager.cancel(
-                task.id, owner=self._owner, reason="the tools/call request was cancelled"
-            )
-
-
-def _complete(result: dict[str, Any]) -> dict[str, Any]:
-    """A ``CallToolResult`` dict as the SDK's sieve expects it on every version: 2026-07-28
-    requires ``resultType`` (which models default but dicts lack); older versions' sieve
-    drops it."""
-    return {**result, "resultType": "complete"}
-
-
-def _progress_token(ctx: Context) -> types.ProgressToken | None:
-    return ctx.meta.get("progress_token") if ctx.meta is not None else None
+        raise TaskCreated(legacy_create_task_result(task))

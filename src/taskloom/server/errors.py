@@ -1,15 +1,14 @@
-"""The one mapping from engine errors to JSON-RPC errors, and the middleware applying it.
+"""The one mapping from engine errors to JSON-RPC errors, and the protocol errors.
 
 Every code the server answers with is chosen here: handlers raise engine errors (or
-the helpers below), and :func:`error_boundary` turns them into ``MCPError``s. Anything
-unexpected becomes ``-32603`` with a generic message (the details go to the log), so
-no request, however malformed, reaches the client as a traceback or a ``code: 0``.
+the helpers below), and the ``error_boundary`` middleware turns them into ``MCPError``s
+with :func:`to_mcp_error`. The errors a *finished task* answers with (cancelled, server
+fault) are wire shapes: ``taskloom.server.wire``.
 """
 
 import logging
-from typing import Any, Final
+from typing import Final
 
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     HEADER_MISMATCH,
@@ -18,7 +17,6 @@ from mcp_types import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
 )
-from pydantic import ValidationError
 
 from taskloom.engine.errors import (
     IdempotencyConflictError,
@@ -30,10 +28,9 @@ from taskloom.engine.errors import (
     TaskStateError,
     UnknownWorkflowError,
 )
-from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState, is_terminal
-from taskloom.server.protocol import TASKS_EXTENSION
-from taskloom.server.status import wire_status
+from taskloom.server.generation import TASKS_EXTENSION
+from taskloom.server.wire import wire_status
 
 logger = logging.getLogger(__name__)
 
@@ -97,29 +94,6 @@ def not_on_this_version(method: str, version: str) -> MCPError:
     return MCPError(METHOD_NOT_FOUND, f"Method not found: {method} (protocol {version})", method)
 
 
-def cancelled_without_result(task: Task) -> MCPError:
-    """What ``tasks/result`` (or a plain call) answers for a cancelled task (ADR 0008)."""
-    reason = f": {task.status_message}" if task.status_message else ""
-    return MCPError(
-        INTERNAL_ERROR,
-        f"Task {task.id} was cancelled{reason}; it has no result",
-        {"taskId": task.id, "status": "cancelled"},
-    )
-
-
-async def error_boundary(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Server middleware: engine errors become their JSON-RPC errors, crashes ``-32603``."""
-    try:
-        return await call_next(ctx)
-    except (MCPError, ValidationError):
-        raise  # already a protocol error (the SDK maps ValidationError to -32602)
-    except TaskloomError as error:
-        raise to_mcp_error(error) from error
-    except Exception as error:
-        logger.exception("%s failed", ctx.method)
-        raise MCPError(INTERNAL_ERROR, "Internal error") from error
-
-
 def unknown_tool(name: str) -> MCPError:
     """A ``tools/call`` naming no tool of this server."""
     return MCPError(INVALID_PARAMS, f"Unknown tool: {echoed(name)}")
@@ -143,15 +117,4 @@ def task_id_header_mismatch(header: str | None, task_id: object) -> MCPError:
         )
     return MCPError(
         HEADER_MISMATCH, f"Mcp-Name header {header!r} does not match params.taskId {task_id!r}"
-    )
-
-
-def server_fault(task: Task) -> MCPError:
-    """What a task that failed through the server's fault answers (ADR 0010)."""
-    code = task.error.code if task.error is not None else "unknown"
-    message = task.error.message if task.error is not None else "the task failed"
-    return MCPError(
-        INTERNAL_ERROR,
-        f"Task {task.id} failed: {message}",
-        {"taskId": task.id, "status": "failed", "reason": code},
     )

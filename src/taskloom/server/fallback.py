@@ -23,8 +23,13 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.server.errors import to_mcp_error, unknown_tool
 from taskloom.server.history import HISTORY_TOOL_NAMES, ToolSpec
-from taskloom.server.results import call_tool_result, invalid_arguments_result
-from taskloom.server.status import WIRE_STATUS, WireStatus, wire_status
+from taskloom.server.wire import (
+    WIRE_STATUS,
+    WireStatus,
+    call_tool_result,
+    invalid_arguments_result,
+    wire_status,
+)
 
 LINE_LIMIT: Final = 180
 """Longest summary line of ``task_list`` (so a default page of 10 stays under 2 KB)."""

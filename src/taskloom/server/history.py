@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import FailureQuery, NodeAttempt, RunStore
-from taskloom.server.status import wire_status
+from taskloom.server.wire import wire_status
 
 MESSAGE_LIMIT: Final = 120
 FAILURE_WINDOW: Final = 1_000

@@ -1,9 +1,8 @@
 """The ``tasks/*`` methods of protocol 2025-11-25, for one connection's owner.
 
-Each method answers only on a 2025-11-25 connection (``-32601`` elsewhere: the methods
-do not exist before it, and 2026-07-28 replaces them with the tasks extension). Engine
-errors (unknown id, bad cursor, cancelling a finished task) are mapped by
-``errors.error_boundary``.
+They are reached only by a 2025-11-25 request (``middleware.check_generation``). Engine
+errors (unknown id, bad cursor, cancelling a finished task) are mapped by the
+``error_boundary`` middleware.
 """
 
 from contextlib import aclosing
@@ -14,11 +13,8 @@ from mcp.server.context import ServerRequestContext
 
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
-from taskloom.server.elicit import InputAsker
-from taskloom.server.errors import not_on_this_version
-from taskloom.server.protocol import LEGACY_VERSION, related_task_meta
-from taskloom.server.results import call_tool_result
-from taskloom.server.wire_legacy import legacy_task, task_page
+from taskloom.server.questions import InputAsker
+from taskloom.server.wire import call_tool_result, legacy_task, related_task_meta, task_page
 
 CANCEL_REASON: Final = "cancelled by the requestor"
 Context = ServerRequestContext[Any, Any]
@@ -34,7 +30,6 @@ class LegacyTasks:
 
     async def get(self, ctx: Context, params: types.GetTaskRequestParams) -> dict[str, Any]:
         """The task, flat, without related-task ``_meta``."""
-        _require_legacy(ctx)
         return legacy_task(await self._manager.get(params.task_id, owner=self._owner))
 
     async def result(
@@ -43,7 +38,6 @@ class LegacyTasks:
         """Wait until the task is terminal, then answer what its ``tools/call`` would have
         answered, with the related-task ``_meta`` added to the result's own. Meanwhile the
         questions the task waits on are asked over this request's stream."""
-        _require_legacy(ctx)
         asker = InputAsker(self._manager, ctx, self._owner)
         watch = self._manager.watch(
             params.task_id, owner=self._owner, recheck_every=self._recheck_s
@@ -58,17 +52,10 @@ class LegacyTasks:
 
     async def list(self, ctx: Context, params: types.PaginatedRequestParams) -> dict[str, Any]:
         """A page of the owner's tasks, newest first, with ``nextCursor`` if more remain."""
-        _require_legacy(ctx)
         page = await self._manager.list(owner=self._owner, cursor=params.cursor)
         return task_page(page.tasks, page.next_cursor)
 
     async def cancel(self, ctx: Context, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         """Cancel the task; it is ``cancelled`` in the store before this answers."""
-        _require_legacy(ctx)
         task = await self._manager.cancel(params.task_id, owner=self._owner, reason=CANCEL_REASON)
         return legacy_task(task)
-
-
-def _require_legacy(ctx: Context) -> None:
-    if ctx.protocol_version != LEGACY_VERSION:
-        raise not_on_this_version(ctx.method, ctx.protocol_version)

@@ -1,24 +1,37 @@
-"""The 2026-07-28 tasks extension (SEP-2663): server-directed tasks and ``tasks/*``.
+"""The 2026-07-28 tasks extension (SEP-2663): server-directed tasks, ``tasks/*`` and push.
 
 Every request is judged on its own ``_meta`` (2026 has no sessions). A ``tools/call``
 of a workflow becomes a task exactly when that request declared the extension (ADR
-0010: ``optional`` and ``required`` alike; ``required`` without it is ``-32021``); the
-``CreateTaskResult`` is answered once the task is committed. ``tasks/get``,
-``tasks/update`` and ``tasks/cancel`` check that the extension was declared (``-32021``),
+0010: ``optional`` and ``required`` alike; ``required`` without it is ``-32021``;
+``forbidden`` never, ADR 0019); the ``CreateTaskResult`` is answered once the task is
+committed. ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` check that the extension was declared (``-32021``),
 then that the task is visible to the owner (``-32602``); over HTTP the ``Mcp-Name``
-header was checked before (``-32020``, ``taskloom.server.routing``). ``tasks/result`` and ``tasks/list`` do not exist here
-(``-32601``, from the 2025-11-25 handlers).
+header was checked before (``-32020``, ``middleware.check_task_routing``).
+``tasks/result`` and ``tasks/list`` do not exist here (``-32601``,
+``middleware.check_generation``).
+
+Push: ``subscriptions/listen`` with ``notifications.taskIds``. A listen request's
+response is its stream (SEP-2575). The first frame acknowledges the task ids it covers
+(the caller's own tasks among those asked for; others are silently left out, as an
+unknown id would be). Then each covered task is sent once as it is now, and again
+whenever its status or its outstanding questions change, as ``notifications/tasks``
+carrying the DetailedTask ``tasks/get`` would answer and the stream's
+``subscriptionId``. The stream ends (its result is sent) once every covered task is
+terminal. Best effort, like every push: changes are seen on this process's change feed;
+polling ``tasks/get`` remains the contract. No progress or message notifications travel
+on it (SEP-2663).
 """
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
-from pydantic import Field, ValidationError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST
+from pydantic import Field, JsonValue, PrivateAttr, ValidationError, model_serializer
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import (
@@ -29,21 +42,16 @@ from taskloom.engine.errors import (
     TaskStateError,
 )
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import InputRequest
+from taskloom.engine.models import InputRequest, Task
 from taskloom.engine.submit import submit
-from taskloom.server.elicit import refuse
-from taskloom.server.errors import (
-    missing_tasks_extension,
-    not_on_this_version,
-)
-from taskloom.server.protocol import declares_tasks_extension, is_modern
-from taskloom.server.wire_modern import create_task_result, detailed_task
+from taskloom.server.errors import missing_tasks_extension
+from taskloom.server.generation import declares_tasks_extension
+from taskloom.server.questions import refuse
+from taskloom.server.wire import detailed_task, modern_create_task_result, modern_status
 
 CANCEL_REASON: Final = "cancelled by the requestor"
 ACK: Final = {"resultType": "complete"}
 Context = ServerRequestContext[Any, Any]
-P = TypeVar("P")
-Handler = Callable[[Context, P], Awaitable[dict[str, Any]]]
 
 
 class UpdateTaskParams(types.RequestParams):
@@ -54,36 +62,38 @@ class UpdateTaskParams(types.RequestParams):
     input_responses: dict[str, Any] = Field(alias="inputResponses")
 
 
+def becomes_task(ctx: Context, workflow: Workflow[Any]) -> bool:
+    """On 2026-07-28, whether this call of *workflow* becomes a task: when the request
+    declared the extension, unless the workflow forbids tasks (it then always runs to
+    its result).
+
+    Raises:
+        MCPError: ``-32021`` for a ``required`` workflow without the extension.
+    """
+    if workflow.task_support == "forbidden":
+        return False
+    if not declares_tasks_extension(ctx):
+        if workflow.task_support == "required":
+            raise missing_tasks_extension(f"Tool {workflow.name!r} runs only as a task; it")
+        return False
+    return True
+
+
 async def start_directed(
     manager: TaskManager,
-    ctx: Context,
     workflow: Workflow[Any],
     arguments: Mapping[str, Any] | None,
     *,
     owner: str | None,
-) -> dict[str, Any] | None:
-    """On 2026-07-28, the ``CreateTaskResult`` of a committed task when this request
-    declared the extension; ``None`` (run and answer) when it did not.
+    answers: Mapping[str, JsonValue],
+) -> dict[str, Any]:
+    """The ``CreateTaskResult`` of a task committed for this call.
 
     Raises:
-        MCPError: ``-32021`` for a ``required`` workflow without the extension.
         InvalidRequestError: the arguments do not fit (``-32602``: no task was created).
     """
-    if not declares_tasks_extension(ctx):
-        if workflow.task_support == "required":
-            raise missing_tasks_extension(f"Tool {workflow.name!r} runs only as a task; it")
-        return None
-    task = await submit(manager, workflow, arguments, owner=owner)
-    return create_task_result(task)
-
-
-def per_generation(legacy: Handler[P], modern: Handler[P]) -> Handler[P]:
-    """One handler for a method both generations name (``tasks/get``, ``tasks/cancel``)."""
-
-    async def handle(ctx: Context, params: P) -> dict[str, Any]:
-        return await (modern if is_modern(ctx) else legacy)(ctx, params)
-
-    return handle
+    task = await submit(manager, workflow, arguments, owner=owner, answers=answers)
+    return modern_create_task_result(task)
 
 
 class ModernTasks:
@@ -110,8 +120,6 @@ class ModernTasks:
         """Apply the answers to pending questions, then ack. Keys the task is not waiting
         on are ignored; an answer that does not fit its question is ``-32602`` and leaves
         that question pending (the others are applied)."""
-        if not is_modern(ctx):
-            raise not_on_this_version(ctx.method, ctx.protocol_version)
         _gate(ctx)
         task = await self._manager.get(params.task_id, owner=self._owner)
         problems: list[str] = []
@@ -155,3 +163,124 @@ def _gate(ctx: Context) -> None:
     """The check every 2026 ``tasks/*`` request passes before its task is looked up."""
     if not declares_tasks_extension(ctx):
         raise missing_tasks_extension(ctx.method)
+
+
+# -- subscriptions/listen ---------------------------------------------------------
+
+MAX_TASK_IDS: Final = 100
+"""Most task ids one listen stream may cover."""
+TASK_IDS_KEY: Final = "taskIds"
+
+
+class _AsBuilt(types.NotificationParams):
+    """Notification params sent exactly as built: the SDK dumps notifications with
+    ``exclude_none``, which would drop the ``ttlMs: null`` of unlimited retention."""
+
+    _wire: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def of(cls, wire: dict[str, Any]) -> "_AsBuilt":
+        """Params that dump as *wire*."""
+        params = cls()
+        params._wire = wire
+        return params
+
+    @model_serializer(mode="plain")
+    def _dump(self) -> dict[str, Any]:
+        return self._wire
+
+
+class TasksNotification(types.Notification[_AsBuilt, Literal["notifications/tasks"]]):
+    """``notifications/tasks``: a DetailedTask, on a listen stream."""
+
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+    params: _AsBuilt
+
+
+def tasks_notification(task: Task, meta: dict[str, Any]) -> TasksNotification:
+    """The notification for *task* as it is now, tagged with the stream's *meta*."""
+    wire = {key: value for key, value in detailed_task(task).items() if key != "resultType"}
+    return TasksNotification(params=_AsBuilt.of({**wire, "_meta": meta}))
+
+
+class TaskListen:
+    """The ``subscriptions/listen`` handler of one connection's owner."""
+
+    def __init__(self, manager: TaskManager, *, owner: str | None) -> None:
+        self._manager = manager
+        self._owner = owner
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """Serve one stream (see the module docstring); its result when it ends."""
+        task_ids = requested_task_ids(params.notifications)
+        if task_ids and not declares_tasks_extension(ctx):
+            raise missing_tasks_extension("subscriptions/listen with notifications.taskIds")
+        if ctx.request_id is None:
+            raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        with self._manager.subscribe(task_ids) as changes:  # before reading: nothing missed
+            covered = await self._visible(task_ids)
+            ack = types.SubscriptionsAcknowledgedNotificationParams(
+                notifications=types.SubscriptionFilter.model_validate(
+                    {TASK_IDS_KEY: [task.id for task in covered]}
+                ),
+                _meta=meta,
+            )
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(params=ack),
+                related_request_id=ctx.request_id,
+            )
+            shown: dict[str, tuple[str, tuple[str, ...]]] = {}
+            for task in covered:
+                shown[task.id] = await self._push(ctx, task, meta)
+            open_ids = {task.id for task in covered if not task.is_terminal}
+            while open_ids:
+                task = await changes.receive()
+                if task.id not in open_ids or _view(task) == shown[task.id]:
+                    continue
+                shown[task.id] = await self._push(ctx, task, meta)
+                if task.is_terminal:
+                    open_ids.discard(task.id)
+        return types.SubscriptionsListenResult(_meta=meta)
+
+    async def _visible(self, task_ids: list[str]) -> list[Task]:
+        found = []
+        for task_id in task_ids:
+            try:
+                found.append(await self._manager.get(task_id, owner=self._owner))
+            except TaskNotFoundError:
+                continue
+        return found
+
+    async def _push(
+        self, ctx: ServerRequestContext[Any, Any], task: Task, meta: dict[str, Any]
+    ) -> tuple[str, tuple[str, ...]]:
+        notification = tasks_notification(task, meta)
+        await ctx.session.send_notification(
+            notification,  # type: ignore[arg-type]  # not in the SDK's union
+            related_request_id=ctx.request_id,
+        )
+        return _view(task)
+
+
+def requested_task_ids(notifications: types.SubscriptionFilter) -> list[str]:
+    """The distinct task ids a listen request asks for, in order.
+
+    Raises:
+        MCPError: ``taskIds`` is not a list of at most ``MAX_TASK_IDS`` strings.
+    """
+    raw = (notifications.model_extra or {}).get(TASK_IDS_KEY)
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(item, str) and item for item in raw):
+        raise MCPError(INVALID_PARAMS, "notifications.taskIds must be a list of task ids")
+    if len(raw) > MAX_TASK_IDS:
+        raise MCPError(INVALID_PARAMS, f"notifications.taskIds may name at most {MAX_TASK_IDS}")
+    return list(dict.fromkeys(raw))
+
+
+def _view(task: Task) -> tuple[str, tuple[str, ...]]:
+    """What a listener is told about: the status and the questions outstanding."""
+    return modern_status(task), tuple(task.input_requests)

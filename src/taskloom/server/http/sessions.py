@@ -30,15 +30,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from taskloom.server.app import TaskServer
+from taskloom.server.generation import Generation
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.settings import HttpSettings, is_loopback
-from taskloom.server.notify import TaskFollowers
-from taskloom.server.outbox import Outbox
+from taskloom.server.push import Outbox, TaskFollowers
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ class HttpSessions:
         """Serve one HTTP request of *owner* (already authenticated and admitted)."""
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        if version is not None and Generation.of(version) is Generation.MODERN:
             server = self._request_server(owner)
             await handle_modern_request(server, self._security, False, {}, scope, receive, send)
             return

@@ -28,7 +28,7 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Task, TaskFailure
-from taskloom.server.protocol import related_task_meta
+from taskloom.server.wire import related_task_meta
 
 logger = logging.getLogger(__name__)
 

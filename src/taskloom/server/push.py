@@ -1,29 +1,76 @@
-"""Pushing task changes to a client: progress against the caller's token, and statuses.
+"""Pushing to a client: the watched outgoing stream, progress, status notifications.
 
-A task created on a connection is followed there until it ends: every change of its
-wire status becomes ``notifications/tasks/status`` (the full Task, no related-task
-``_meta``), and every advance of its progress a ``notifications/progress`` carrying the
-original call's ``progressToken`` (2025-11-25 §2.13). Nothing is sent before the
-``CreateTaskResult`` has gone out. Both are best effort: a requestor must still poll.
+- :class:`Outbox` wraps a connection's write stream. A task's notifications must follow
+  the ``CreateTaskResult`` that announced it, but the SDK writes a response after the
+  handler has returned, with no hook; the Outbox tells when the response with a given
+  request id has been handed to the transport (whose writes are ordered).
+- :class:`ProgressPush` sends ``notifications/progress`` against a caller's token.
+- :class:`TaskFollowers`: a task created on a 2025-11-25 connection is followed there
+  until it ends: every change of its wire status becomes ``notifications/tasks/status``
+  (the full Task, no related-task ``_meta``), and every advance of its progress a
+  ``notifications/progress`` carrying the original call's ``progressToken`` (§2.13).
+  Nothing is sent before the ``CreateTaskResult`` has gone out. Both are best effort:
+  a requestor must still poll.
 """
 
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
+from types import TracebackType
+from typing import Self
 
 import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp.server.session import ServerSession
+from mcp.shared._stream_protocols import WriteStream  # the SDK's transport protocol
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCResponse, RequestId
 
 from taskloom.engine.events import TaskSubscription
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
-from taskloom.server.outbox import Outbox
-from taskloom.server.status import WireStatus, wire_status
-from taskloom.server.wire_legacy import legacy_task
+from taskloom.server.wire import WireStatus, legacy_task, wire_status
 
 logger = logging.getLogger(__name__)
+
+
+class Outbox:
+    """A write stream that signals when the response to a given request has gone out."""
+
+    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+        self._inner = inner
+        self._awaited: dict[RequestId, list[Callable[[], None]]] = {}
+
+    def on_response(self, request_id: RequestId, callback: Callable[[], None]) -> None:
+        """Call *callback* once the response (result or error) to *request_id* is sent.
+
+        Call it before the response can be written, i.e. from the request's handler.
+        """
+        self._awaited.setdefault(request_id, []).append(callback)
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Send *item*; if it answers an awaited request, signal that."""
+        await self._inner.send(item)
+        message = item.message
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None:
+            for callback in self._awaited.pop(message.id, ()):
+                callback()
+
+    async def aclose(self) -> None:
+        """Close the underlying stream."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 class ProgressPush:

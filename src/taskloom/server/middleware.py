@@ -1,0 +1,186 @@
+"""Every server middleware of a connection, in the order they wrap its handlers.
+
+:func:`middleware_stack` is the order; it carries meaning, so it lives here and nowhere
+else. Outermost first (after the SDK's own OpenTelemetry middleware):
+
+1. :func:`audit_trail`: who created, read or cancelled which task, and what they were
+   refused (it sees the final outcome, errors included).
+2. :func:`error_boundary`: engine errors become their JSON-RPC errors
+   (``errors.to_mcp_error``), crashes ``-32603``; everything inside may raise.
+3. :func:`check_generation`: a task method of another generation is ``-32601``,
+   whatever its params (the SDK validates params before the handler runs, so without
+   this a malformed ``tasks/list`` on 2026-07-28 answered ``-32602``).
+4. :func:`check_task_routing`: over HTTP, an ``Mcp-Name`` header that disagrees with
+   ``params.taskId`` is ``-32020``.
+5. :func:`limit_results`: a result over ``max_result_bytes`` of JSON is ``-32603``.
+6. :func:`advertise_tasks`: ``capabilities.tasks`` in a 2025-11-25 ``InitializeResult``
+   (``Server.get_capabilities`` never announces it).
+7. :func:`task_bridge` (innermost): the SDK sieves every 2025-11-25 ``tools/call``
+   result through ``CallToolResult``, so a ``CreateTaskResult`` returned by the handler
+   would become ``-32603``; the handler raises :class:`TaskCreated` instead and this
+   middleware returns its payload, which the SDK sends unchecked. The SDK's init gate and
+   params validation have run by then (ADR 0007).
+
+``Server.middleware`` is marked provisional in the SDK; ``mcp`` is pinned exactly and
+tests/server covers every seam.
+"""
+
+import logging
+from typing import Any, Final
+
+import pydantic_core
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import INTERNAL_ERROR
+from pydantic import BaseModel, ValidationError
+
+from taskloom.engine.errors import TaskloomError
+from taskloom.server.errors import not_on_this_version, task_id_header_mismatch, to_mcp_error
+from taskloom.server.generation import Generation, generation, serves
+from taskloom.server.wire import tasks_capability
+
+logger = logging.getLogger(__name__)
+audit_logger = logging.getLogger("taskloom.audit")
+Context = ServerRequestContext[Any, Any]
+
+AUDITED: Final = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})
+TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+"""The methods whose ``Mcp-Name`` header names the task (contract §3.10)."""
+
+
+def middleware_stack(
+    owner: str | None, *, max_result_bytes: int | None
+) -> list[ServerMiddleware[Any]]:
+    """The middlewares of a connection acting for *owner*, outermost first."""
+    stack: list[ServerMiddleware[Any]] = [audit_trail(owner), error_boundary, check_generation]
+    stack.append(check_task_routing)
+    if max_result_bytes is not None:
+        stack.append(limit_results(max_result_bytes))
+    stack += [advertise_tasks, task_bridge]
+    return stack
+
+
+class TaskCreated(Exception):  # a signal carrying a result, not an error
+    """Raised by the ``tools/call`` handler: answer with this ``CreateTaskResult``."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("task created")
+        self.payload = payload
+
+
+def audit_trail(owner: str | None) -> ServerMiddleware[Any]:
+    """An audit trail of task access (contract §2.16): one INFO line (logger
+    ``taskloom.audit``) per ``tools/call`` that created a task and per ``tasks/get``,
+    ``tasks/result``, ``tasks/cancel`` and ``tasks/update``, naming the principal
+    (``local`` for the owner-less stdio user) and the outcome; a refused lookup is logged
+    too, so enumeration attempts show up. Never parameters or results, never tokens."""
+    who = owner if owner is not None else "local"
+
+    async def audit(ctx: Context, call_next: CallNext) -> HandlerResult:
+        task_id = (ctx.params or {}).get("taskId") if ctx.method in AUDITED else None
+        try:
+            result = await call_next(ctx)
+        except MCPError as error:
+            if task_id is not None:
+                audit_logger.info(
+                    "%s %s %s: refused (%s)", who, ctx.method, task_id, error.error.code
+                )
+            raise
+        if task_id is not None:
+            audit_logger.info("%s %s %s", who, ctx.method, task_id)
+        elif ctx.method == "tools/call" and isinstance(result, dict):
+            created = result.get("task") or {}
+            if "taskId" in created:
+                name = (ctx.params or {}).get("name")
+                audit_logger.info("%s created task %s (%s)", who, created["taskId"], name)
+        return result
+
+    return audit
+
+
+async def error_boundary(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Engine errors become their JSON-RPC errors, crashes ``-32603`` (details logged),
+    so no request, however malformed, reaches the client as a traceback or ``code: 0``."""
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise  # already a protocol error (the SDK maps ValidationError to -32602)
+    except TaskloomError as error:
+        raise to_mcp_error(error) from error
+    except Exception as error:
+        logger.exception("%s failed", ctx.method)
+        raise MCPError(INTERNAL_ERROR, "Internal error") from error
+
+
+async def check_generation(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """A task method of another generation is ``-32601``, whatever its params."""
+    if not serves(ctx.method, generation(ctx)):
+        raise not_on_this_version(ctx.method, ctx.protocol_version)
+    return await call_next(ctx)
+
+
+async def check_task_routing(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Refuse a ``tasks/*`` request whose ``Mcp-Name`` header disagrees (HTTP only).
+
+    ``mcp==2.3.0`` checks the header only for ``tools/call``, ``prompts/get`` and
+    ``resources/read``. For ``tasks/get``, ``tasks/update`` and ``tasks/cancel``, a header
+    that disagrees with ``params.taskId`` is ``-32020`` (HeaderMismatch; HTTP 400 on a
+    2026-07-28 request), and so is a missing one on 2026-07-28, where clients MUST send
+    it; older clients predate the header, so there only a disagreeing one is refused.
+    Not over HTTP (stdio), nothing is checked.
+    """
+    headers = getattr(ctx.request, "headers", None)
+    if ctx.method in TASK_ID_METHODS and headers is not None:
+        task_id = (ctx.params or {}).get("taskId")
+        raw = headers.get(MCP_NAME_HEADER)
+        modern = generation(ctx) is Generation.MODERN
+        if (raw is not None or modern) and decode_header_value(raw) != task_id:
+            raise task_id_header_mismatch(raw, task_id)
+    return await call_next(ctx)
+
+
+def limit_results(max_bytes: int) -> ServerMiddleware[Any]:
+    """A result whose JSON is over *max_bytes* becomes ``-32603`` saying so, with
+    ``data: {"size", "limit"}``: the request was valid and the stored task is untouched,
+    but this server will not send that much in one message."""
+
+    async def result_limit(ctx: Context, call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        size = _json_size(result)
+        if size > max_bytes:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"Result too large: {size} bytes of JSON, over this server's limit of {max_bytes}",
+                {"size": size, "limit": max_bytes},
+            )
+        return result
+
+    return result_limit
+
+
+def _json_size(result: object) -> int:
+    if isinstance(result, BaseModel):
+        return len(result.model_dump_json(by_alias=True, exclude_none=True))
+    return len(pydantic_core.to_json(result, fallback=str))
+
+
+async def advertise_tasks(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Add ``capabilities.tasks`` to a 2025-11-25 ``InitializeResult``."""
+    result = await call_next(ctx)
+    if (
+        ctx.method == "initialize"
+        and isinstance(result, dict)
+        and Generation.of(str(result.get("protocolVersion"))) is Generation.LEGACY
+    ):
+        capabilities = {**(result.get("capabilities") or {}), "tasks": tasks_capability()}
+        result = {**result, "capabilities": capabilities}
+    return result
+
+
+async def task_bridge(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Deliver a :class:`TaskCreated` payload unsieved."""
+    try:
+        return await call_next(ctx)
+    except TaskCreated as created:
+        return created.payload
