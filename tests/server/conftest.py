@@ -43,7 +43,8 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
         run_sweeper=False,
     )
     served = (countdown, flows.gated, flows.must_task, flows.ask, flows.fails, flows.broken)
-    registry = WorkflowRegistry({w.name: w for w in (*served, flows.ask_two)})
+    extra = (flows.pause,)
+    registry = WorkflowRegistry({w.name: w for w in (*served, *extra, flows.ask_two)})
     async with open_engine(settings, clock=clock, workflows=registry) as opened:
         yield opened
 

@@ -112,3 +112,14 @@ async def second_question(ctx: NodeContext[Empty]) -> bool:
 async def combine(ctx: NodeContext[Empty]) -> str:
     sure = ctx.output(second_question)
     return f"{ctx.output(first_question)} {'is' if sure else 'is not'} sure"
+
+
+pause = Workflow(
+    "pause", version="1", input=GateInput, description="Wait on a gate (no output model)."
+)
+
+
+@pause.node()
+async def pause_at_gate(ctx: NodeContext[GateInput]) -> str:
+    await gate(ctx.input.gate).wait()
+    return f"opened {ctx.input.gate}"
