@@ -20,8 +20,8 @@ _SERVER_DEFAULTS = ServerSettings()
 
 
 def add_http_options(serve: argparse.ArgumentParser, env: Mapping[str, str] = os.environ) -> None:
-    """Add ``--http``, ``--tokens-file``, ``--max-body-bytes``, ``--max-result-bytes`` and
-    ``--rate-limit`` to the ``serve`` parser."""
+    """Add ``--http``, ``--tokens-file``, ``--max-body-bytes``, ``--max-result-bytes``,
+    ``--plain-wait-s`` and ``--rate-limit`` to the ``serve`` parser."""
     serve.add_argument(
         "--http",
         default=env.get("TASKLOOM_HTTP") or None,
@@ -52,6 +52,14 @@ def add_http_options(serve: argparse.ArgumentParser, env: Mapping[str, str] = os
         "0: no limit)",
     )
     serve.add_argument(
+        "--plain-wait-s",
+        type=float,
+        default=env.get("TASKLOOM_PLAIN_WAIT_S") or _SERVER_DEFAULTS.plain_wait_s,
+        metavar="SECONDS",
+        help="how long a plain tools/call waits before answering that its task goes on "
+        "(env TASKLOOM_PLAIN_WAIT_S; default %(default)s; 0: until the task ends)",
+    )
+    serve.add_argument(
         "--rate-limit",
         type=float,
         default=env.get("TASKLOOM_RATE_LIMIT") or _DEFAULTS.rate_per_minute,
@@ -64,7 +72,10 @@ def add_http_options(serve: argparse.ArgumentParser, env: Mapping[str, str] = os
 def server_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ServerSettings:
     """The server settings the flags ask for; a mistake is a usage error naming it."""
     try:
-        return ServerSettings(max_result_bytes=int(args.max_result_bytes) or None)
+        return ServerSettings(
+            max_result_bytes=int(args.max_result_bytes) or None,
+            plain_wait_s=float(args.plain_wait_s) or None,
+        )
     except ValidationError as error:
         _invalid(parser, error)
 

@@ -77,6 +77,9 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (ServerSettings, "max_result_bytes"): (
         "`--max-result-bytes N`, `TASKLOOM_MAX_RESULT_BYTES` (0: no limit)"
     ),
+    (ServerSettings, "plain_wait_s"): (
+        "`--plain-wait-s SECONDS`, `TASKLOOM_PLAIN_WAIT_S` (0: until the task ends)"
+    ),
     (HttpSettings, "host"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
     (HttpSettings, "port"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
     (HttpSettings, "tokens"): "`TASKLOOM_TOKENS`, `--tokens-file PATH`, `TASKLOOM_TOKENS_FILE`",

@@ -15,6 +15,17 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData
 
 LEGACY = "2025-11-25"
+TASK_META = "taskloom/task"
+
+
+def task_named(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The task a plain call's *result* names, and the result without the naming (its
+    last text line and ``_meta``); fails when the result does not name its task."""
+    task = result["_meta"][TASK_META]
+    *content, line = result["content"]
+    assert line == {"type": "text", "text": f"(task {task['taskId']}: {task['status']})"}
+    rest = {key: value for key, value in result.items() if key not in ("_meta", "resultType")}
+    return task["taskId"], {**rest, "content": content}
 
 
 class Tap:

@@ -143,3 +143,14 @@ hello_now = Workflow("hello_now", version="1", input=HelloInput, task_support="f
 @hello_now.node()
 async def say_hello(ctx: NodeContext[HelloInput]) -> str:
     return f"Hello, {ctx.input.name}!"
+
+
+pause = Workflow(
+    "pause", version="1", input=GateInput, description="Wait on a gate (no output model)."
+)
+
+
+@pause.node()
+async def pause_at_gate(ctx: NodeContext[GateInput]) -> str:
+    await gate(ctx.input.gate).wait()
+    return f"opened {ctx.input.gate}"

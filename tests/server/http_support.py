@@ -11,6 +11,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from taskloom.server import TaskServer
+from taskloom.server.generation import TASKS_EXTENSION
 from taskloom.server.http import HttpService, HttpSettings
 from tests.server.client import LEGACY, LegacyClient, open_client
 
@@ -65,11 +66,15 @@ def initialize_body() -> dict[str, Any]:
     }
 
 
-def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
-    """A 2026-07-28 request: its ``_meta`` envelope declares the version."""
+def modern_request(
+    method: str, params: dict[str, Any], request_id: int = 1, *, tasks: bool = False
+) -> dict[str, Any]:
+    """A 2026-07-28 request: its ``_meta`` envelope declares the version (and, with
+    *tasks*, the tasks extension)."""
+    capabilities: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}} if tasks else {}
     envelope = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
     }
     return {

@@ -4,16 +4,17 @@ without MCP Tasks support."""
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
 from taskloom.bootstrap import Engine
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.errors import WorkflowDefinitionError
-from taskloom.engine.models import Task, TaskId
+from taskloom.engine.models import InputRequest, Progress, Task, TaskId
 from taskloom.engine.states import TaskState
 from taskloom.server import TaskServer
-from taskloom.server.fallback import LINE_LIMIT, summary_line
+from taskloom.server.fallback import LINE_LIMIT, status_lines, summary_line
 from tests.server import flows
 from tests.server.client import LegacyClient
 from tests.server.conftest import Connect
@@ -83,7 +84,7 @@ async def test_status_result_and_cancel(client: LegacyClient) -> None:
     assert status.startswith(f"task {task_id}: working (gated)")
     waiting = await client.call("task_result", {"task_id": task_id})
     assert waiting["isError"] is False
-    assert "not finished: call task_result again later" in _text(waiting)
+    assert "not finished: call task_result again (with wait_s to wait)" in _text(waiting)
     flows.gate("fallback").set()
     finished = await client.call("task_result", {"task_id": task_id, "wait_s": 30})
     via_tasks = await client.result(task_id)
@@ -118,6 +119,53 @@ async def test_task_answer_answers_the_pending_question(client: LegacyClient) ->
     late = await client.call("task_answer", {"task_id": task_id, "answer": {"name": "Bo"}})
     assert late["isError"] is True
     assert "not waiting for an answer (completed)" in _text(late)
+
+
+async def test_task_result_shows_a_question_at_once_instead_of_waiting(
+    client: LegacyClient,
+) -> None:
+    task_id = await client.start("ask", {})
+    with anyio.fail_after(10):  # not the 60 s asked for: only task_answer can move it on
+        waiting = await client.call("task_result", {"task_id": task_id, "wait_s": 60})
+    assert waiting["isError"] is False
+    assert "question 'greet#1': Your name?" in _text(waiting)
+    assert _text(waiting).endswith("answer it with task_answer, then call task_result")
+
+
+async def test_the_descriptions_tell_a_model_how_to_poll_wait_and_answer(
+    client: LegacyClient,
+) -> None:
+    tools = {tool["name"]: tool for tool in (await client.request("tools/list"))["tools"]}
+    result = tools["task_result"]["description"]
+    assert "wait_s (up to 60)" in result
+    assert "call task_result again" in result
+    assert "task_answer" in result
+    assert "task_result with wait_s" in tools["task_status"]["description"]
+    assert "matching the question's answer schema" in tools["task_answer"]["description"]
+    assert tools["task_result"]["inputSchema"]["properties"]["wait_s"]["maximum"] == 60
+
+
+def test_a_status_stays_under_2_kb_whatever_the_task_holds() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    huge = {"type": "object", "properties": {f"field_{n}": {"type": "string"} for n in range(99)}}
+    question = InputRequest(message="Why? " * 200, requested_schema=huge)
+    task = Task(
+        id=TaskId("x" * 43),
+        name="n" * 128,
+        arguments={},
+        owner=None,
+        state=TaskState.INPUT_REQUIRED,
+        status_message="m" * 1000,
+        input_requests={f"{n}" * 60: question for n in range(5)},
+        progress=Progress(completed=3, total=7),
+        created_at=now,
+        updated_at=now,
+        ttl_ms=None,
+        version=2,
+    )
+    lines = status_lines(task)
+    assert len("\n".join(lines).encode()) < 1600  # and room for a deferred answer's lines
+    assert lines[-1] == "… 3 more question(s)"
 
 
 async def test_mistakes_are_tool_errors(client: LegacyClient) -> None:

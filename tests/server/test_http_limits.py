@@ -132,7 +132,7 @@ async def test_mcp_name_must_match_the_task_id(task_server: TaskServer) -> None:
         get = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "t1"}}
         legacy_wrong = await http.post(url, json=get, headers={**session, "Mcp-Name": "t2"})
         legacy_without = await http.post(url, json=get, headers=session)
-        request = modern_request("tasks/get", {"taskId": "t1"})
+        request = modern_request("tasks/get", {"taskId": "t1"}, tasks=True)
         modern_wrong = await http.post(
             url, json=request, headers=modern_headers(ANN, "tasks/get", "t2")
         )
@@ -150,6 +150,25 @@ async def test_mcp_name_must_match_the_task_id(task_server: TaskServer) -> None:
         types.HEADER_MISMATCH,
     )
     assert _error(modern_right)["code"] != types.HEADER_MISMATCH
+
+
+async def test_a_missing_extension_is_32021_before_a_mismatched_mcp_name(
+    task_server: TaskServer,
+) -> None:
+    async with serving(task_server) as url, httpx2.AsyncClient(timeout=20) as http:
+        answers = {}
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            params = {
+                "taskId": "t1",
+                **({"inputResponses": {}} if method == "tasks/update" else {}),
+            }
+            answers[method] = await http.post(
+                url,
+                json=modern_request(method, params),
+                headers=modern_headers(ANN, method, "another-task"),
+            )
+    for answer in answers.values():
+        assert _error(answer)["code"] == types.MISSING_REQUIRED_CLIENT_CAPABILITY, answer.text
 
 
 async def test_2026_requests_act_for_their_principal(task_server: TaskServer) -> None:

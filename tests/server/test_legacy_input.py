@@ -9,6 +9,7 @@ from mcp.client.context import ClientRequestContext
 
 from taskloom.bootstrap import Engine
 from taskloom.engine.states import TaskState
+from taskloom.server.questions import MAX_ASKS
 from tests.server.client import LegacyClient
 from tests.server.conftest import Connect
 
@@ -74,6 +75,26 @@ async def test_l23_an_answer_that_does_not_fit_is_asked_again(connect: Connect) 
     assert result["content"][0]["text"] == "Hello, Luca!"
     assert len(human.asked) == 2
     assert "please correct" in human.asked[1]["message"]
+
+
+async def test_tasks_result_ends_with_a_clear_error_after_three_answers_that_do_not_fit(
+    connect: Connect,
+) -> None:
+    human = Human(*[_accept(nom="Luca")] * MAX_ASKS)
+    async with connect(elicitation_callback=human) as client:
+        task_id = await client.start("ask", {})
+        await _until_input_required(client, task_id)
+        with anyio.fail_after(10):  # the bug: tasks/result stopped asking and never returned
+            error = await client.error("tasks/result", {"taskId": task_id})
+        task = await client.get(task_id)
+    assert len(human.asked) == MAX_ASKS
+    assert error.code == types.INVALID_PARAMS
+    assert error.message == (
+        f"Task {task_id} still waits for an answer to 'Your name?': 3 answers did not fit its "
+        "schema (answer: 'name' is a required property); call tasks/result again to be asked again"
+    )
+    assert error.data == {"taskId": task_id, "status": "input_required", "question": "greet#1"}
+    assert task["status"] == "input_required"  # nothing lost: a new tasks/result asks again
 
 
 async def test_l24_a_declined_question_fails_the_task(connect: Connect) -> None:

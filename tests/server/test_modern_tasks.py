@@ -10,6 +10,7 @@ from taskloom.engine.states import TaskState
 from taskloom.testing import FakeClock
 from tests.helpers import eventually
 from tests.server import flows
+from tests.server.client import task_named
 from tests.server.conftest import Connect, ConnectModern
 from tests.server.modern_client import EXT, ModernClient
 
@@ -134,7 +135,7 @@ async def test_m11_a_completed_task_inlines_the_full_call_tool_result(
     }  # M29: no related-task _meta in it
     assert "error" not in done
     plain = await modern.call("countdown", {"start": 4, "tick_s": 0}, declare=False)
-    assert {k: v for k, v in plain.items() if k not in ("resultType", "_meta")} == done["result"]
+    assert task_named(plain)[1] == done["result"]
 
 
 async def test_m12_a_tool_error_is_completed_with_is_error(modern: ModernClient) -> None:

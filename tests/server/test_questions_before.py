@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from taskloom.bootstrap import Engine
 from taskloom.server.mrtr import STATE_PREFIX
-from tests.server.client import LegacyClient
+from tests.server.client import LegacyClient, task_named
 from tests.server.conftest import Connect
 from tests.server.flows import Confirm, Name
 from tests.server.modern_client import ModernClient
@@ -175,7 +175,8 @@ async def test_without_the_extension_the_answers_make_a_plain_call(modern: Moder
     answers = {"user_name": _accept(name="Cy"), "go": _accept(confirm=True)}
     result = await _round(modern, answers, declare=False)
     assert result["resultType"] == "complete"
-    assert result["content"] == [{"type": "text", "text": "Hello, Cy!"}]
+    _, unnamed = task_named(result)  # a plain call names its task (ADR 0018)
+    assert unnamed["content"] == [{"type": "text", "text": "Hello, Cy!"}]
 
 
 async def test_arguments_that_do_not_fit_are_refused_before_anything_is_asked(
@@ -215,14 +216,15 @@ async def test_a_forbidden_workflow_answers_on_the_call_on_every_generation(
     for declare in (True, False):
         answer = await modern.call("hello_now", {"name": "World"}, declare=declare)
         assert answer["resultType"] == "complete"
-        assert answer["content"] == [{"type": "text", "text": "Hello, World!"}]
+        _, unnamed = task_named(answer)  # the stored run it was, as every plain call
+        assert unnamed["content"] == [{"type": "text", "text": "Hello, World!"}]
         assert "taskId" not in answer
     legacy_task_param = await modern.request(
         "tools/call", {"name": "hello_now", "arguments": {"name": "X"}, "task": {"ttl": 1000}}
     )
     assert legacy_task_param["content"][0]["text"] == "Hello, X!"
     plain = await client.call("hello_now", {"name": "Ann"})
-    assert plain["content"] == [{"type": "text", "text": "Hello, Ann!"}]
+    assert task_named(plain)[1]["content"] == [{"type": "text", "text": "Hello, Ann!"}]
     error = await client.error(
         "tools/call", {"name": "hello_now", "arguments": {"name": "A"}, "task": {}}
     )

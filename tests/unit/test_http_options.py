@@ -1,10 +1,12 @@
 """HTTP settings from flags and the environment; tokens; the rate limiter."""
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from taskloom.cli import main
+from taskloom.cli_http import add_http_options, server_settings
 from taskloom.server.http import parse_tokens
 from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.tokens import TokenTable
@@ -80,3 +82,16 @@ def test_the_rate_limiter_bursts_then_refills_per_key() -> None:
     assert limiter.admit("ann") == 0.0
     assert RateLimiter.retry_after(0.2) == "1"
     assert RateLimiter.retry_after(9.1) == "10"
+
+
+def test_the_plain_wait_comes_from_a_flag_or_the_environment(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_http_options(parser, env={"TASKLOOM_PLAIN_WAIT_S": "20"})
+    assert server_settings(parser, parser.parse_args([])).plain_wait_s == 20
+    assert server_settings(parser, parser.parse_args(["--plain-wait-s", "5"])).plain_wait_s == 5
+    assert server_settings(parser, parser.parse_args(["--plain-wait-s", "0"])).plain_wait_s is None
+    assert _mistake(capsys, "--plain-wait-s", "-1") == (
+        "plain_wait_s: Input should be greater than 0"
+    )

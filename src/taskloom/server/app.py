@@ -95,7 +95,14 @@ class TaskServer:
             if self.settings.fallback_tools
             else None
         )
-        plain = PlainCalls(self.manager, owner=owner, recheck_s=recheck_s)
+        plain = PlainCalls(
+            self.manager,
+            owner=owner,
+            recheck_s=recheck_s,
+            wait_s=self.settings.plain_wait_s,
+            keepalive_s=self.settings.progress_keepalive_s,
+            fallback_tools=self.settings.fallback_tools,
+        )
         calls = ToolCalls(
             self.manager, self.workflows, followers, plain, owner=owner, fallback=fallback
         )

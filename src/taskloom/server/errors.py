@@ -118,3 +118,17 @@ def task_id_header_mismatch(header: str | None, task_id: object) -> MCPError:
     return MCPError(
         HEADER_MISMATCH, f"Mcp-Name header {header!r} does not match params.taskId {task_id!r}"
     )
+
+
+def answers_did_not_fit(
+    task_id: str, key: str, question: str, problems: tuple[str, ...], *, asks: int
+) -> MCPError:
+    """``tasks/result`` gave up asking: the requestor's answers to the question *key*
+    kept breaking its schema. The task still waits for that answer."""
+    return MCPError(
+        INVALID_PARAMS,
+        f"Task {task_id} still waits for an answer to {echoed(question)!r}: {asks} answers "
+        f"did not fit its schema ({'; '.join(problems)}); call tasks/result again to be "
+        "asked again",
+        {"taskId": task_id, "status": "input_required", "question": key},
+    )

@@ -3,12 +3,14 @@
 Many hosts announce no task support, so they can neither augment a call nor poll
 ``tasks/*``. These five tools give their model the same store through ordinary tool
 calls: ``task_list``, ``task_status``, ``task_result``, ``task_cancel``, ``task_answer``.
-Their answers are compact text (a default ``task_list`` page stays under 2 KB), and a
-problem (unknown id, finished task, wrong answer) is a tool error the model can read.
+Their descriptions tell a model how to poll, wait and answer; their answers are compact
+text (a default ``task_list`` page and any status stay under 2 KB: messages, schemas
+and questions shown are cut), and a problem (unknown id, finished task, wrong answer) is a tool error the model can read.
 Their ``taskSupport`` is forbidden: calling them with ``params.task`` is ``-32601``.
 """
 
 import json
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any, Final
 
@@ -34,10 +36,40 @@ from taskloom.server.wire import (
 LINE_LIMIT: Final = 180
 """Longest summary line of ``task_list`` (so a default page of 10 stays under 2 KB)."""
 MAX_WAIT_S: Final = 60.0
-_SCHEMA_LIMIT: Final = 600
+TEXT_LIMIT: Final = 160
+"""Longest message or question a ``task_status`` answer repeats."""
+SHOWN_QUESTIONS: Final = 2
+"""Most pending questions a ``task_status`` answer shows (so it stays under 2 KB)."""
+_SCHEMA_LIMIT: Final = 300
 FALLBACK_TOOL_NAMES: Final = frozenset(
     {"task_list", "task_status", "task_result", "task_cancel", "task_answer"}
 ).union(HISTORY_TOOL_NAMES)
+
+
+LIST_DESCRIPTION: Final = (
+    "List your tasks, newest first, one line each: id, status (working, input_required, "
+    "completed, failed, cancelled), tool, last change, message. Filter with status; pass "
+    "next_cursor as cursor for the next page."
+)
+STATUS_DESCRIPTION: Final = (
+    "Show one task's status, progress and message, and any question it waits on with the "
+    "answer schema. It does not wait: to wait for the result, use task_result with wait_s."
+)
+RESULT_DESCRIPTION: Final = (
+    "Get a task's result. Long jobs: pass wait_s (up to 60) to wait that many seconds for "
+    "it to finish; if it has not, the answer says so and you call task_result again. If "
+    "the task waits on a question, the answer shows it at once: answer it with "
+    "task_answer, then call task_result again."
+)
+CANCEL_DESCRIPTION: Final = (
+    "Cancel a task that has not finished: its work stops and it has no result. Only when "
+    "the user wants it stopped; a finished task cannot be cancelled."
+)
+ANSWER_DESCRIPTION: Final = (
+    "Answer the question a task waits on (shown by task_status, task_result or the tool's "
+    "own answer): answer is an object matching the question's answer schema; pass question "
+    "(its key) only when several are pending. Then call task_result with wait_s."
+)
 
 
 class TaskIdInput(BaseModel):
@@ -80,23 +112,11 @@ class FallbackTools:
         self._manager = manager
         self._owner = owner
         self._tools: dict[str, ToolSpec] = {
-            "task_list": (ListInput, "List your tasks, newest first.", self._list),
-            "task_status": (
-                TaskIdInput,
-                "Show a task's status, progress and any question it waits on.",
-                self._status,
-            ),
-            "task_result": (
-                ResultInput,
-                "Get a finished task's result (optionally waiting up to wait_s seconds).",
-                self._result,
-            ),
-            "task_cancel": (TaskIdInput, "Cancel a task that has not finished.", self._cancel),
-            "task_answer": (
-                AnswerInput,
-                "Answer the question a task waits on (see task_status).",
-                self._answer,
-            ),
+            "task_list": (ListInput, LIST_DESCRIPTION, self._list),
+            "task_status": (TaskIdInput, STATUS_DESCRIPTION, self._status),
+            "task_result": (ResultInput, RESULT_DESCRIPTION, self._result),
+            "task_cancel": (TaskIdInput, CANCEL_DESCRIPTION, self._cancel),
+            "task_answer": (AnswerInput, ANSWER_DESCRIPTION, self._answer),
             **(extra or {}),  # the history tools (history.py), when the server has them
         }
 
@@ -139,23 +159,36 @@ class FallbackTools:
 
     async def _status(self, query: TaskIdInput) -> dict[str, Any]:
         task = await self._manager.get(query.task_id, owner=self._owner)
-        return _text("\n".join(_status_lines(task)))
+        return _text("\n".join(status_lines(task)))
 
     async def _result(self, query: ResultInput) -> dict[str, Any]:
         task = await self._manager.get(query.task_id, owner=self._owner)
-        if not task.is_terminal and query.wait_s > 0:
-            with anyio.move_on_after(query.wait_s):
-                task = await self._manager.wait_until_terminal(task.id, owner=self._owner)
+        if not task.is_terminal and not task.input_requests and query.wait_s > 0:
+            with anyio.move_on_after(query.wait_s) as waiting:
+                task = await self._until_settled(task.id)
+            if waiting.cancelled_caught:  # show how far it got meanwhile
+                task = await self._manager.get(task.id, owner=self._owner)
+        if task.input_requests:
+            steps = "waits on a question: answer it with task_answer, then call task_result"
+            return _text("\n".join([*status_lines(task), steps]))
         if not task.is_terminal:
-            return _text(
-                "\n".join([*_status_lines(task), "not finished: call task_result again later"])
-            )
+            steps = "not finished: call task_result again (with wait_s to wait)"
+            return _text("\n".join([*status_lines(task), steps]))
         if task.state is TaskState.CANCELLED:
             return _error(f"task {task.id} was cancelled ({task.status_message}); no result")
         try:
             return call_tool_result(task)
         except MCPError as error:  # a server fault: no result either
             return _error(error.error.message)
+
+    async def _until_settled(self, task_id: str) -> Task:
+        """The task once it has ended or waits on a question (unbounded: bound the call)."""
+        watch = self._manager.watch(task_id, owner=self._owner)
+        async with aclosing(watch) as snapshots:
+            async for task in snapshots:
+                if task.input_requests:
+                    break
+        return task
 
     async def _cancel(self, query: TaskIdInput) -> dict[str, Any]:
         task = await self._manager.cancel(
@@ -190,20 +223,27 @@ def summary_line(task: Task) -> str:
     return line if len(line) <= LINE_LIMIT else line[: LINE_LIMIT - 1] + "…"
 
 
-def _status_lines(task: Task) -> list[str]:
+def status_lines(task: Task) -> list[str]:
+    """What ``task_status`` says about *task*: status, message, progress, times and each
+    pending question with its answer schema."""
     lines = [f"task {task.id}: {_status(task)} ({task.name})"]
     if task.status_message:
-        lines.append(f"message: {task.status_message}")
+        lines.append(f"message: {_cut(task.status_message, TEXT_LIMIT)}")
     if task.progress is not None:
         total = f"/{task.progress.total:g}" if task.progress.total else ""
         lines.append(f"progress: {task.progress.completed:g}{total}")
     lines.append(f"created {_short_time(task.created_at)}, updated {_short_time(task.updated_at)}")
-    for key, question in task.input_requests.items():
-        schema = json.dumps(question.requested_schema, separators=(",", ":"))
-        if len(schema) > _SCHEMA_LIMIT:
-            schema = schema[: _SCHEMA_LIMIT - 1] + "…"
-        lines.append(f"question {key!r}: {question.message}  answer schema: {schema}")
+    for key, question in list(task.input_requests.items())[:SHOWN_QUESTIONS]:
+        schema = _cut(json.dumps(question.requested_schema, separators=(",", ":")), _SCHEMA_LIMIT)
+        message = _cut(question.message, TEXT_LIMIT)
+        lines.append(f"question {_cut(key, 40)!r}: {message}  answer schema: {schema}")
+    if len(task.input_requests) > SHOWN_QUESTIONS:
+        lines.append(f"… {len(task.input_requests) - SHOWN_QUESTIONS} more question(s)")
     return lines
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _status(task: Task) -> str:

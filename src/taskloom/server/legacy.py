@@ -13,7 +13,8 @@ from mcp.server.context import ServerRequestContext
 
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
-from taskloom.server.questions import InputAsker
+from taskloom.server.errors import answers_did_not_fit
+from taskloom.server.questions import MAX_ASKS, InputAsker
 from taskloom.server.wire import call_tool_result, legacy_task, related_task_meta, task_page
 
 CANCEL_REASON: Final = "cancelled by the requestor"
@@ -37,7 +38,10 @@ class LegacyTasks:
     ) -> dict[str, Any]:
         """Wait until the task is terminal, then answer what its ``tools/call`` would have
         answered, with the related-task ``_meta`` added to the result's own. Meanwhile the
-        questions the task waits on are asked over this request's stream."""
+        questions the task waits on are asked over this request's stream; after
+        ``MAX_ASKS`` answers that do not fit one, this ends with ``-32602`` saying so
+        (the task still waits: a new ``tasks/result`` asks again). A client that cannot
+        be asked waits here for an answer given elsewhere (``task_answer``, the CLI)."""
         asker = InputAsker(self._manager, ctx, self._owner)
         watch = self._manager.watch(
             params.task_id, owner=self._owner, recheck_every=self._recheck_s
@@ -45,7 +49,15 @@ class LegacyTasks:
         async with aclosing(watch) as snapshots:
             async for task in snapshots:  # the last one is terminal
                 if task.state is TaskState.INPUT_REQUIRED:
-                    await asker.ask_pending(task)
+                    unanswered = await asker.ask_pending(task)
+                    if unanswered is not None and unanswered.problems:
+                        raise answers_did_not_fit(
+                            task.id,
+                            unanswered.key,
+                            unanswered.question.message,
+                            unanswered.problems,
+                            asks=MAX_ASKS,
+                        )
         result = call_tool_result(task)
         meta = {**(result.get("_meta") or {}), **related_task_meta(task.id)}
         return {**result, "_meta": meta}

@@ -9,9 +9,11 @@ else. Outermost first (after the SDK's own OpenTelemetry middleware):
    (``errors.to_mcp_error``), crashes ``-32603``; everything inside may raise.
 3. :func:`check_generation`: a task method of another generation is ``-32601``,
    whatever its params (the SDK validates params before the handler runs, so without
-   this a malformed ``tasks/list`` on 2026-07-28 answered ``-32602``).
+   this a malformed ``tasks/list`` on 2026-07-28 answered ``-32602``); a 2026-07-28
+   task method whose request did not declare the tasks extension is ``-32021``.
 4. :func:`check_task_routing`: over HTTP, an ``Mcp-Name`` header that disagrees with
-   ``params.taskId`` is ``-32020``.
+   ``params.taskId`` is ``-32020``. It comes after the generation: a request that
+   cannot use task methods at all hears that first, not that its header is wrong.
 5. :func:`limit_results`: a result over ``max_result_bytes`` of JSON is ``-32603``.
 6. :func:`advertise_tasks`: ``capabilities.tasks`` in a 2025-11-25 ``InitializeResult``
    (``Server.get_capabilities`` never announces it).
@@ -36,8 +38,19 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import BaseModel, ValidationError
 
 from taskloom.engine.errors import TaskloomError
-from taskloom.server.errors import not_on_this_version, task_id_header_mismatch, to_mcp_error
-from taskloom.server.generation import Generation, generation, serves
+from taskloom.server.errors import (
+    missing_tasks_extension,
+    not_on_this_version,
+    task_id_header_mismatch,
+    to_mcp_error,
+)
+from taskloom.server.generation import (
+    TASK_METHODS,
+    Generation,
+    declares_tasks_extension,
+    generation,
+    serves,
+)
 from taskloom.server.wire import tasks_capability
 
 logger = logging.getLogger(__name__)
@@ -114,9 +127,17 @@ async def error_boundary(ctx: Context, call_next: CallNext) -> HandlerResult:
 
 
 async def check_generation(ctx: Context, call_next: CallNext) -> HandlerResult:
-    """A task method of another generation is ``-32601``, whatever its params."""
-    if not serves(ctx.method, generation(ctx)):
+    """A task method of another generation is ``-32601``, whatever its params; on
+    2026-07-28 a task method needs the tasks extension declared (``-32021``)."""
+    speaking = generation(ctx)
+    if not serves(ctx.method, speaking):
         raise not_on_this_version(ctx.method, ctx.protocol_version)
+    if (
+        speaking is Generation.MODERN
+        and ctx.method in TASK_METHODS
+        and not declares_tasks_extension(ctx)
+    ):
+        raise missing_tasks_extension(ctx.method)
     return await call_next(ctx)
 
 

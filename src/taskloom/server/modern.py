@@ -4,9 +4,10 @@ Every request is judged on its own ``_meta`` (2026 has no sessions). A ``tools/c
 of a workflow becomes a task exactly when that request declared the extension (ADR
 0010: ``optional`` and ``required`` alike; ``required`` without it is ``-32021``;
 ``forbidden`` never, ADR 0019); the ``CreateTaskResult`` is answered once the task is
-committed. ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` check that the extension was declared (``-32021``),
-then that the task is visible to the owner (``-32602``); over HTTP the ``Mcp-Name``
-header was checked before (``-32020``, ``middleware.check_task_routing``).
+committed. ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` reach these handlers only
+when the request declared the extension (``-32021``, ``middleware.check_generation``) and,
+over HTTP, named the task in ``Mcp-Name`` (``-32020``, ``middleware.check_task_routing``,
+in that order); then the task must be visible to the owner (``-32602``).
 ``tasks/result`` and ``tasks/list`` do not exist here (``-32601``,
 ``middleware.check_generation``).
 
@@ -105,13 +106,11 @@ class ModernTasks:
 
     async def get(self, ctx: Context, params: types.GetTaskRequestParams) -> dict[str, Any]:
         """The DetailedTask: result, error or outstanding input requests inlined."""
-        _gate(ctx)
         return detailed_task(await self._manager.get(params.task_id, owner=self._owner))
 
     async def cancel(self, ctx: Context, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         """Cancel the task if it still runs; the same empty ack if it already ended (its
         outcome stands)."""
-        _gate(ctx)
         with contextlib.suppress(IllegalTransitionError):  # already terminal
             await self._manager.cancel(params.task_id, owner=self._owner, reason=CANCEL_REASON)
         return dict(ACK)
@@ -120,7 +119,6 @@ class ModernTasks:
         """Apply the answers to pending questions, then ack. Keys the task is not waiting
         on are ignored; an answer that does not fit its question is ``-32602`` and leaves
         that question pending (the others are applied)."""
-        _gate(ctx)
         task = await self._manager.get(params.task_id, owner=self._owner)
         problems: list[str] = []
         for key, response in params.input_responses.items():
@@ -157,12 +155,6 @@ class ModernTasks:
         except (InputNotRequestedError, TaskNotFoundError, TaskStateError):
             pass  # answered through another channel, or the task ended meanwhile
         return None
-
-
-def _gate(ctx: Context) -> None:
-    """The check every 2026 ``tasks/*`` request passes before its task is looked up."""
-    if not declares_tasks_extension(ctx):
-        raise missing_tasks_extension(ctx.method)
 
 
 # -- subscriptions/listen ---------------------------------------------------------

@@ -1,12 +1,31 @@
-"""Plain calls: a workflow called without task support runs as a task and answers its
-result on the call itself, sending progress against the request's token meanwhile.
+"""Plain calls: a workflow called by a host without task support (ADR 0018).
 
-If the caller cancels the request or disconnects, the task is cancelled.
+The workflow runs as a task, and the call waits for it at most
+``ServerSettings.plain_wait_s``, meanwhile
+
+- sending ``notifications/progress`` on the request's progress token whenever the task
+  advances, and at least every ``progress_keepalive_s`` (hosts that reset their timeout
+  on progress keep waiting);
+- asking the task's questions as ``elicitation/create`` on the call itself, when the
+  client declared elicitation (never on 2026-07-28, where a server sends no requests).
+
+Then it answers the task's result, or, if the task has not ended (or waits on a question
+nobody can answer on this call), a normal tool result saying that the work goes on: the
+task's id, status, progress and questions, and how to follow it with the fallback
+tools. From then on the task belongs to no request. A caller that cancels the call or
+disconnects before that ends the wait, never the task: hosts send
+``notifications/cancelled`` on their own timeouts, and work thrown away cannot be
+had back (``task_cancel`` stops a task on purpose).
+
+Every plain result names its task, in a last text line and in ``_meta``; every error
+already does (message and ``data.taskId``).
 """
 
-import contextlib
+import logging
+import math
 from collections.abc import Mapping
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
@@ -15,24 +34,58 @@ from mcp.server.context import ServerRequestContext
 from pydantic import JsonValue
 
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import InvalidRequestError, TaskloomError
+from taskloom.engine.errors import InvalidRequestError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
+from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
+from taskloom.server.fallback import MAX_WAIT_S, status_lines
+from taskloom.server.generation import Generation, generation
 from taskloom.server.push import ProgressPush
-from taskloom.server.wire import call_tool_result, invalid_arguments_result
+from taskloom.server.questions import InputAsker, Unanswered
+from taskloom.server.wire import (
+    call_tool_result,
+    invalid_arguments_result,
+    modern_status,
+    related_task_meta,
+    text_content,
+    wire_status,
+)
 
-_CANCEL_WRITE_S: Final = 10.0
+logger = logging.getLogger(__name__)
+
+TASK_META_KEY: Final = "taskloom/task"
+"""``_meta`` key of a plain result: ``{"taskId", "status", "deferred"}``."""
 Context = ServerRequestContext[Any, Any]
+
+
+@dataclass
+class _Waited:
+    """What a plain call saw of its task."""
+
+    latest: Task
+    unanswered: Unanswered | None = None
 
 
 class PlainCalls:
     """The plain calls of one connection, acting for its *owner*."""
 
-    def __init__(self, manager: TaskManager, *, owner: str | None, recheck_s: float | None):
+    def __init__(
+        self,
+        manager: TaskManager,
+        *,
+        owner: str | None,
+        recheck_s: float | None,
+        wait_s: float | None,
+        keepalive_s: float | None,
+        fallback_tools: bool,
+    ) -> None:
         self._manager = manager
         self._owner = owner
         self._recheck_s = recheck_s
+        self._wait_s = math.inf if wait_s is None else wait_s
+        self._keepalive_s = keepalive_s
+        self._fallback_tools = fallback_tools
 
     async def run(
         self,
@@ -42,36 +95,112 @@ class PlainCalls:
         answers: Mapping[str, JsonValue] | None = None,
     ) -> dict[str, Any]:
         """Run *workflow* as a task (with *answers* to its questions, if any were asked
-        before it exists) and answer its ``CallToolResult``."""
+        before it exists); its ``CallToolResult``, or the deferred answer.
+
+        Raises:
+            MCPError: the task ended without a result (cancelled, or a server fault).
+        """
         try:
             task = await submit(
                 self._manager, workflow, arguments, owner=self._owner, answers=answers
             )
         except InvalidRequestError as error:
             return invalid_arguments_result(str(error))
+        speaking = generation(ctx)
+        asker = (
+            None if speaking is Generation.MODERN else InputAsker(self._manager, ctx, self._owner)
+        )
         progress = ProgressPush(ctx.session, progress_token(ctx), related_request_id=ctx.request_id)
+        waited = _Waited(task)
+        started = anyio.current_time()
         try:
-            finished = await self._follow(task, progress)
+            with anyio.move_on_after(self._wait_s):
+                async with anyio.create_task_group() as group:
+                    if progress.token is not None and self._keepalive_s is not None:
+                        group.start_soon(self._keep_alive, progress, waited, self._keepalive_s)
+                    await self._follow(progress, asker, waited)
+                    group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
-            with anyio.move_on_after(_CANCEL_WRITE_S, shield=True):
-                await self._abandon(task)
+            logger.info("the caller left the plain call of task %s; the task goes on", task.id)
             raise
-        return call_tool_result(finished)
+        status = modern_status if speaking is Generation.MODERN else _legacy_status
+        if waited.latest.is_terminal:
+            return _named(call_tool_result(waited.latest), waited.latest, status(waited.latest))
+        waited_s = anyio.current_time() - started
+        deferred = self._deferred(waited, waited_s, error=workflow.output_model is not None)
+        return _named(deferred, waited.latest, status(waited.latest), deferred=True)
 
-    async def _follow(self, task: Task, progress: ProgressPush) -> Task:
-        watch = self._manager.watch(task.id, owner=self._owner, recheck_every=self._recheck_s)
-        latest = task
+    async def _follow(
+        self, progress: ProgressPush, asker: InputAsker | None, waited: _Waited
+    ) -> None:
+        """Until the task ends, or waits on a question no one can answer on this call."""
+        watch = self._manager.watch(
+            waited.latest.id, owner=self._owner, recheck_every=self._recheck_s
+        )
         async with aclosing(watch) as snapshots:
             async for latest in snapshots:  # the last one is terminal
+                waited.latest = latest
                 await progress.update(latest)
-        return latest
+                if latest.state is TaskState.INPUT_REQUIRED and latest.input_requests:
+                    if asker is None:
+                        key, question = next(iter(latest.input_requests.items()))
+                        waited.unanswered = Unanswered(key, question)
+                    else:
+                        waited.unanswered = await asker.ask_pending(latest)
+                    if waited.unanswered is not None:
+                        return
 
-    async def _abandon(self, task: Task) -> None:
-        """The caller went away (cancelled the request, or the connection closed)."""
-        with contextlib.suppress(TaskloomError):  # it may have finished meanwhile
-            await self._manager.cancel(
-                task.id, owner=self._owner, reason="the tools/call request was cancelled"
+    async def _keep_alive(self, progress: ProgressPush, waited: _Waited, every_s: float) -> None:
+        """Send a keepalive whenever *every_s* passed without a progress notification."""
+        quiet_since = anyio.current_time()
+        while True:
+            await anyio.sleep_until((progress.sent_at or quiet_since) + every_s)
+            if anyio.current_time() >= (progress.sent_at or quiet_since) + every_s:
+                await progress.keepalive(waited.latest)
+
+    def _deferred(self, waited: _Waited, waited_s: float, *, error: bool) -> dict[str, Any]:
+        """The answer of a call whose task goes on: what it is doing and what to do."""
+        task, unanswered = waited.latest, waited.unanswered
+        head = f"Not finished yet, and not a failure: task {task.id} goes on after this answer"
+        lines = [f"{head} (waited {waited_s:.0f} s).", *status_lines(task)]
+        if unanswered is not None and unanswered.problems:
+            lines.append(f"the last answer did not fit: {'; '.join(unanswered.problems)}")
+        lines.append(self._next_steps(task))
+        return {"content": [text_content("\n".join(lines))], "isError": error}
+
+    def _next_steps(self, task: Task) -> str:
+        quoted = f'task_id "{task.id}"'
+        wait = f"task_result with {quoted} and wait_s {MAX_WAIT_S:g}"
+        if not self._fallback_tools:
+            return f"Next: poll tasks/get with taskId {task.id} until it ends."
+        if task.state is TaskState.INPUT_REQUIRED:
+            return (
+                f"Next: get the answer (ask the user if needed), call task_answer with "
+                f"{quoted} and answer (an object matching the answer schema), then {wait}."
             )
+        return (
+            f"Next: call {wait} (again while it is not finished); task_status shows its "
+            "progress, task_cancel stops it."
+        )
+
+
+def _legacy_status(task: Task) -> str:
+    return wire_status(task.state)
+
+
+def _named(
+    result: dict[str, Any], task: Task, status: str, *, deferred: bool = False
+) -> dict[str, Any]:
+    """*result* naming *task*: a last text line, and ``_meta``."""
+    content = [*result["content"]]
+    if not deferred:
+        content.append(text_content(f"(task {task.id}: {status})"))
+    meta = {
+        **(result.get("_meta") or {}),
+        **related_task_meta(task.id),
+        TASK_META_KEY: {"taskId": task.id, "status": status, "deferred": deferred},
+    }
+    return {**result, "content": content, "_meta": meta}
 
 
 def complete(result: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from functools import partial
 from types import TracebackType
 from typing import Self
 
+import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp.server.session import ServerSession
@@ -75,7 +76,8 @@ class Outbox:
 
 class ProgressPush:
     """Sends a task's progress against one progress token, only when it advances
-    (MCP requires each notification's ``progress`` to be larger than the last)."""
+    (MCP requires each notification's ``progress`` to be larger than the last), and on
+    request a keepalive that advances it a little (see :meth:`keepalive`)."""
 
     def __init__(
         self,
@@ -85,23 +87,46 @@ class ProgressPush:
         related_request_id: types.RequestId | None = None,
     ) -> None:
         self._session = session
-        self._token = token
+        self.token = token
         self._related = related_request_id
         self._last: float | None = None
+        self._settled = 0.0
+        """The task's own progress when last sent (keepalives count up from it)."""
+        self._beats = 0
+        self.sent_at: float | None = None
+        """When (``anyio.current_time``) the last notification was sent."""
 
     async def update(self, task: Task) -> None:
         """Notify if *task*'s progress went further than last time."""
         progress = task.progress
-        if self._token is None or progress is None:
+        if self.token is None or progress is None:
             return
         if self._last is not None and progress.completed <= self._last:
             return
-        self._last = progress.completed
+        self._settled, self._beats = progress.completed, 0
+        await self._send(progress.completed, progress.total, task.status_message)
+
+    async def keepalive(self, task: Task) -> None:
+        """Notify although *task*'s progress has not advanced, so a host that resets its
+        timeout on progress keeps waiting. The value moves toward the next whole unit
+        (``n/(n+1)`` of the way after *n* keepalives) and never reaches it, so each is
+        larger than the last and the task's next real advance is larger still."""
+        total = task.progress.total if task.progress is not None else None
+        ceiling = self._settled + 1 if total is None else min(self._settled + 1, total)
+        if self.token is None or ceiling <= self._settled:
+            return
+        self._beats += 1
+        value = self._settled + (ceiling - self._settled) * self._beats / (self._beats + 1)
+        if self._last is None or value > self._last:
+            await self._send(value, total, task.status_message)
+
+    async def _send(self, value: float, total: float | None, message: str | None) -> None:
+        if self.token is None:
+            return
+        self._last = value
+        self.sent_at = anyio.current_time()
         params = types.ProgressNotificationParams(
-            progress_token=self._token,
-            progress=progress.completed,
-            total=progress.total,
-            message=task.status_message,
+            progress_token=self.token, progress=value, total=total, message=message
         )
         await self._session.send_notification(
             types.ProgressNotification(params=params), related_request_id=self._related

@@ -18,6 +18,15 @@ class ServerSettings(BaseModel):
     changes made by other processes; ``None`` relies on this process's change feed alone
     (enough when the worker runs in the server process). Status followers always rely
     on the feed alone."""
+    plain_wait_s: float | None = Field(default=45.0, gt=0)
+    """How long a plain ``tools/call`` of a workflow (a host without task support) waits
+    for the task before answering that the work goes on, with the task's id and how to
+    follow it through the fallback tools (ADR 0018). Hosts on the TypeScript SDK give up
+    after 60 s; ``None``: wait until the task ends (for hosts that wait without limit)."""
+    progress_keepalive_s: float | None = Field(default=10.0, gt=0)
+    """While a plain call waits, the longest silence between two ``notifications/progress``
+    on its progress token, so that hosts which reset their timeout on progress keep
+    waiting; ``None``: notify only when the task's progress advances."""
     max_result_bytes: int | None = Field(default=16 * 1024 * 1024, gt=0)
     """The largest result (as JSON) a request answers with; a larger one is ``-32603``
     saying so (``None``: no limit)."""
