@@ -84,9 +84,9 @@ async def test_a_run_that_ends_in_worker_lost_closes_every_attempt(
         "second": (3, 3),
     }
     assert {run.state for run in nodes.values()} <= {NodeState.FAILED, NodeState.RETRYING}
-    assert await runs.renew_leases(
-        worker="w1", now=clock.now(), lease_for=timedelta(seconds=1)
-    ) == {}
+    assert (
+        await runs.renew_leases(worker="w1", now=clock.now(), lease_for=timedelta(seconds=1)) == {}
+    )
 
 
 async def test_a_run_that_completes_has_no_attempt_left_open(

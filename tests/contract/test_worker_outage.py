@@ -26,6 +26,7 @@ from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
 from tests.contract.harness import finish, run_store
+from tests.helpers import eventually
 
 _RUN_METHODS = frozenset(
     {"claim_runs", "renew_leases", "release_lease", "start_node", "end_node", "finish_run"}
@@ -54,11 +55,13 @@ class FlakyRuns:
         return call
 
 
-async def _until(condition: Callable[[], bool], within_s: float = 10) -> None:
-    """Poll *condition* until it holds (bounded)."""
-    with anyio.fail_after(within_s):
-        while not condition():
-            await anyio.sleep(0.005)
+async def _until(condition: Callable[[], bool]) -> None:
+    """Poll *condition* (counters and log records publish no event) until it holds."""
+
+    async def holds() -> bool:
+        return condition()
+
+    await eventually(holds, every_s=0.005)
 
 
 class Empty(BaseModel):
