@@ -151,16 +151,19 @@ async def release_lease(connection: Connection, lease: Lease) -> None:
     )
 
 
-async def close_abandoned(connection: Connection, task_id: TaskId, now: datetime) -> None:
-    """End the attempts a run leaves open as it ends (see ``RunStore``): interrupted,
-    their nodes ``retrying`` with one more interruption."""
+async def end_run(connection: Connection, lease: Lease, now: datetime) -> None:
+    """Drop *lease* and end the attempts its run leaves open as it ends (see
+    ``RunStore``): interrupted, their nodes ``retrying`` with one more interruption. One
+    statement, so the run's end costs no extra round trip."""
     await connection.execute(
-        "WITH closed AS ("
+        "WITH released AS ("
+        "  DELETE FROM leases WHERE task_id = %(task)s AND token = %(token)s),"
+        " closed AS ("
         "  UPDATE node_attempts SET ended_at = %(now)s, outcome = 'interrupted'"
         "  WHERE task_id = %(task)s AND ended_at IS NULL)"
         " UPDATE node_runs SET state = 'retrying', interruptions = interruptions + 1,"
         " updated_at = %(now)s WHERE task_id = %(task)s AND state = 'running'",
-        {"now": now, "task": task_id},
+        {"now": now, "task": lease.task_id, "token": lease.token},
     )
 
 

@@ -319,8 +319,7 @@ async def _write(
         # The run ends with its result: a worker killed before it released the lease
         # must not leave the row behind (claims never look at ended tasks again), nor
         # attempts open that no worker will end.
-        await runs.release_lease(connection, fence)
-        await runs.close_abandoned(connection, current.id, now)
+        await runs.end_run(connection, fence, now)
     return new
 
 
