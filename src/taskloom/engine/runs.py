@@ -144,7 +144,14 @@ StartTask = Callable[[Task], Task]
 
 class RunStore(Protocol):
     """Durable run state. Every method is one atomic transaction; writes that carry a
-    lease only land while that lease is the task's current one."""
+    lease only land while that lease is the task's current one.
+
+    The fenced write that ends a run (``TaskStore.update`` with a lease to a terminal
+    state, or :meth:`finish_run`) drops the lease and closes the attempts no worker will
+    end (a dead worker's, or one cancelled as it started): each is recorded as
+    ``interrupted`` and its node, if still ``running``, becomes ``retrying`` with one
+    more interruption, the record a resume would have written.
+    """
 
     async def claim_runs(
         self,

@@ -3,8 +3,14 @@
 Any number of workers (threads of one process or many processes) may share a store:
 claims are atomic, and every write of a run is fenced by its lease token, so a run is
 executed by one worker at a time even when a presumed-dead worker wakes up.
+
+A store that fails (a database outage longer than its retries) is never fatal to a
+worker: a failed claim or heartbeat is logged and tried again at its next period, and a
+run whose write failed is dropped and its lease handed back once the store answers, so
+that this or another worker resumes it from its checkpoints (ADR 0017).
 """
 
+import logging
 import secrets
 import socket
 from datetime import timedelta
@@ -15,11 +21,14 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runner import RunExecution
-from taskloom.engine.runs import ClaimedRun, RunStore
+from taskloom.engine.runs import ClaimedRun, Lease, RunStore
 from taskloom.engine.states import TaskState
+
+logger = logging.getLogger(__name__)
 
 
 class WorkerSettings(BaseModel):
@@ -73,6 +82,8 @@ class Worker:
         self._wake = anyio.Event()
         self._saturated = False
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
+        self._dropped: dict[TaskId, Lease] = {}
+        """Leases of runs stopped by an error, to hand back once the store answers."""
 
     @property
     def active_runs(self) -> int:
@@ -91,7 +102,10 @@ class Worker:
             await task_group.start(self._watch)
             task_status.started()
             while True:
-                await self._claim(task_group)
+                try:
+                    await self._claim(task_group)
+                except Exception as error:  # noqa: BLE001  # never fatal: try at the next poll
+                    _log_failure(self.worker_id, "claim", error, self.settings.poll_s)
                 with anyio.move_on_after(self.settings.poll_s):
                     await self._wake.wait()
                 self._wake = anyio.Event()
@@ -134,6 +148,15 @@ class Worker:
     async def _execute(self, execution: RunExecution) -> None:
         try:
             await execution.execute()
+        except Exception as error:  # one run's failure never ends the worker
+            logger.warning(
+                "worker %s dropped run %s: %s; its lease is handed back once the store answers",
+                self.worker_id,
+                execution.task_id,
+                _describe(error),
+                exc_info=not _is_store_failure(error),
+            )
+            self._dropped[execution.task_id] = execution.lease
         finally:
             self._executions.pop(execution.task_id, None)
             if self._saturated:  # a slot freed up for work that was left waiting
@@ -162,16 +185,51 @@ class Worker:
         period = self.settings.heartbeat_s or self.settings.lease_s / 3
         while True:
             await anyio.sleep(period)
-            # Only runs claimed before the renewal began can be missing from it because
-            # their lease is gone; a claim committed meanwhile may be invisible to it.
-            judged = list(self._executions.items())
-            held = await self.runs.renew_leases(
-                worker=self.worker_id,
-                now=self.manager.clock.now(),
-                lease_for=timedelta(seconds=self.settings.lease_s),
-            )
-            for task_id, execution in judged:
-                if task_id not in held:
-                    execution.stop(lost_lease=True)
-                else:
-                    self._react(held[task_id], task_id)
+            try:
+                await self._beat()
+            except Exception as error:  # noqa: BLE001  # never fatal: try at the next period
+                _log_failure(self.worker_id, "heartbeat", error, period)
+
+    async def _beat(self) -> None:
+        """Hand back the leases of dropped runs, renew the others, and stop the runs whose
+        lease is gone or whose task ended."""
+        for task_id, lease in list(self._dropped.items()):
+            await self.runs.release_lease(lease)  # before a renewal could keep it alive
+            del self._dropped[task_id]
+        # Only runs claimed before the renewal began can be missing from it because
+        # their lease is gone; a claim committed meanwhile may be invisible to it.
+        judged = list(self._executions.items())
+        held = await self.runs.renew_leases(
+            worker=self.worker_id,
+            now=self.manager.clock.now(),
+            lease_for=timedelta(seconds=self.settings.lease_s),
+        )
+        for task_id, execution in judged:
+            if task_id not in held:
+                execution.stop(lost_lease=True)
+            else:
+                self._react(held[task_id], task_id)
+
+
+def _is_store_failure(error: BaseException) -> bool:
+    """True for an error the store raised on purpose (possibly inside a group)."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_store_failure(inner) for inner in error.exceptions)
+    return isinstance(error, TaskloomError)
+
+
+def _describe(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
+
+
+def _log_failure(worker: str, what: str, error: Exception, retry_in: float) -> None:
+    logger.warning(
+        "worker %s: %s failed, trying again in %.3g s: %s",
+        worker,
+        what,
+        retry_in,
+        _describe(error),
+        exc_info=not _is_store_failure(error),
+    )

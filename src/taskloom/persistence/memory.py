@@ -97,7 +97,7 @@ class InMemoryTaskStore:
         if fence is not None:
             self._check_fence(fence)
         new = self._successor(current, mutate)
-        self._replace(new, fence)
+        self._replace(new, fence, now)
         return new
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
@@ -228,7 +228,7 @@ class InMemoryTaskStore:
         run = self._ended(lease, end, now)
         new = self._successor(current, mutate)
         self._record_end(lease, end, run, now)  # every check passed: now write both
-        self._replace(new, lease)
+        self._replace(new, lease, now)
         return run, new
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
@@ -297,10 +297,31 @@ class InMemoryTaskStore:
             )
         return new
 
-    def _replace(self, new: Task, fence: Lease | None) -> None:
+    def _replace(self, new: Task, fence: Lease | None, now: datetime) -> None:
         self._tasks[self._positions[new.id]] = new
         if fence is not None and new.is_terminal:  # the run's end drops its lease with it
             self._leases.pop(new.id, None)
+            self._close_abandoned(new.id, now)
+
+    def _close_abandoned(self, task_id: TaskId, now: datetime) -> None:
+        """End the attempts a run leaves open as it ends (see ``RunStore``): interrupted,
+        their nodes ``retrying`` with one more interruption."""
+        history = self._attempts.get(task_id, [])
+        for index, attempt in enumerate(history):
+            if attempt.ended_at is None:
+                history[index] = attempt.model_copy(
+                    update={"ended_at": now, "outcome": AttemptOutcome.INTERRUPTED}
+                )
+        nodes = self._nodes.get(task_id, {})
+        for name, run in nodes.items():
+            if run.state is NodeState.RUNNING:
+                nodes[name] = run.model_copy(
+                    update={
+                        "state": NodeState.RETRYING,
+                        "interruptions": run.interruptions + 1,
+                        "updated_at": now,
+                    }
+                )
 
     def _ended(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """The node's checkpoint after *end*, once the fence and its state allow it (nothing

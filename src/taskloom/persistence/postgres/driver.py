@@ -8,7 +8,6 @@ from typing import Any, Final, TypeVar
 
 import anyio
 import psycopg
-from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -21,6 +20,7 @@ from taskloom.engine.errors import (
     StoreClosedError,
 )
 from taskloom.persistence.postgres.settings import PostgresSettings
+from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
 
 _T = TypeVar("_T")
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -30,7 +30,6 @@ _NOISE: Final = re.compile(
     r'connection failed: |connection to server at "[^"]*"(?: \([^)]*\))?, port \d+ failed: '
     r"|FATAL:\s+|ERROR:\s+"
 )
-_SERVER_GONE: Final = frozenset({"57P01", "57P02", "57P03"})  # shut down, crashed, starting
 
 
 def one_line(error: BaseException) -> str:
@@ -56,22 +55,10 @@ def describe(url: str) -> str:
     return f"{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
-def is_transient(error: BaseException) -> bool:
-    """True for failures that left nothing behind and may pass on a second try."""
-    if isinstance(error, errors.TransactionRollback):  # serialization failure, deadlock
-        return True
-    if isinstance(error, errors.LockNotAvailable):
-        return True
-    if isinstance(error, psycopg.OperationalError):
-        state = error.sqlstate
-        return state is None or state.startswith("08") or state in _SERVER_GONE
-    return False
-
-
 def translate(error: psycopg.Error, database: str) -> PersistenceError:
     """The engine error for a driver error (the caller chains it as ``__cause__``)."""
     message = one_line(error)
-    if isinstance(error, errors.TransactionRollback | errors.LockNotAvailable):
+    if is_contention(error):
         return DatabaseBusyError(f"PostgreSQL {database} stayed contended: {message}")
     if isinstance(error, psycopg.OperationalError):
         return DatabaseUnavailableError(f"PostgreSQL {database} is unavailable: {message}")

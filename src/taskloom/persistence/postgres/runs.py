@@ -78,11 +78,14 @@ async def claim_runs(
         " FOR NO KEY UPDATE OF t SKIP LOCKED",
         {"now": now, "names": sorted(workflows), "reclaim": reclaim_from, "limit": limit},
     )
-    candidates = await cursor.fetchall()
+    candidates = [
+        (rows.task_from_body(body), had_lease) for body, had_lease in await cursor.fetchall()
+    ]
     claimed: list[ClaimedRun] = []
     expires = now + lease_for
-    for body, had_lease in candidates:
-        task = rows.task_from_body(body)
+    # Leases are taken in task id order, as renew_leases locks them (no deadlock);
+    # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
+    for task, had_lease in sorted(candidates, key=lambda candidate: candidate[0].id):
         lease = Lease(
             task_id=task.id, worker=worker, token=secrets.token_hex(16), expires_at=expires
         )
@@ -111,18 +114,29 @@ async def claim_runs(
             await connection.execute(rows.UPDATE_SQL, rows.update_row(started, task.version))
         resumed = bool(had_lease) or bool(nodes) or task.state is not TaskState.QUEUED
         claimed.append(ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed))
-    return claimed
+    oldest_first = {task.id: index for index, (task, _) in enumerate(candidates)}
+    return sorted(claimed, key=lambda run: oldest_first[run.task.id])
 
 
 async def renew_leases(
     connection: Connection, *, worker: str, now: datetime, lease_for: timedelta
 ) -> dict[TaskId, Task | None]:
-    """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
+    """See :meth:`taskloom.engine.runs.RunStore.renew_leases`.
+
+    The rows are locked in ``task_id`` order (bytewise, ``COLLATE "C"``, as Python sorts
+    the ASCII ids) before the update, the order in which :func:`claim_runs` takes
+    leases: a bare multi-row ``UPDATE`` locks in the heap's order, which deadlocked with
+    a claim taking over some of the same (expired) leases.
+    """
     cursor = await connection.execute(
-        "WITH renewed AS ("
-        " UPDATE leases SET expires_at = %s WHERE worker = %s RETURNING task_id)"
+        "WITH held AS ("
+        "  SELECT task_id FROM leases WHERE worker = %(worker)s"
+        '  ORDER BY task_id COLLATE "C" FOR NO KEY UPDATE),'
+        " renewed AS ("
+        "  UPDATE leases l SET expires_at = %(expires)s FROM held"
+        "  WHERE l.task_id = held.task_id AND l.worker = %(worker)s RETURNING l.task_id)"
         " SELECT r.task_id, t.body FROM renewed r LEFT JOIN tasks t ON t.id = r.task_id",
-        (now + lease_for, worker),
+        {"expires": now + lease_for, "worker": worker},
     )
     return {
         TaskId(task_id): rows.task_from_body(body) if body is not None else None
@@ -134,6 +148,22 @@ async def release_lease(connection: Connection, lease: Lease) -> None:
     """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
     await connection.execute(
         "DELETE FROM leases WHERE task_id = %s AND token = %s", (lease.task_id, lease.token)
+    )
+
+
+async def end_run(connection: Connection, lease: Lease, now: datetime) -> None:
+    """Drop *lease* and end the attempts its run leaves open as it ends (see
+    ``RunStore``): interrupted, their nodes ``retrying`` with one more interruption. One
+    statement, so the run's end costs no extra round trip."""
+    await connection.execute(
+        "WITH released AS ("
+        "  DELETE FROM leases WHERE task_id = %(task)s AND token = %(token)s),"
+        " closed AS ("
+        "  UPDATE node_attempts SET ended_at = %(now)s, outcome = 'interrupted'"
+        "  WHERE task_id = %(task)s AND ended_at IS NULL)"
+        " UPDATE node_runs SET state = 'retrying', interruptions = interruptions + 1,"
+        " updated_at = %(now)s WHERE task_id = %(task)s AND state = 'running'",
+        {"now": now, "task": lease.task_id, "token": lease.token},
     )
 
 

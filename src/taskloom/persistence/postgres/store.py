@@ -278,7 +278,7 @@ async def _update(
     current = await _locked(task_id, now, connection)
     if fence is not None:
         await runs.check_fence(connection, fence)
-    return await _write(current, mutate, fence, connection)
+    return await _write(current, mutate, fence, now, connection)
 
 
 async def _finish_run(
@@ -286,7 +286,7 @@ async def _finish_run(
 ) -> tuple[NodeRun, Task]:
     current = await _locked(lease.task_id, now, connection)  # the task row before the lease's
     run = await runs.end_node(connection, lease, end, now)  # checks the fence
-    return run, await _write(current, mutate, lease, connection)
+    return run, await _write(current, mutate, lease, now, connection)
 
 
 async def _locked(task_id: TaskId, now: datetime, connection: Connection) -> Task:
@@ -297,7 +297,11 @@ async def _locked(task_id: TaskId, now: datetime, connection: Connection) -> Tas
 
 
 async def _write(
-    current: Task, mutate: TaskMutation, fence: Lease | None, connection: Connection
+    current: Task,
+    mutate: TaskMutation,
+    fence: Lease | None,
+    now: datetime,
+    connection: Connection,
 ) -> Task:
     """Store ``mutate(current)`` if the row still holds *current* (compare-and-set)."""
     new = mutate(current)
@@ -313,8 +317,9 @@ async def _write(
         )
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
-        # must not leave the row behind (claims never look at ended tasks again).
-        await runs.release_lease(connection, fence)
+        # must not leave the row behind (claims never look at ended tasks again), nor
+        # attempts open that no worker will end.
+        await runs.end_run(connection, fence, now)
     return new
 
 

@@ -113,6 +113,21 @@ def release_lease(raw: sqlite3.Connection, lease: Lease) -> None:
     raw.execute("DELETE FROM leases WHERE task_id = ? AND token = ?", (lease.task_id, lease.token))
 
 
+def close_abandoned(raw: sqlite3.Connection, task_id: TaskId, now: int) -> None:
+    """End the attempts a run leaves open as it ends (see ``RunStore``): interrupted,
+    their nodes ``retrying`` with one more interruption."""
+    raw.execute(
+        "UPDATE node_attempts SET ended_at = ?, outcome = 'interrupted'"
+        " WHERE task_id = ? AND ended_at IS NULL",
+        (now, task_id),
+    )
+    raw.execute(
+        "UPDATE node_runs SET state = 'retrying', interruptions = interruptions + 1,"
+        " updated_at = ? WHERE task_id = ? AND state = 'running'",
+        (now, task_id),
+    )
+
+
 def start_node(raw: sqlite3.Connection, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
     """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
     check_fence(raw, lease)

@@ -370,7 +370,7 @@ def _update(
     current = _current(task_id, now, raw)
     if fence is not None:
         runs.check_fence(raw, fence)
-    return _write(current, mutate, fence, raw)
+    return _write(current, mutate, fence, now, raw)
 
 
 def _finish_run(
@@ -379,7 +379,7 @@ def _finish_run(
     # One write, so one savepoint: a refusal of either part undoes both.
     current = _current(lease.task_id, rows.micros(now), raw)
     run = runs.end_node(raw, lease, end, now)  # checks the fence
-    return run, _write(current, mutate, lease, raw)
+    return run, _write(current, mutate, lease, rows.micros(now), raw)
 
 
 def _current(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task:
@@ -390,7 +390,7 @@ def _current(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task:
 
 
 def _write(
-    current: Task, mutate: TaskMutation, fence: Lease | None, raw: sqlite3.Connection
+    current: Task, mutate: TaskMutation, fence: Lease | None, now: int, raw: sqlite3.Connection
 ) -> Task:
     """Store ``mutate(current)`` if the row still holds *current* (compare-and-set)."""
     new = mutate(current)
@@ -404,8 +404,10 @@ def _write(
         )
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
-        # must not leave the row behind (claims never look at ended tasks again).
+        # must not leave the row behind (claims never look at ended tasks again), nor
+        # attempts open that no worker will end.
         runs.release_lease(raw, fence)
+        runs.close_abandoned(raw, current.id, now)
     return new
 
 
