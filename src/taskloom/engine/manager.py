@@ -1,5 +1,6 @@
 """The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
 
+import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
@@ -15,6 +16,7 @@ from taskloom.engine.errors import (
     InputNotRequestedError,
     InvalidAnswerError,
     InvalidRequestError,
+    PersistenceError,
     TaskNotFoundError,
     TaskStateError,
 )
@@ -51,6 +53,7 @@ DEFAULT: Final = Sentinel.DEFAULT
 
 OwnerScope = str | Literal[Sentinel.ANY] | None
 
+logger = logging.getLogger(__name__)
 _ONE_MICROSECOND: Final = timedelta(microseconds=1)
 _JSON_OBJECT: Final = TypeAdapter(dict[str, JsonValue])
 _JSON_VALUE: Final = TypeAdapter(JsonValue)
@@ -479,9 +482,19 @@ class TaskManager:
                 return purged
 
     async def run_sweeper(self) -> None:
-        """Purge expired tasks every ``sweep_interval_s`` until cancelled."""
+        """Purge expired tasks every ``sweep_interval_s`` until cancelled. A store that
+        fails (a database outage, a lock held too long) is logged and tried again at the
+        next sweep: it never ends the sweeper, nor the engine it runs in."""
         while True:
-            await self.purge_expired()
+            try:
+                await self.purge_expired()
+            except PersistenceError as error:
+                logger.warning(
+                    "the TTL sweep failed, trying again in %.3g s: %s: %s",
+                    self.settings.sweep_interval_s,
+                    type(error).__name__,
+                    error,
+                )
             await anyio.sleep(self.settings.sweep_interval_s)
 
     # -- internals ------------------------------------------------------------------------
