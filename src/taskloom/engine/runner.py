@@ -37,6 +37,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Progress, Task, TaskFailure
 from taskloom.engine.observe import AttemptInfo, RunInfo
 from taskloom.engine.progress import RunProgress
+from taskloom.engine.retry import MAX_INTERRUPTIONS
 from taskloom.engine.runs import (
     AttemptOutcome,
     ClaimedRun,
@@ -48,8 +49,6 @@ from taskloom.engine.runs import (
     RunStore,
 )
 
-MAX_INTERRUPTIONS: Final = 3
-"""A node whose worker died this many times while running it fails instead of re-running."""
 _FINAL_WRITE_S: Final = 10.0
 
 
@@ -290,7 +289,7 @@ class RunExecution:
         if previous is not None and previous.state is NodeState.RUNNING:
             interrupted = previous.attempt  # its worker died mid-attempt
             interruptions += 1
-            if interruptions >= MAX_INTERRUPTIONS:
+            if interruptions >= node.retry.max_interruptions:
                 await self._give_up_interrupted(node, previous, interruptions)
                 return
         elif previous is not None and previous.state is NodeState.RETRYING:
@@ -434,8 +433,9 @@ class RunExecution:
             error, workflow=self.workflow.name, node=node.name, timeout_s=node.timeout_s
         )
         outcome = AttemptOutcome.TIMED_OUT if error is None else AttemptOutcome.FAILED
-        if node.retry.allows_another(attempt, error):
-            delay = node.retry.delay_after(attempt)
+        failures = self._nodes[node.name].failures + 1  # interruptions and waits not counted
+        if node.retry.allows_another(failures, error):
+            delay = node.retry.delay_after(failures)
             return NodeEnd(
                 node=node.name,
                 attempt=attempt,
@@ -478,7 +478,7 @@ class RunExecution:
     ) -> None:
         info = ErrorInfo(
             error_type="WorkerLost",
-            message=f"its worker stopped {MAX_INTERRUPTIONS} times while running it",
+            message=f"its worker stopped {interruptions} times while running it",
             fingerprint=describe(
                 RuntimeError("worker lost"),
                 workflow=self.workflow.name,
