@@ -118,9 +118,7 @@ def run(quick: bool) -> list[Row]:
     waiting = 100 if quick else WAITING
     repeats = 1 if quick else 3
     with tempfile.TemporaryDirectory() as folder:
-        samples = [
-            anyio.run(_once, Path(folder) / f"waits{n}.db", waiting) for n in range(repeats)
-        ]
+        samples = [anyio.run(_once, Path(folder) / f"waits{n}.db", waiting) for n in range(repeats)]
 
     def values(key: str) -> list[float]:
         return [sample[key] for sample in samples]
