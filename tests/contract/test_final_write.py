@@ -82,7 +82,6 @@ async def _execute(
         runs=cast(RunStore, spy),
         node_concurrency=4,
         progress_interval_s=0,
-        input_recheck_s=None,
     )
     with anyio.fail_after(10):
         await execution.execute()

@@ -198,16 +198,18 @@ def _factor(number: int) -> int:
 async def _answer_when_asked_again(
     database: Path, numbers: dict[str, int], worker: dict[str, Any]
 ) -> None:
-    """Once the restarted worker re-ran every ``confirm`` node, answer from this process."""
+    """Once every ``confirm`` node waits (parked: no worker re-runs it before its answer,
+    ADR 0021) and the restarted worker is up, answer from this process: the answer
+    reaches the worker through its polls of the shared file."""
 
-    async def asked_again() -> bool:
+    async def all_waiting() -> bool:
         if "done" in worker:
             raise AssertionError(f"the worker ended before being answered: {worker['done']}")
         nodes = Snapshot.read(database).nodes
         rows = [nodes.get((task_id, "confirm")) for task_id in numbers]
-        return all(row is not None and row.attempt >= 2 for row in rows)
+        return all(row is not None and row.state == "waiting" for row in rows)
 
-    await eventually(asked_again, within_s=20, every_s=0.05)
+    await eventually(all_waiting, within_s=20, every_s=0.05)
     async with SqliteTaskStore.open(database) as store:
         manager = TaskManager(store, validator=JsonSchemaValidator())
         for task_id, number in numbers.items():
@@ -251,7 +253,7 @@ def _check_node(after: Snapshot, task_id: str, node: str) -> None:
     outcomes = [outcome for _, outcome in history]
     assert numbers == list(range(1, len(history) + 1))
     assert outcomes[-1] == "completed"
-    assert set(outcomes[:-1]) <= {"failed", "interrupted"}
+    assert set(outcomes[:-1]) <= {"failed", "interrupted", "waiting"}
     row = after.nodes[task_id, node]
     assert (row.state, row.attempt) == ("completed", len(history))
     assert row.failures == outcomes.count("failed")
@@ -347,13 +349,13 @@ def _waiting_for_input(database: Path, before: Snapshot, after: Snapshot) -> Non
         assert isinstance(number, int)
         assert task.state is TaskState.INPUT_REQUIRED
         assert task.input_requests[QUESTION].message == f"Factor for run {number}?"
-        assert before.nodes[task_id, "confirm"].state == "running"
+        assert before.nodes[task_id, "confirm"].state == "waiting"
         final = after.tasks[task_id]
         assert final.input_requests == {}
         assert final.input_responses == {QUESTION: {"factor": _factor(number)}}
-        history = after.history(task_id, "confirm")
-        assert len(history) >= 2
-        assert after.marked(task_id, "confirm") == [len(history)]
+        assert after.history(task_id, "confirm") == [(1, "waiting"), (2, "completed")]
+        assert after.nodes[task_id, "confirm"].interruptions == 0
+        assert after.marked(task_id, "confirm") == [2]
 
 
 def _before_finish(database: Path, before: Snapshot, after: Snapshot) -> None:
@@ -457,3 +459,25 @@ async def test_a_node_whose_worker_is_killed_every_time_fails_the_run(tmp_path: 
     assert after.nodes[task_id, "flaky"].state == "failed"
     assert after.marked(task_id, "flaky") == []
     assert after.marked(task_id, "join") == []
+
+
+async def test_a_question_survives_more_sigkills_than_the_interruption_limit(
+    tmp_path: Path,
+) -> None:
+    """Workers are killed with SIGKILL while every run's question waits, more times than
+    ``MAX_INTERRUPTIONS``: a waiting node is not running, so no death counts against it;
+    the questions are answered from this process and every run completes."""
+    database = tmp_path / "crash.db"
+    numbers = await _submit(database, ask=True, flaky=False)
+    for kill in range(MAX_INTERRUPTIONS + 2):
+        await _crash(database, "input", tmp_path / f"kill-{kill}")
+    await _restart(database, numbers, answer=True)
+    after = Snapshot.read(database)
+
+    assert after.leases == 0
+    for task_id, number in numbers.items():
+        task = after.tasks[task_id]
+        assert task.state is TaskState.COMPLETED, task.error
+        assert task.input_responses == {QUESTION: {"factor": _factor(number)}}
+        assert after.nodes[task_id, "confirm"].interruptions == 0
+        assert after.history(task_id, "confirm") == [(1, "waiting"), (2, "completed")]

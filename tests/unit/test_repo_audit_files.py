@@ -105,6 +105,9 @@ class _Recorder:
     async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue:
         raise AssertionError("repo_audit asks nothing")
 
+    async def sleep(self, seconds: float) -> None:
+        raise AssertionError("repo_audit sleeps not")
+
 
 async def test_a_shard_reads_its_share_and_reports_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -150,7 +150,12 @@ class NodeRuntime(Protocol):
         ...
 
     async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue:
-        """Ask the requestor and wait for a valid answer."""
+        """The stored answer to this question, or end the attempt to wait for one."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Return once *seconds* from the first call have passed, or end the attempt to
+        wait for that time."""
         ...
 
 
@@ -229,13 +234,29 @@ class NodeContext(Generic[InputT]):
     async def ask(self, message: str, schema: type[AnswerT] | dict[str, JsonValue]) -> Any:
         """Ask the requestor a question and wait for an answer that matches *schema*.
 
-        The task shows ``input_required`` meanwhile; no thread is held. If the process
-        dies while waiting, the question survives, and the re-run node gets the answer.
+        The wait is durable and holds nothing (ADR 0021): the attempt ends, the task shows
+        ``input_required``, and the run is handed back (no lease, no worker slot) until
+        the answer is stored. Then the node **runs again from its start**, and this call
+        returns the stored answer at once: the code before it runs again, so keep it
+        idempotent (at least once, like any node body). Questions are keyed by their
+        order in the node (``<node>#<n>``), so the node must ask them in the same order.
+        Any number of worker crashes during the wait cost nothing.
         """
         if isinstance(schema, dict):
             return await self._runtime.ask(message, schema)
         answer = await self._runtime.ask(message, schema.model_json_schema())
         return schema.model_validate(answer)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait *seconds*, durably and holding nothing (ADR 0021).
+
+        The first call stores when the sleep ends and hands the run back; the run is
+        claimed again at that time (to within the workers' ``poll_s``) and the node
+        **runs again from its start**, this call returning at once. The code before it
+        runs again, so keep it idempotent. Sleeps are keyed by their order in the node
+        (``<node>#sleep<n>``). A zero or negative sleep returns at once.
+        """
+        await self._runtime.sleep(seconds)
 
     async def run_blocking(self, function: Callable[[*Args], T], *args: *Args) -> T:
         """``function(*args)`` in a worker thread, for blocking or CPU-bound code.

@@ -138,3 +138,8 @@ class SchemaVersionError(PersistenceError):
 
 class StoreClosedError(PersistenceError):
     """The store was used after it was closed."""
+
+
+class WaitOverError(TaskStateError):
+    """A run tried to hand itself back to wait, but what a node of it waits for has
+    arrived meanwhile (an answer, a timer's time): nothing was written; the run goes on."""

@@ -1,7 +1,7 @@
 """The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
 
 import logging
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final, Literal, TypeVar
@@ -19,6 +19,7 @@ from taskloom.engine.errors import (
     PersistenceError,
     TaskNotFoundError,
     TaskStateError,
+    WaitOverError,
 )
 from taskloom.engine.events import ChangeFeed, TaskSubscription
 from taskloom.engine.ids import new_task_id
@@ -37,6 +38,7 @@ from taskloom.engine.observe import NullObserver, Observer, Observers
 from taskloom.engine.ports import Clock, SchemaValidator, TaskMutation, TaskStore
 from taskloom.engine.runs import Lease, NodeEnd, NodeRun, RunStore
 from taskloom.engine.states import TERMINAL_STATES, TaskState, check_transition
+from taskloom.engine.waits import NodeWaits, Wait
 
 
 class Sentinel(Enum):
@@ -338,9 +340,12 @@ class TaskManager:
                 "input_requests": requests,
                 "input_responses": {**task.input_responses, key: answer},
             }
+            if task.parked:  # no worker holds the run: make it claimable now (ADR 0021)
+                changes["wake_at"] = now if task.wake_at is None else min(task.wake_at, now)
             if not requests and task.state is TaskState.INPUT_REQUIRED:
-                check_transition(task.id, task.state, TaskState.RUNNING)
-                changes["state"] = TaskState.RUNNING
+                target = TaskState.QUEUED if task.parked else TaskState.RUNNING
+                check_transition(task.id, task.state, target)
+                changes["state"] = target
                 changes["status_message"] = "input received"
             return _next_version(task, now, changes)
 
@@ -383,6 +388,68 @@ class TaskManager:
         self.feed.publish(task)
         self._observer.task_finished(task)
         return run, task
+
+    async def wait_node(
+        self, runs: RunStore, end: NodeEnd, waits: NodeWaits, *, lease: Lease
+    ) -> tuple[NodeRun, Task]:
+        """Record *end*, a node's attempt that stopped to wait, together with what the
+        wait stores on the task (the question it asks, the time its timer ends), in one
+        transaction (``RunStore.finish_run``): a crash leaves either both or neither.
+
+        Raises:
+            IllegalTransitionError: the task ended meanwhile (nothing is written).
+            LeaseLostError: the lease is gone (nothing is written).
+        """
+        now = self._clock.now()
+        key = waits.wait.key
+
+        def mutate(task: Task) -> Task:
+            if task.is_terminal:
+                check_transition(task.id, task.state, TaskState.INPUT_REQUIRED)
+            changes: dict[str, Any] = {}
+            answered = key in task.input_responses
+            if waits.question is not None and key not in task.input_requests and not answered:
+                if task.state is not TaskState.INPUT_REQUIRED:
+                    check_transition(task.id, task.state, TaskState.INPUT_REQUIRED)
+                changes["state"] = TaskState.INPUT_REQUIRED
+                changes["input_requests"] = {**task.input_requests, key: waits.question}
+                changes["status_message"] = waits.question.message
+            if waits.due is not None and key not in task.timers:
+                changes["timers"] = {**task.timers, key: waits.due}
+            return _next_version(task, now, changes)
+
+        run, task = await runs.finish_run(lease, end, now, mutate)
+        self.feed.publish(task)
+        return run, task
+
+    async def park(self, task_id: str, waits: Sequence[Wait], *, lease: Lease) -> Task:
+        """Hand a run back while its nodes wait for *waits*: the task is marked parked,
+        claimable again at its earliest timer (or once an answer arrives), and the store
+        drops *lease* with the same write. A running task waiting only for time is
+        queued again; one waiting for answers stays ``input_required``.
+
+        Raises:
+            WaitOverError: one of *waits* is over already (nothing is written).
+            LeaseLostError: the lease is gone.
+            IllegalTransitionError: the task ended meanwhile.
+        """
+        now = self._clock.now()
+
+        def mutate(task: Task) -> Task:
+            if task.is_terminal:
+                check_transition(task.id, task.state, TaskState.QUEUED)
+            if any(wait.is_over(task, now) for wait in waits):
+                raise WaitOverError(f"task {task.id}: a wait ended before the run was parked")
+            times = [due for wait in waits if (due := wait.wakes_at(task)) is not None]
+            wake_at = min(times) if times else None
+            changes: dict[str, Any] = {"parked": True, "wake_at": wake_at}
+            if task.state is TaskState.RUNNING:
+                changes["state"] = TaskState.QUEUED
+                if wake_at is not None:
+                    changes["status_message"] = f"waiting until {wake_at.isoformat()}"
+            return _next_version(task, now, changes)
+
+        return await self._write(task_id, mutate, lease)
 
     async def fail(self, task_id: str, error: TaskFailure, *, lease: Lease | None = None) -> Task:
         """To failed, with the reason as *error* (its message becomes the status message)."""
@@ -509,13 +576,19 @@ class TaskManager:
         return cap if ttl is None else min(ttl, cap)
 
     def start_mutation(self, status_message: str | None = None) -> TaskMutation:
-        """The queued-to-running change, for stores that start tasks as they are claimed."""
+        """The change a claim makes: a queued task moves to running, and a parked run is
+        held again (a parked task that still waits for answers stays ``input_required``)."""
         now = self._clock.now()
-        changes = {} if status_message is None else {"status_message": status_message}
+        started: dict[str, Any] = {"state": TaskState.RUNNING}
+        if status_message is not None:
+            started["status_message"] = status_message
 
         def mutate(task: Task) -> Task:
-            check_transition(task.id, task.state, TaskState.RUNNING)
-            return _next_version(task, now, {**changes, "state": TaskState.RUNNING})
+            changes: dict[str, Any] = {"parked": False, "wake_at": None}
+            if task.state is not TaskState.INPUT_REQUIRED or not task.parked:
+                check_transition(task.id, task.state, TaskState.RUNNING)
+                changes.update(started)
+            return _next_version(task, now, changes)
 
         return mutate
 
@@ -543,6 +616,8 @@ class TaskManager:
         now = self._clock.now()
         if target in TERMINAL_STATES:
             changes["input_requests"] = {}
+            changes["parked"] = False
+            changes["wake_at"] = None
         if changes.get("status_message") is None:
             changes.pop("status_message", None)
 

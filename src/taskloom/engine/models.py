@@ -88,6 +88,14 @@ class Task(_Frozen):
     """Questions still waiting for an answer, by key."""
     input_responses: dict[str, JsonValue] = Field(default_factory=dict)
     """Answers received, by key, kept so a re-run node can read them."""
+    timers: dict[str, UtcDatetime] = Field(default_factory=dict)
+    """When each durable sleep (``ctx.sleep``) ends, by key, kept so a re-run node knows."""
+    parked: bool = False
+    """No worker holds the run: its nodes wait (answers, timers) and it is claimed again
+    once ``wake_at`` has passed (never while ``wake_at`` is ``None``)."""
+    wake_at: UtcDatetime | None = None
+    """When a parked run may be claimed again: its earliest timer, or the time an answer
+    arrived."""
     version: int = Field(ge=1)
     """Row version: 1 at creation, +1 on every write (the compare-and-set token)."""
 

@@ -74,7 +74,9 @@ class RunProgress:
 
     def publish_in(self, task_group: TaskGroup, write: ProgressWrite, interval_s: float) -> None:
         """Run :meth:`publish` in *task_group* from the first change on: a run that has
-        nothing to say before its outcome (one node, say) costs no task."""
+        nothing to say before its outcome (one node, say) costs no task. May be called
+        again after :meth:`stop` (a run that goes on after a wait ended)."""
+        self._stopped = anyio.Event()
         self._start_publisher = partial(task_group.start_soon, self.publish, write, interval_s)
         if self._latest is not None:
             self.status(self._latest[2])

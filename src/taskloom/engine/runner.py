@@ -12,7 +12,6 @@ their next await, and no further node starts.
 """
 
 import contextlib
-import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Sequence
@@ -30,13 +29,14 @@ from taskloom.engine.errors import (
     TaskloomError,
     TaskNotFoundError,
     TaskStateError,
+    WaitOverError,
 )
-from taskloom.engine.events import TaskSubscription
 from taskloom.engine.fingerprint import describe
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import InputRequest, Progress, Task, TaskFailure
+from taskloom.engine.models import InputRequest, Progress, TaskFailure
 from taskloom.engine.observe import AttemptInfo, RunInfo
 from taskloom.engine.progress import RunProgress
+from taskloom.engine.retry import MAX_INTERRUPTIONS
 from taskloom.engine.runs import (
     AttemptOutcome,
     ClaimedRun,
@@ -47,9 +47,8 @@ from taskloom.engine.runs import (
     NodeState,
     RunStore,
 )
+from taskloom.engine.waits import NodeWaits, Wait
 
-MAX_INTERRUPTIONS: Final = 3
-"""A node whose worker died this many times while running it fails instead of re-running."""
 _FINAL_WRITE_S: Final = 10.0
 
 
@@ -73,7 +72,6 @@ class RunExecution:
         runs: RunStore,
         node_concurrency: int,
         progress_interval_s: float,
-        input_recheck_s: float | None,
     ) -> None:
         self.task_id = claimed.task.id
         self.lease = claimed.lease
@@ -92,7 +90,6 @@ class RunExecution:
         self._limiter = anyio.CapacityLimiter(limit) if limit < len(workflow.nodes) else None
         """``None`` when every node may run at once anyway."""
         self._progress_interval_s = progress_interval_s
-        self._input_recheck_s = input_recheck_s
         self.cancel_scope = anyio.CancelScope()
         self.lost_lease = False
         self._ended_with_lease = False
@@ -102,6 +99,8 @@ class RunExecution:
         self._observer = manager.observer
         self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
         self._outcome: str | None = None
+        self.parked_until: datetime | None = None
+        """When the run, parked because its nodes wait, may be claimed again (timers)."""
 
     def stop(self, *, lost_lease: bool = False) -> None:
         """Cancel the running nodes because the task ended elsewhere (a cancel) or, with
@@ -156,24 +155,34 @@ class RunExecution:
             await self._fail("invalid_input", f"invalid input: {error.errors()[0]['msg']}")
             return
         if self.workflow.asks:
-            self._answers = await self._ask_first()
-        failures: list[_NodeFailed] = []
-        try:
-            async with anyio.create_task_group() as task_group:
-                self.progress.publish_in(
-                    task_group, self._write_progress, self._progress_interval_s
-                )
-                try:
-                    await self._run_dag(task_group, workflow_input)
-                finally:
-                    self.progress.stop()  # not a cancel: that costs more than the run
-        except* _NodeFailed as group:
-            failures = [error for error in group.exceptions if isinstance(error, _NodeFailed)]
-        if failures:
-            await self._fail_node(failures[0])
-            return
-        if self._finished:
-            return
+            answers = await self._ask_first()
+            if answers is None:
+                return  # parked until the questions are answered
+            self._answers = answers
+        while True:
+            failures: list[_NodeFailed] = []
+            try:
+                async with anyio.create_task_group() as task_group:
+                    self.progress.publish_in(
+                        task_group, self._write_progress, self._progress_interval_s
+                    )
+                    try:
+                        await self._run_dag(task_group, workflow_input)
+                    finally:
+                        self.progress.stop()  # not a cancel: that costs more than the run
+            except* _NodeFailed as group:
+                failures = [error for error in group.exceptions if isinstance(error, _NodeFailed)]
+            if failures:
+                await self._fail_node(failures[0])
+                return
+            if self._finished:
+                return
+            waits = self._waits()
+            if not waits:
+                break
+            if await self._park(waits):
+                return
+            # what a node waited for arrived meanwhile: go on with the nodes it woke
         try:
             result = self.workflow.build_result(self._outputs)
         except ValueError as error:
@@ -191,12 +200,13 @@ class RunExecution:
                 "completed",
             )
 
-    async def _ask_first(self) -> dict[str, JsonValue]:
+    async def _ask_first(self) -> dict[str, JsonValue] | None:
         """The answers to the workflow's questions (``Workflow.asks``): those not given
-        before the task existed are asked now, all at once, before any node runs."""
+        before the task existed are asked now, all at once, before any node runs. While
+        any is unanswered the run is parked (``None``): no worker waits for a person."""
         keys = [question.key for question in self.workflow.asks]
         manager = self._manager
-        with manager.subscribe([self.task_id]) as changes:
+        while True:
             task = await manager.get(self.task_id)
             for question in self.workflow.asks:
                 if question.key in task.input_responses or question.key in task.input_requests:
@@ -207,8 +217,41 @@ class RunExecution:
                 task = await manager.require_input(
                     self.task_id, question.key, request, lease=self.lease
                 )
-            task = await _answered(manager, changes, task, keys, self._input_recheck_s)
-        return {key: task.input_responses[key] for key in keys}
+            missing = [key for key in keys if key not in task.input_responses]
+            if not missing:
+                return {key: task.input_responses[key] for key in keys}
+            if await self._park([Wait("input", key) for key in missing]):
+                return None
+
+    # -- waiting --------------------------------------------------------------------------
+
+    def _waits(self) -> list[Wait]:
+        """What the run's waiting nodes wait for."""
+        return [
+            wait
+            for run in self._nodes.values()
+            if run.state is NodeState.WAITING and (wait := _wait_of(run)) is not None
+        ]
+
+    def _wait_over(self, run: NodeRun) -> bool:
+        wait = _wait_of(run)
+        return wait is None or wait.is_over(self._task, self._now())
+
+    async def _park(self, waits: Sequence[Wait]) -> bool:
+        """Hand the run back until what *waits* name arrives (the lease is dropped with
+        the write). False if one of them arrived meanwhile: the run goes on."""
+        try:
+            self._task = await self._manager.park(self.task_id, waits, lease=self.lease)
+        except WaitOverError:
+            self._task = await self._manager.get(self.task_id)
+            return False
+        except IllegalTransitionError:
+            self.task_ended = True  # cancelled meanwhile: nothing is left to park
+            return True
+        self._outcome = "parked"
+        self._ended_with_lease = True  # the store dropped the lease with that write
+        self.parked_until = self._task.wake_at
+        return True
 
     # -- scheduling ---------------------------------------------------------------------
 
@@ -241,10 +284,13 @@ class RunExecution:
                     await self._run_node(name, workflow_input, ended)
                 else:
                     task_group.start_soon(self._run_node, name, workflow_input, ended)
-            if unsettled == 0:
-                return
-            settle(await ended.next())
+            if unsettled == 0 or running == 0:  # done, or every node left waits (or waits
+                return  # for one that does): the run parks
+            name = await ended.next()
             running -= 1
+            if self._nodes[name].state is NodeState.WAITING:
+                continue  # not settled: its dependents wait with it
+            settle(name)
             if unsettled:  # the last node's news travels with the outcome
                 self.progress.phase_moved()
 
@@ -287,10 +333,13 @@ class RunExecution:
         attempt = previous.attempt if previous is not None else 0
         interruptions = previous.interruptions if previous is not None else 0
         interrupted: int | None = None
-        if previous is not None and previous.state is NodeState.RUNNING:
+        if previous is not None and previous.state is NodeState.WAITING:
+            if not self._wait_over(previous):
+                return  # still waiting: it is not running, so no worker death counts
+        elif previous is not None and previous.state is NodeState.RUNNING:
             interrupted = previous.attempt  # its worker died mid-attempt
             interruptions += 1
-            if interruptions >= MAX_INTERRUPTIONS:
+            if interruptions >= node.retry.max_interruptions:
                 await self._give_up_interrupted(node, previous, interruptions)
                 return
         elif previous is not None and previous.state is NodeState.RETRYING:
@@ -305,7 +354,14 @@ class RunExecution:
             )
             self._nodes[node.name] = await self._runs.start_node(self.lease, start, self._now())
             interrupted = None
-            end = await self._observed_attempt(node, attempt, workflow_input)
+            end, waits = await self._observed_attempt(node, attempt, workflow_input)
+            if waits is not None:
+                with anyio.CancelScope(shield=True):
+                    run, self._task = await self._manager.wait_node(
+                        self._runs, end, waits, lease=self.lease
+                    )
+                self._remember(run)
+                return
             if end.state is NodeState.COMPLETED and self._completes_dag(node):
                 await self._finish(node, end)
                 return
@@ -363,7 +419,7 @@ class RunExecution:
 
     async def _observed_attempt(
         self, node: Node[Any], attempt: int, workflow_input: Any
-    ) -> NodeEnd:
+    ) -> tuple[NodeEnd, NodeWaits | None]:
         """:meth:`_attempt`, reported to the observer (also when it is cancelled)."""
         info = AttemptInfo(
             task_id=self.task_id,
@@ -376,8 +432,8 @@ class RunExecution:
         started = time.perf_counter()
         end: NodeEnd | None = None
         try:
-            end = await self._attempt(node, attempt, workflow_input)
-            return end
+            end, waits = await self._attempt(node, attempt, workflow_input)
+            return end, waits
         finally:
             if end is not None:
                 outcome, retrying = end.outcome, end.state is NodeState.RETRYING
@@ -393,7 +449,10 @@ class RunExecution:
                 error=end.error if end is not None else None,
             )
 
-    async def _attempt(self, node: Node[Any], attempt: int, workflow_input: Any) -> NodeEnd:
+    async def _attempt(
+        self, node: Node[Any], attempt: int, workflow_input: Any
+    ) -> tuple[NodeEnd, NodeWaits | None]:
+        """Run one attempt; its end, and what it waits for if it stopped to wait."""
         context: NodeContext[Any] = NodeContext(
             task_id=self.task_id,
             node=node,
@@ -415,13 +474,24 @@ class RunExecution:
                     output = node.dump_output(await node.function(context))
                 timed_out = scope.cancelled_caught
             if not timed_out:
-                return NodeEnd(
+                completed = NodeEnd(
                     node=node.name,
                     attempt=attempt,
                     outcome=AttemptOutcome.COMPLETED,
                     state=NodeState.COMPLETED,
                     output=output,
                 )
+                return completed, None
+        except NodeWaits as waits:
+            waiting = NodeEnd(
+                node=node.name,
+                attempt=attempt,
+                outcome=AttemptOutcome.WAITING,
+                state=NodeState.WAITING,
+                waiting_for=waits.wait.encode(),
+                not_before=waits.due,
+            )
+            return waiting, waits
         except anyio.get_cancelled_exc_class():
             with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
                 await self._record_stopped(node, attempt)
@@ -434,9 +504,10 @@ class RunExecution:
             error, workflow=self.workflow.name, node=node.name, timeout_s=node.timeout_s
         )
         outcome = AttemptOutcome.TIMED_OUT if error is None else AttemptOutcome.FAILED
-        if node.retry.allows_another(attempt, error):
-            delay = node.retry.delay_after(attempt)
-            return NodeEnd(
+        failures = self._nodes[node.name].failures + 1  # interruptions and waits not counted
+        if node.retry.allows_another(failures, error):
+            delay = node.retry.delay_after(failures)
+            retrying = NodeEnd(
                 node=node.name,
                 attempt=attempt,
                 outcome=outcome,
@@ -444,9 +515,11 @@ class RunExecution:
                 error=info,
                 not_before=self._now() + timedelta(seconds=delay),
             )
-        return NodeEnd(
+            return retrying, None
+        failed = NodeEnd(
             node=node.name, attempt=attempt, outcome=outcome, state=NodeState.FAILED, error=info
         )
+        return failed, None
 
     async def _record_stopped(self, node: Node[Any], attempt: int) -> None:
         if self.lost_lease:
@@ -478,7 +551,7 @@ class RunExecution:
     ) -> None:
         info = ErrorInfo(
             error_type="WorkerLost",
-            message=f"its worker stopped {MAX_INTERRUPTIONS} times while running it",
+            message=f"its worker stopped {interruptions} times while running it",
             fingerprint=describe(
                 RuntimeError("worker lost"),
                 workflow=self.workflow.name,
@@ -582,12 +655,17 @@ class _EndedNodes:
 
 
 class _Runtime:
-    """The runner's side of a node's context: progress and questions."""
+    """The runner's side of a node's context: progress, questions and durable sleeps.
+
+    A question or a sleep is known by its key, ``<node>#<n>`` (the node's n-th question
+    in this attempt) or ``<node>#sleep<n>``: a node re-run after its wait makes the same
+    calls in the same order, and those already answered or elapsed return at once."""
 
     def __init__(self, run: RunExecution, node: Node[Any]) -> None:
         self._run = run
         self._node = node
         self._questions = 0
+        self._sleeps = 0
 
     async def report(self, completed: float, total: float | None, message: str | None) -> None:
         self._run.progress.node_reported(self._node, completed, total, message)
@@ -596,37 +674,35 @@ class _Runtime:
         self._questions += 1
         key = f"{self._node.name}#{self._questions}"
         run = self._run
-        manager = run._manager
-        with manager.subscribe([run.task_id]) as changes:
-            task = await manager.get(run.task_id)
-            if key not in task.input_responses and key not in task.input_requests:
-                request = InputRequest(message=message, requested_schema=schema)
-                task = await manager.require_input(run.task_id, key, request, lease=run.lease)
-            task = await _answered(manager, changes, task, [key], run._input_recheck_s)
-        return task.input_responses[key]
+        task = await run._manager.get(run.task_id)
+        if key in task.input_responses:
+            return task.input_responses[key]
+        request = InputRequest(message=message, requested_schema=schema)
+        raise NodeWaits(Wait("input", key), question=request)
+
+    async def sleep(self, seconds: float) -> None:
+        self._sleeps += 1
+        key = f"{self._node.name}#sleep{self._sleeps}"
+        run = self._run
+        now = run._now()
+        task = await run._manager.get(run.task_id)
+        due = task.timers.get(key)
+        if due is None:
+            if seconds <= 0:
+                return
+            due = now + timedelta(seconds=seconds)
+        elif due <= now:
+            return
+        raise NodeWaits(Wait("timer", key), due=due)
 
 
-async def _answered(
-    manager: TaskManager,
-    changes: TaskSubscription,
-    task: Task,
-    keys: Sequence[str],
-    recheck_s: float | None,
-) -> Task:
-    """*task* once every one of *keys* is answered (waiting on *changes*, re-reading it
-    every *recheck_s* when set).
-
-    Raises:
-        TaskStateError: the task ended first.
-    """
-    while any(key not in task.input_responses for key in keys):
-        if task.is_terminal:
-            raise TaskStateError(f"task {task.id} ended while waiting for input")
-        with anyio.move_on_after(recheck_s or math.inf) as scope:
-            task = await changes.receive()
-        if scope.cancelled_caught:
-            task = await manager.get(task.id)
-    return task
+def _wait_of(run: NodeRun) -> Wait | None:
+    """What a waiting node waits for; ``None`` for a wait this version cannot read (a
+    newer version's kind), which counts as over: the node runs again rather than never."""
+    try:
+        return Wait.parse(run.waiting_for or "")
+    except ValueError:
+        return None
 
 
 def _unknown_error() -> ErrorInfo:

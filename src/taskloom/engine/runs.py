@@ -21,6 +21,9 @@ class NodeState(StrEnum):
     """An attempt started and has not ended (or its worker died)."""
     RETRYING = "retrying"
     """An attempt failed; the next may not start before ``not_before``."""
+    WAITING = "waiting"
+    """An attempt stopped to wait (``waiting_for``: an answer, a time); the node runs
+    again from its start once the wait is over. Not running: no worker death counts."""
     COMPLETED = "completed"
     """The node's output is stored; it never runs again."""
     FAILED = "failed"
@@ -36,6 +39,8 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
     """Its worker stopped (crash, kill -9) before the attempt ended."""
+    WAITING = "waiting"
+    """It stopped to wait durably (``ctx.ask``, ``ctx.sleep``); the run was handed back."""
 
 
 FAILURE_OUTCOMES: Final = frozenset({AttemptOutcome.FAILED, AttemptOutcome.TIMED_OUT})
@@ -62,6 +67,9 @@ class NodeRun(_Frozen):
     interruptions: int = Field(default=0, ge=0)
     """Attempts whose worker died while running them (they use no retry budget)."""
     not_before: UtcDatetime | None = None
+    """A retry's earliest start, or the end of a timer a waiting node sleeps on."""
+    waiting_for: str | None = None
+    """What a ``waiting`` node waits for (see :mod:`taskloom.engine.waits`)."""
     output: JsonValue = None
     error: ErrorInfo | None = None
     updated_at: UtcDatetime
@@ -127,6 +135,8 @@ class NodeEnd(_Frozen):
     not_before: UtcDatetime | None = None
     interruptions: int | None = Field(default=None, ge=0)
     """The node's new count of worker deaths, when this end records one (a give-up)."""
+    waiting_for: str | None = None
+    """What the node waits for, when *state* is ``waiting``."""
 
 
 class FailureQuery(_Frozen):

@@ -13,7 +13,7 @@ that this or another worker resumes it from its checkpoints (ADR 0017).
 import logging
 import secrets
 import socket
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -50,8 +50,9 @@ class WorkerSettings(BaseModel):
     progress_interval_s: float = Field(default=0.1, ge=0)
     """Shortest time between two progress writes of one run."""
     input_recheck_s: float | None = Field(default=1.0, gt=0)
-    """How often a node waiting for an answer re-reads the task (answers given through
-    another process); ``None`` relies on this process's notifications alone."""
+    """Unused since ADR 0021 (kept so existing configurations still load): no node waits
+    in a worker; a parked run is claimed again when its answer arrives (this process's
+    notifications, PostgreSQL's NOTIFY, or the next poll)."""
 
 
 def default_worker_id() -> str:
@@ -84,6 +85,7 @@ class Worker:
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
         self._dropped: dict[TaskId, Lease] = {}
         """Leases of runs stopped by an error, to hand back once the store answers."""
+        self._task_group: anyio.abc.TaskGroup | None = None
 
     @property
     def active_runs(self) -> int:
@@ -98,6 +100,7 @@ class Worker:
         """Claim and execute runs until cancelled (the runs in flight are then cancelled
         too; their leases expire and another worker resumes them from their checkpoints)."""
         async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
             task_group.start_soon(self._heartbeat)
             await task_group.start(self._watch)
             task_status.started()
@@ -142,7 +145,6 @@ class Worker:
             runs=self.runs,
             node_concurrency=self.settings.node_concurrency,
             progress_interval_s=self.settings.progress_interval_s,
-            input_recheck_s=self.settings.input_recheck_s,
         )
 
     async def _execute(self, execution: RunExecution) -> None:
@@ -161,6 +163,8 @@ class Worker:
             self._executions.pop(execution.task_id, None)
             if self._saturated:  # a slot freed up for work that was left waiting
                 self.wake()
+            if execution.parked_until is not None:
+                self._wake_at(execution.parked_until)
 
     async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """React to this process's changes at once: new work, and cancellations."""
@@ -178,8 +182,26 @@ class Worker:
         execution = self._executions.get(task.id)
         if execution is not None and task.is_terminal:
             execution.stop()
-        elif task.state is TaskState.QUEUED and task.name in self.workflows:
+        elif task.name not in self.workflows or execution is not None:
+            return
+        elif task.parked:  # claimable once its wait is over (an answer sets wake_at)
+            if task.wake_at is not None:
+                self._wake_at(task.wake_at)
+        elif task.state is TaskState.QUEUED:
             self.wake()
+
+    def _wake_at(self, when: datetime) -> None:
+        """Look for work at *when* (a parked run's timer). Later than a poll period from
+        now, the polls find it (to within ``poll_s``)."""
+        delay = (when - self.manager.clock.now()).total_seconds()
+        if delay <= 0:
+            self.wake()
+        elif delay < self.settings.poll_s and self._task_group is not None:
+            self._task_group.start_soon(self._wake_after, delay)
+
+    async def _wake_after(self, delay: float) -> None:
+        await anyio.sleep(delay)
+        self.wake()
 
     async def _heartbeat(self) -> None:
         period = self.settings.heartbeat_s or self.settings.lease_s / 3

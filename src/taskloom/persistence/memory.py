@@ -136,10 +136,11 @@ class InMemoryTaskStore:
                 or task.is_expired(now)
                 or task.name not in workflows
                 or (lease is not None and lease.expires_at > now and lease.worker != reclaim_from)
+                or (task.parked and (task.wake_at is None or task.wake_at > now))
             ):
                 continue
             started = task
-            if task.state is TaskState.QUEUED:
+            if task.state is TaskState.QUEUED or task.parked:
                 started = start(task)
                 ensure_successor(task, started)
                 self._tasks[position] = started
@@ -302,6 +303,8 @@ class InMemoryTaskStore:
         if fence is not None and new.is_terminal:  # the run's end drops its lease with it
             self._leases.pop(new.id, None)
             self._close_abandoned(new.id, now)
+        elif fence is not None and new.parked:  # the run waits: no worker holds it
+            self._leases.pop(new.id, None)
 
     def _close_abandoned(self, task_id: TaskId, now: datetime) -> None:
         """End the attempts a run leaves open as it ends (see ``RunStore``): interrupted,
@@ -341,6 +344,7 @@ class InMemoryTaskStore:
                 "output": end.output if end.state is NodeState.COMPLETED else None,
                 "error": end.error,
                 "not_before": end.not_before,
+                "waiting_for": end.waiting_for,
                 "interruptions": (
                     current.interruptions if end.interruptions is None else end.interruptions
                 ),

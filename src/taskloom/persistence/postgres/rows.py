@@ -14,7 +14,8 @@ INSERT_SQL: Final = (
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 UPDATE_SQL: Final = (
-    "UPDATE tasks SET state = %s, version = %s, updated_at = %s, body = %s"
+    "UPDATE tasks SET state = %s, version = %s, updated_at = %s, parked = %s, wake_at = %s,"
+    " body = %s"
     " WHERE id = %s AND version = %s"
 )
 LIVE: Final = "(expires_at IS NULL OR expires_at > %s)"
@@ -42,6 +43,8 @@ def update_row(new: Task, expected_version: int) -> tuple[Any, ...]:
         new.state.value,
         new.version,
         new.updated_at,
+        new.parked,
+        new.wake_at,
         new.model_dump_json(),
         new.id,
         expected_version,

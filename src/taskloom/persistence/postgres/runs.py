@@ -74,6 +74,7 @@ async def claim_runs(
         " AND (t.expires_at IS NULL OR t.expires_at > %(now)s)"
         " AND t.name = ANY(%(names)s)"
         " AND (l.task_id IS NULL OR l.expires_at <= %(now)s OR l.worker = %(reclaim)s)"
+        " AND (NOT t.parked OR t.wake_at <= %(now)s)"
         " ORDER BY t.position LIMIT %(limit)s"
         " FOR NO KEY UPDATE OF t SKIP LOCKED",
         {"now": now, "names": sorted(workflows), "reclaim": reclaim_from, "limit": limit},
@@ -108,7 +109,7 @@ async def claim_runs(
             continue  # another worker took it since our snapshot
         nodes = await node_runs(connection, task.id)
         started = task
-        if task.state is TaskState.QUEUED:
+        if task.state is TaskState.QUEUED or task.parked:
             started = start(task)
             ensure_successor(task, started)
             await connection.execute(rows.UPDATE_SQL, rows.update_row(started, task.version))
@@ -168,7 +169,8 @@ async def end_run(connection: Connection, lease: Lease, now: datetime) -> None:
 
 
 _NODE_COLUMNS = (
-    "node, state, attempt, failures, interruptions, not_before, output, error, updated_at"
+    "node, state, attempt, failures, interruptions, not_before, waiting_for, output, error,"
+    " updated_at"
 )
 
 
@@ -201,7 +203,7 @@ async def start_node(
         " VALUES (%(task)s, %(node)s, 'running', %(attempt)s, %(interruptions)s, %(now)s)"
         " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
         " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-        " not_before = NULL, updated_at = excluded.updated_at"
+        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
         f" RETURNING {_NODE_COLUMNS}",
         {
             "task": lease.task_id,
@@ -229,6 +231,7 @@ async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: date
         "WITH ended AS ("
         "  UPDATE node_runs SET state = %(state)s, failures = failures + %(failed)s,"
         "  output = %(output)s, error = %(error)s, not_before = %(not_before)s,"
+        "  waiting_for = %(waiting_for)s,"
         "  interruptions = coalesce(%(interruptions)s, interruptions), updated_at = %(now)s"
         "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(attempt)s"
         f"  AND state = 'running' RETURNING {_NODE_COLUMNS}),"
@@ -243,6 +246,7 @@ async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: date
             "output": json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
             "error": error,
             "not_before": end.not_before,
+            "waiting_for": end.waiting_for,
             "interruptions": end.interruptions,
             "now": now,
             "task": lease.task_id,
@@ -289,7 +293,18 @@ async def node_runs(connection: Connection, task_id: str) -> dict[str, NodeRun]:
 
 
 def _node_run(row: tuple[Any, ...]) -> NodeRun:
-    name, state, attempt, failures, interruptions, not_before, output, error, updated_at = row
+    (
+        name,
+        state,
+        attempt,
+        failures,
+        interruptions,
+        not_before,
+        waiting_for,
+        output,
+        error,
+        updated_at,
+    ) = row
     return NodeRun(
         node=name,
         state=NodeState(state),
@@ -297,6 +312,7 @@ def _node_run(row: tuple[Any, ...]) -> NodeRun:
         failures=failures,
         interruptions=interruptions,
         not_before=rows.utc(not_before) if not_before is not None else None,
+        waiting_for=waiting_for,
         output=_json(output),
         error=ErrorInfo.model_validate_json(error) if error is not None else None,
         updated_at=rows.utc(updated_at),

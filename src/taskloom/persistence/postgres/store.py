@@ -320,6 +320,8 @@ async def _write(
         # must not leave the row behind (claims never look at ended tasks again), nor
         # attempts open that no worker will end.
         await runs.end_run(connection, fence, now)
+    elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
+        await runs.release_lease(connection, fence)
     return new
 
 

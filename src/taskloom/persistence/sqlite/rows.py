@@ -16,12 +16,13 @@ INSERT_SQL: Final = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPDATE_SQL: Final = (
-    "UPDATE tasks SET state = ?, version = ?, updated_at = ?, body = ? WHERE id = ? AND version = ?"
+    "UPDATE tasks SET state = ?, version = ?, updated_at = ?, parked = ?, wake_at = ?, body = ?"
+    " WHERE id = ? AND version = ?"
 )
 LIVE: Final = "(expires_at IS NULL OR expires_at > ?)"
 
 InsertRow = tuple[str, str, str | None, str, int, int, int | None, str | None, str]
-UpdateRow = tuple[str, int, int, str, str, int]
+UpdateRow = tuple[str, int, int, int, int | None, str, str, int]
 
 
 def from_micros(value: int) -> datetime:
@@ -57,6 +58,8 @@ def update_row(new: Task, expected_version: int) -> UpdateRow:
         new.state.value,
         new.version,
         micros(new.updated_at),
+        int(new.parked),
+        micros(new.wake_at) if new.wake_at is not None else None,
         new.model_dump_json(),
         new.id,
         expected_version,

@@ -61,15 +61,16 @@ def claim_runs(
         f" AND {rows.LIVE.replace('expires_at', 't.expires_at')}"
         f" AND t.name IN ({', '.join('?' * len(names))})"
         " AND (l.task_id IS NULL OR l.expires_at <= ? OR l.worker = ?)"
+        " AND (t.parked = 0 OR t.wake_at <= ?)"
         " ORDER BY t.seq LIMIT ?",
-        (now_us, *names, now_us, reclaim_from or "", limit),
+        (now_us, *names, now_us, reclaim_from or "", now_us, limit),
     ).fetchall()
     claimed: list[ClaimedRun] = []
     expires = now + lease_for
     for task_id, body, had_lease in candidates:
         task = rows.task_from_body(body)
         nodes = node_runs(raw, task.id)
-        if task.state is TaskState.QUEUED:
+        if task.state is TaskState.QUEUED or task.parked:
             started = start(task)
             ensure_successor(task, started)
             raw.execute(rows.UPDATE_SQL, rows.update_row(started, task.version))
@@ -146,7 +147,7 @@ def start_node(raw: sqlite3.Connection, lease: Lease, start: NodeStart, now: dat
         " VALUES (?, ?, 'running', ?, ?, ?)"
         " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
         " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-        " not_before = NULL, updated_at = excluded.updated_at",
+        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at",
         (lease.task_id, start.node, start.attempt, start.interruptions, now_us),
     )
     raw.execute(
@@ -164,14 +165,15 @@ def end_node(raw: sqlite3.Connection, lease: Lease, end: NodeEnd, now: datetime)
     error = end.error.model_dump_json() if end.error is not None else None
     changed = raw.execute(
         "UPDATE node_runs SET state = ?, failures = failures + ?, output = ?, error = ?,"
-        " not_before = ?, interruptions = coalesce(?, interruptions), updated_at = ?"
-        " WHERE task_id = ? AND node = ? AND attempt = ? AND state = 'running'",
+        " not_before = ?, waiting_for = ?, interruptions = coalesce(?, interruptions),"
+        " updated_at = ? WHERE task_id = ? AND node = ? AND attempt = ? AND state = 'running'",
         (
             end.state.value,
             int(end.outcome in FAILURE_OUTCOMES),
             json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
             error,
             rows.micros(end.not_before) if end.not_before is not None else None,
+            end.waiting_for,
             end.interruptions,
             now_us,
             lease.task_id,
@@ -216,9 +218,8 @@ def fork_run(
 def node_runs(raw: sqlite3.Connection, task_id: str, node: str | None = None) -> dict[str, NodeRun]:
     """The checkpoints of a run (or of one of its nodes), by node name."""
     sql = (
-        "SELECT node, state, attempt, failures, interruptions, not_before, output, error,"
-        " updated_at"
-        " FROM node_runs WHERE task_id = ?"
+        "SELECT node, state, attempt, failures, interruptions, not_before, waiting_for, output,"
+        " error, updated_at FROM node_runs WHERE task_id = ?"
     )
     params: tuple[Any, ...] = (task_id,)
     if node is not None:
@@ -226,7 +227,18 @@ def node_runs(raw: sqlite3.Connection, task_id: str, node: str | None = None) ->
         params = (task_id, node)
     found: dict[str, NodeRun] = {}
     for row in raw.execute(sql, params):
-        name, state, attempt, failures, interruptions, not_before, output, error, updated_at = row
+        (
+            name,
+            state,
+            attempt,
+            failures,
+            interruptions,
+            not_before,
+            waiting_for,
+            output,
+            error,
+            updated_at,
+        ) = row
         found[name] = NodeRun(
             node=name,
             state=NodeState(state),
@@ -234,6 +246,7 @@ def node_runs(raw: sqlite3.Connection, task_id: str, node: str | None = None) ->
             failures=failures,
             interruptions=interruptions,
             not_before=rows.from_micros(not_before) if not_before is not None else None,
+            waiting_for=waiting_for,
             output=_json(output),
             error=ErrorInfo.model_validate_json(error) if error is not None else None,
             updated_at=rows.from_micros(updated_at),

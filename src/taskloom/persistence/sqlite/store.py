@@ -408,6 +408,8 @@ def _write(
         # attempts open that no worker will end.
         runs.release_lease(raw, fence)
         runs.close_abandoned(raw, current.id, now)
+    elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
+        runs.release_lease(raw, fence)
     return new
 
 
