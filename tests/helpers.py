@@ -4,6 +4,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 import anyio
+import httpx2
 
 
 async def eventually(
@@ -31,3 +32,17 @@ def leave_mark(marks: str, task_id: str, node: str, attempt: int) -> None:
         os.write(fd, f"{task_id} {node} {attempt}\n".encode())
     finally:
         os.close(fd)
+
+
+async def until_http_listening(url: str, *, within_s: float = 30.0) -> None:
+    """Wait until a taskloom HTTP endpoint at *url* answers (401 to an anonymous POST: it
+    serves, and it wants a token), bounded by *within_s*."""
+    async with httpx2.AsyncClient(timeout=5) as http:
+
+        async def listening() -> bool:
+            try:
+                return (await http.post(url, json={})).status_code == 401
+            except httpx2.TransportError:
+                return False
+
+        await eventually(listening, within_s=within_s, every_s=0.05)

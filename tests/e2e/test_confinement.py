@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from anyio.abc import Process
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import eventually, until_http_listening
 from tests.server.client import LegacyClient, open_client
 from tests.server.http_support import ANN, http_client
 
@@ -52,15 +51,7 @@ async def serving(tmp_path: Path, settings: Path | None) -> AsyncIterator[tuple[
             command, env=env, stdout=errlog, stderr=errlog, cwd=tmp_path
         )
         try:
-            async with httpx2.AsyncClient(timeout=5) as http:
-
-                async def listening() -> bool:
-                    try:
-                        return (await http.post(url, json={})).status_code == 401
-                    except httpx2.TransportError:
-                        return False
-
-                await eventually(listening, within_s=30, every_s=0.05)
+            await until_http_listening(url)
             yield url, process
         finally:
             if process.returncode is None:
