@@ -6,7 +6,8 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import httpx2
 import mcp_types as types
@@ -17,6 +18,7 @@ from mcp.shared.inbound import encode_header_value
 
 from taskloom.observability.logs import JsonFormatter, TextFormatter
 from taskloom.server import TaskServer
+from taskloom.server.middleware import audit_trail
 from tests.server import flows
 from tests.server.http_support import (
     ANN,
@@ -223,3 +225,32 @@ def _text_fields(text: str) -> dict[str, Any]:
             json.loads(value) if value.startswith('"') or value.lstrip("-").isdigit() else value
         )
     return fields
+
+
+async def test_a_notification_is_never_recorded_as_an_action(
+    trail: pytest.LogCaptureFixture,
+) -> None:
+    # The SDK runs Server.middleware for notifications too; a tasks/cancel
+    # notification used to be logged as a successful cancel.
+    async def handled(ctx: Any) -> None:
+        return None
+
+    audit_request = audit_trail("ann")
+    for request_id in (None, 7):
+        ctx = SimpleNamespace(request_id=request_id, method="tasks/cancel", params={"taskId": "t"})
+        await audit_request(cast(Any, ctx), handled)
+    assert audit_records(trail) == [
+        {"principal": "ann", "action": "cancel", "outcome": "ok", "task_id": "t",
+         "method": "tasks/cancel"},
+    ]  # fmt: skip
+
+
+async def test_a_cancel_notification_over_http_changes_and_records_nothing(
+    url: str, trail: pytest.LogCaptureFixture
+) -> None:
+    async with http_client(url, ANN) as client:
+        task_id = await client.start("gated", {"gate": "audit-notified"})
+        await client.dispatcher.notify("tasks/cancel", {"taskId": task_id})
+        assert (await client.get(task_id))["status"] == "working"
+    flows.gate("audit-notified").set()
+    assert [record["action"] for record in audit_records(trail)] == ["create", "read"]
