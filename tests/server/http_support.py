@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import pytest
 from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -90,3 +91,8 @@ def modern_headers(token: str, method: str, name: str | None = None) -> dict[str
     if name is not None:
         headers["Mcp-Name"] = name
     return headers
+
+
+def audit_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The fields of every audit record captured so far, oldest first."""
+    return [dict(r.fields) for r in caplog.records if r.name == "taskloom.audit"]  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 
 from taskloom.server import TaskServer
 from tests.server import flows
-from tests.server.http_support import ANN, BOB, http_client, serving
+from tests.server.http_support import ANN, BOB, audit_records, http_client, serving
 
 RELATED = "io.modelcontextprotocol/related-task"
 
@@ -106,12 +106,27 @@ async def test_two_principals_see_only_their_own_tasks(
         flows.gate("http-iso").set()
         flows.gate("http-iso-bob").set()
         assert (await ann.result(mine))["structuredContent"] == {"opened": "http-iso"}
-    trail = [r.getMessage() for r in caplog.records if r.name == "taskloom.audit"]
-    assert f"ann created task {mine} (gated)" in trail
-    assert f"bob tasks/get {mine}: refused (-32602)" in trail
-    assert f"bob tasks/cancel {mine}: refused (-32602)" in trail
-    assert f"ann tasks/result {mine}" in trail
-    assert not any(ANN in line or BOB in line for line in trail)
+    trail = audit_records(caplog)
+    call = {"method": "tools/call", "outcome": "ok"}
+    assert {
+        "principal": "ann",
+        "action": "create",
+        "task_id": mine,
+        "tool": "gated",
+        **call,
+    } in trail
+    refused = {"principal": "bob", "task_id": mine, "outcome": "refused", "error_code": -32602}
+    for method, action in (
+        ("tasks/get", "read"),
+        ("tasks/result", "read"),
+        ("tasks/cancel", "cancel"),
+    ):
+        assert {**refused, "action": action, "method": method} in trail
+    for tool, action in (("task_status", "read"), ("task_cancel", "cancel")):
+        assert {**refused, "action": action, "tool": tool, "method": "tools/call"} in trail
+    assert {"principal": "ann", "action": "read", "task_id": mine, "method": "tasks/result",
+            "outcome": "ok"} in trail  # fmt: skip
+    assert not any(ANN in str(record) or BOB in str(record) for record in trail)
 
 
 async def test_a_wrong_or_missing_token_cannot_open_a_session(url: str) -> None:

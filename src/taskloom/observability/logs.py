@@ -9,6 +9,7 @@ secrets); an error is logged by its type and fingerprint.
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
@@ -28,7 +29,7 @@ _RESERVED: Final = frozenset({"time", "level", "logger", "message", "exception"}
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ``time``, ``level``, ``logger``, ``message``, then the
-    record's fields (and ``exception`` with the traceback, if any)."""
+    record's fields (and ``exception`` with the traceback, if any), ASCII only."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -42,11 +43,12 @@ class JsonFormatter(logging.Formatter):
             line.update({k: v for k, v in fields.items() if k not in _RESERVED})
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return json.dumps(line, default=str)  # ASCII: no U+2028 or bidi control survives
 
 
 class TextFormatter(logging.Formatter):
-    """``time LEVEL logger: message key=value ...``."""
+    """``time LEVEL logger: message key=value ...``; a value that is not one plain word
+    is written as a JSON string, so no value can break the line or fake a field."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -55,8 +57,21 @@ class TextFormatter(logging.Formatter):
         text = super().formatMessage(record)
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict) and fields:
-            text += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+            text += " " + " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
         return text
+
+
+_PLAIN_WORD: Final = re.compile(r"[A-Za-z0-9_.:/@+-]+")
+
+
+def _text_value(value: object) -> str:
+    """*value* as the text format writes it: numbers and plain words as they are, any
+    other value as JSON (ASCII only, so no line break or bidi control survives)."""
+    if isinstance(value, bool | int | float) or value is None:
+        return str(value)
+    if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
+        return value
+    return json.dumps(value if isinstance(value, str) else str(value))
 
 
 def configure_logging(

@@ -7,6 +7,8 @@ fault) are wire shapes: ``taskloom.server.wire``.
 """
 
 import logging
+import re
+from collections.abc import Mapping
 from typing import Final
 
 from mcp.shared.exceptions import MCPError
@@ -14,9 +16,12 @@ from mcp_types import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
 )
+from pydantic import ValidationError
 
 from taskloom.engine.errors import (
     IdempotencyConflictError,
@@ -70,6 +75,68 @@ def to_mcp_error(error: TaskloomError) -> MCPError:
         case _:
             logger.error("engine error: %s", error, exc_info=error)
             return MCPError(INTERNAL_ERROR, str(error))
+
+
+_PROBLEMS: Final[Mapping[str, str]] = {
+    "missing": "is required",
+    "extra_forbidden": "is not allowed",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be an array",
+    "tuple_type": "must be an array",
+    "literal_error": "is not one of the allowed values",
+    "enum": "is not one of the allowed values",
+    "string_too_short": "is too short",
+    "string_too_long": "is too long",
+    "too_short": "has too few items",
+    "too_long": "has too many items",
+}
+"""What a pydantic error type means, in words that name no library model or type."""
+_FIELD: Final = re.compile(r"[a-z_][A-Za-z0-9_]{0,63}")
+"""A protocol field name (camelCase); model names (capitalised) and union tags are not."""
+
+
+def invalid_params(error: ValidationError) -> MCPError:
+    """``-32602`` for request params that did not validate, saying where and what is
+    wrong in plain words: no model name, library version, documentation URL or input."""
+    problems = error.errors(include_url=False, include_input=False, include_context=False)
+    first = problems[0] if problems else None
+    where, what = "params", "are not valid"
+    if first is not None:
+        where = _where(first["loc"])
+        what = _PROBLEMS.get(first["type"], "is not valid")
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return MCPError(INVALID_PARAMS, f"Invalid params: {where} {what}{more}")
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    parts = list(loc[1:] if loc[:1] == ("params",) else loc)
+    path = "params"
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif _FIELD.fullmatch(part):
+            path += f".{part}"
+    return path
+
+
+def parse_error() -> MCPError:
+    """A body (or line) that is not JSON."""
+    return MCPError(PARSE_ERROR, "Parse error: the message is not valid JSON")
+
+
+def invalid_request(problem: str) -> MCPError:
+    """Well-formed JSON that is not one JSON-RPC request, notification or response."""
+    return MCPError(INVALID_REQUEST, f"Invalid Request: {problem}")
 
 
 def tool_needs_task(name: str) -> MCPError:

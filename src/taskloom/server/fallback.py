@@ -17,12 +17,14 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
+from taskloom.server import audit
 from taskloom.server.errors import to_mcp_error, unknown_tool
 from taskloom.server.history import HISTORY_TOOL_NAMES, ToolSpec
 from taskloom.server.wire import (
@@ -135,6 +137,7 @@ class FallbackTools:
         try:
             parsed = model.model_validate(arguments or {})
         except ValidationError as error:
+            audit.note(refused=INVALID_PARAMS)
             problem = error.errors()[0]
             where = ".".join(str(part) for part in problem["loc"]) or "arguments"
             return invalid_arguments_result(
@@ -143,7 +146,9 @@ class FallbackTools:
         try:
             return await handler(parsed)
         except TaskloomError as error:
-            return _error(to_mcp_error(error).message)
+            refusal = to_mcp_error(error)
+            audit.note(refused=refusal.error.code)
+            return _error(refusal.message)
 
     async def _list(self, query: ListInput) -> dict[str, Any]:
         states = None

@@ -3,10 +3,11 @@
 :func:`middleware_stack` is the order; it carries meaning, so it lives here and nowhere
 else. Outermost first (after the SDK's own OpenTelemetry middleware):
 
-1. :func:`audit_trail`: who created, read or cancelled which task, and what they were
-   refused (it sees the final outcome, errors included).
+1. :func:`audit_trail`: who created, read, listed, cancelled or answered which task, and
+   what they were refused (it sees the final outcome, errors included).
 2. :func:`error_boundary`: engine errors become their JSON-RPC errors
-   (``errors.to_mcp_error``), crashes ``-32603``; everything inside may raise.
+   (``errors.to_mcp_error``), params that do not validate ``-32602`` in plain words
+   (``errors.invalid_params``), crashes ``-32603``; everything inside may raise.
 3. :func:`check_generation`: a task method of another generation is ``-32601``,
    whatever its params (the SDK validates params before the handler runs, so without
    this a malformed ``tasks/list`` on 2026-07-28 answered ``-32602``); a 2026-07-28
@@ -34,11 +35,13 @@ import pydantic_core
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND
 from pydantic import BaseModel, ValidationError
 
 from taskloom.engine.errors import TaskloomError
+from taskloom.server import audit
 from taskloom.server.errors import (
+    invalid_params,
     missing_tasks_extension,
     not_on_this_version,
     task_id_header_mismatch,
@@ -54,10 +57,8 @@ from taskloom.server.generation import (
 from taskloom.server.wire import tasks_capability
 
 logger = logging.getLogger(__name__)
-audit_logger = logging.getLogger("taskloom.audit")
 Context = ServerRequestContext[Any, Any]
 
-AUDITED: Final = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})
 TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 """The methods whose ``Mcp-Name`` header names the task (contract §3.10)."""
 
@@ -83,42 +84,46 @@ class TaskCreated(Exception):  # a signal carrying a result, not an error
 
 
 def audit_trail(owner: str | None) -> ServerMiddleware[Any]:
-    """An audit trail of task access (contract §2.16): one INFO line (logger
-    ``taskloom.audit``) per ``tools/call`` that created a task and per ``tasks/get``,
-    ``tasks/result``, ``tasks/cancel`` and ``tasks/update``, naming the principal
-    (``local`` for the owner-less stdio user) and the outcome; a refused lookup is logged
-    too, so enumeration attempts show up. Never parameters or results, never tokens."""
-    who = owner if owner is not None else "local"
+    """The audit trail (``taskloom.server.audit``): one record per request that is a task
+    action (create, read, list, cancel, answer), written when it ends, with its outcome
+    (refusals included, so enumeration attempts show up). A notification is never one."""
 
-    async def audit(ctx: Context, call_next: CallNext) -> HandlerResult:
-        task_id = (ctx.params or {}).get("taskId") if ctx.method in AUDITED else None
+    async def audit_request(ctx: Context, call_next: CallNext) -> HandlerResult:
+        entry = None if ctx.request_id is None else audit.entry_for(owner, ctx.method, ctx.params)
+        if entry is None:
+            return await call_next(ctx)
+        token = audit.opened(entry)
         try:
             result = await call_next(ctx)
         except MCPError as error:
-            if task_id is not None:
-                audit_logger.info(
-                    "%s %s %s: refused (%s)", who, ctx.method, task_id, error.error.code
-                )
+            entry.failed(error.error.code)
             raise
-        if task_id is not None:
-            audit_logger.info("%s %s %s", who, ctx.method, task_id)
-        elif ctx.method == "tools/call" and isinstance(result, dict):
-            created = result.get("task") or {}
-            if "taskId" in created:
-                name = (ctx.params or {}).get("name")
-                audit_logger.info("%s created task %s (%s)", who, created["taskId"], name)
-        return result
+        except BaseException:
+            entry.outcome = "interrupted"
+            raise
+        else:
+            if entry.action == "create":
+                entry.task_id = entry.task_id or audit.created_task(result)
+            return result
+        finally:
+            audit.closed(token)
+            entry.write()
 
-    return audit
+    return audit_request
 
 
 async def error_boundary(ctx: Context, call_next: CallNext) -> HandlerResult:
-    """Engine errors become their JSON-RPC errors, crashes ``-32603`` (details logged),
+    """Engine errors become their JSON-RPC errors, invalid params ``-32602`` naming the
+    field and the problem (never pydantic's text), crashes ``-32603`` (details logged),
     so no request, however malformed, reaches the client as a traceback or ``code: 0``."""
     try:
         return await call_next(ctx)
-    except (MCPError, ValidationError):
-        raise  # already a protocol error (the SDK maps ValidationError to -32602)
+    except MCPError as error:
+        if (error.error.code, error.error.message) == (METHOD_NOT_FOUND, "Method not found"):
+            raise MCPError(METHOD_NOT_FOUND, "Method not found") from None  # SDK: data=method
+        raise
+    except ValidationError as error:  # the params (or a value built from them)
+        raise invalid_params(error) from error
     except TaskloomError as error:
         raise to_mcp_error(error) from error
     except Exception as error:
@@ -149,11 +154,12 @@ async def check_task_routing(ctx: Context, call_next: CallNext) -> HandlerResult
     that disagrees with ``params.taskId`` is ``-32020`` (HeaderMismatch; HTTP 400 on a
     2026-07-28 request), and so is a missing one on 2026-07-28, where clients MUST send
     it; older clients predate the header, so there only a disagreeing one is refused.
-    Not over HTTP (stdio), nothing is checked.
+    Not over HTTP (stdio), nothing is checked; nor is a ``taskId`` that is not a string
+    (its params are ``-32602``).
     """
     headers = getattr(ctx.request, "headers", None)
-    if ctx.method in TASK_ID_METHODS and headers is not None:
-        task_id = (ctx.params or {}).get("taskId")
+    task_id = (ctx.params or {}).get("taskId")
+    if ctx.method in TASK_ID_METHODS and headers is not None and isinstance(task_id, str):
         raw = headers.get(MCP_NAME_HEADER)
         modern = generation(ctx) is Generation.MODERN
         if (raw is not None or modern) and decode_header_value(raw) != task_id:

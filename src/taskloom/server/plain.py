@@ -39,6 +39,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
+from taskloom.server import audit
 from taskloom.server.fallback import MAX_WAIT_S, status_lines
 from taskloom.server.generation import Generation, generation
 from taskloom.server.push import ProgressPush
@@ -106,6 +107,7 @@ class PlainCalls:
             )
         except InvalidRequestError as error:
             return invalid_arguments_result(str(error))
+        audit.note(task_id=task.id)  # recorded even if the caller leaves before the answer
         speaking = generation(ctx)
         asker = (
             None if speaking is Generation.MODERN else InputAsker(self._manager, ctx, self._owner)

@@ -8,7 +8,8 @@ declared elicitation is asked the same way, on the call itself (ADR 0018). The
 questions live in the store, not in this process, so any later request (after a
 reconnect or a restart) asks again whatever is still unanswered.
 
-Outcomes (ADR 0008): ``accept`` answers the question; ``decline`` fails the task
+Each answer is an audit record (``taskloom.server.audit``). Outcomes (ADR 0008):
+``accept`` answers the question; ``decline`` fails the task
 (``input_declined``), ``cancel`` (dismissed) cancels it. After ``MAX_ASKS`` answers
 that do not fit, or when the client cannot be asked, the asker reports the question
 :class:`Unanswered` and its caller decides (it never waits on an answer that cannot
@@ -33,6 +34,7 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Task, TaskFailure
+from taskloom.server import audit
 from taskloom.server.wire import related_task_meta
 
 logger = logging.getLogger(__name__)
@@ -91,9 +93,11 @@ class InputAsker:
             if answer is None:
                 return Unanswered(key, question)
             if answer.action == "decline":
+                self._audit(task_id, "declined")
                 await self._end(task_id, declined=True, question=question.message)
                 return None
             if answer.action == "cancel":
+                self._audit(task_id, "dismissed")
                 await self._end(task_id, declined=False, question=question.message)
                 return None
             try:
@@ -101,13 +105,18 @@ class InputAsker:
                     task_id, key, answer.content or {}, owner=self._owner
                 )
             except InvalidAnswerError as error:
+                self._audit(task_id, "refused")
                 problems = tuple(error.problems[:3])
                 message = f"{question.message} (please correct: {'; '.join(problems)})"
                 continue
             except (InputNotRequestedError, TaskNotFoundError, TaskStateError):
                 return None  # answered through another channel, or the task ended meanwhile
+            self._audit(task_id, "ok")
             return None
         return Unanswered(key, question, problems)
+
+    def _audit(self, task_id: str, outcome: audit.Outcome) -> None:
+        audit.answered(task_id, owner=self._owner, outcome=outcome, method=self._ctx.method)
 
     async def _elicit(
         self, task_id: str, message: str, question: InputRequest

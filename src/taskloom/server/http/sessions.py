@@ -9,7 +9,8 @@ and hands its stream pair to :meth:`TaskServer.serve` with the session's princip
 session's standalone GET stream).
 
 A session belongs to the principal that opened it: another principal presenting its id
-gets 404, as if it did not exist. 2026-07-28 requests (no session, one request per POST)
+gets 404, as if it did not exist. A POST body that is not one JSON-RPC message is
+answered before the SDK reads it (``envelope``). 2026-07-28 requests (no session, one request per POST)
 are served by a per-principal ``Server`` with no stream of its own.
 """
 
@@ -35,6 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from taskloom.server.app import TaskServer
 from taskloom.server.generation import Generation
+from taskloom.server.http.envelope import checked
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.server.push import Outbox, TaskFollowers
@@ -80,6 +82,11 @@ class HttpSessions:
             server = self._request_server(owner)
             await handle_modern_request(server, self._security, False, {}, scope, receive, send)
             return
+        if scope["method"] == "POST":
+            replay = await checked(scope, receive, send)  # the SDK's own answers leak
+            if replay is None:
+                return
+            receive = replay
         session_id = headers.get(MCP_SESSION_ID_HEADER)
         if session_id is None:
             await self._open(owner, scope, receive, send)
