@@ -22,13 +22,21 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 DOCS = BENCH.parent / "docs" / "benchmarks.md"
-MODULES = ("engine_sqlite", "workflows_sqlite", "memory_sqlite", "mcp_stdio", "postgres")
+MODULES = (
+    "engine_sqlite",
+    "workflows_sqlite",
+    "memory_sqlite",
+    "mcp_stdio",
+    "postgres",
+    "startup",
+)
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
     "workflows_sqlite": "Workflow runner (SQLite, synchronous=FULL)",
     "memory_sqlite": "Memory of a `taskloom serve` process (SQLite)",
     "mcp_stdio": "MCP over stdio: taskloom, the in-memory floor and fastmcp-tasks",
     "postgres": "taskloom on one PostgreSQL: worker processes, claim latency, MCP",
+    "startup": "Start-up of the taskloom command (SQLite)",
 }
 
 

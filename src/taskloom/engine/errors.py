@@ -138,3 +138,12 @@ class SchemaVersionError(PersistenceError):
 
 class StoreClosedError(PersistenceError):
     """The store was used after it was closed."""
+
+
+class MissingExtraError(TaskloomError, ImportError):
+    """A feature needs an optional part of taskloom that is not installed; the message
+    names the extra to install (e.g. ``pip install 'taskloom[postgres]'``)."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
