@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from taskloom import InvalidRequestError, Workflow
+from taskloom import InvalidRequestError, Workflow, WorkflowDefinitionError
 from taskloom.engine.dag import NodeContext
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.submit import submit
@@ -86,6 +86,11 @@ async def test_a_workflow_or_its_model_can_let_unknown_keys_in(
     assert tool_for(workflow).input_schema.get("additionalProperties", True) is True
     task = await submit(TaskManager(InMemoryTaskStore()), workflow, {"strat": 5})
     assert task.arguments == kept
+
+
+def test_a_wrong_extra_inputs_value_is_a_definition_error() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="extra_inputs is 'forbid', 'ignore'"):
+        Workflow("flow", version="1", input=Bare, extra_inputs="forbidden")  # type: ignore[arg-type]
 
 
 async def test_an_unknown_key_is_refused_by_name() -> None:

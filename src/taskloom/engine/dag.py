@@ -326,6 +326,11 @@ class Workflow(Generic[InputT]):
             raise WorkflowDefinitionError(f"workflow {name!r} needs a version")
         if not (isinstance(input, type) and issubclass(input, BaseModel)):
             raise WorkflowDefinitionError(f"workflow {name!r}: input must be a pydantic model")
+        if extra_inputs not in (None, "forbid", "ignore", "allow"):
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: extra_inputs is 'forbid', 'ignore' or 'allow', "
+                f"not {extra_inputs!r}"
+            )
         if max_concurrency is not None and max_concurrency < 1:
             raise WorkflowDefinitionError(f"workflow {name!r}: max_concurrency must be >= 1")
         if settings is not None and not (
