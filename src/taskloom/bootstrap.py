@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
@@ -22,11 +23,14 @@ from taskloom.engine.runs import RunStore
 from taskloom.engine.worker import Worker, default_worker_id
 from taskloom.observability import Metrics, standard_observer
 from taskloom.persistence.factory import DatabaseSettings, open_store
-from taskloom.persistence.postgres import PostgresTaskStore
+from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.persistence.sqlite.slots import WorkerSlot
 from taskloom.server.http.settings import HttpSettings
 from taskloom.validation import JsonSchemaValidator
+
+if TYPE_CHECKING:
+    from taskloom.persistence.postgres.store import PostgresTaskStore
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,9 @@ async def open_engine(
                     reclaim_from=reclaim_from,
                 )
             async with anyio.create_task_group() as task_group:
-                if isinstance(store, PostgresTaskStore):
-                    await task_group.start(store.watch_changes, partial(_republish, manager))
+                if isinstance(settings.database, PostgresSettings):
+                    postgres = cast("PostgresTaskStore", store)  # what open_store opens for it
+                    await task_group.start(postgres.watch_changes, partial(_republish, manager))
                 if settings.run_sweeper:
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:

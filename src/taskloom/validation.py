@@ -1,12 +1,18 @@
-"""JSON Schema checks for answers to input requests (the engine's SchemaValidator)."""
+"""JSON Schema checks for answers to input requests (the engine's SchemaValidator).
+
+``jsonschema`` is imported by the first check, not with this module: most commands open
+an engine and never check an answer.
+"""
 
 import json
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import JsonValue
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 
 class JsonSchemaValidator:
@@ -14,6 +20,8 @@ class JsonSchemaValidator:
 
     def problems(self, schema: Mapping[str, JsonValue], value: JsonValue) -> list[str]:
         """Reasons why *value* does not match *schema*; empty when it does."""
+        from jsonschema.exceptions import SchemaError
+
         try:
             validator = _validator(json.dumps(schema, sort_keys=True))
         except SchemaError as error:
@@ -25,7 +33,9 @@ class JsonSchemaValidator:
 
 
 @lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
+def _validator(schema_json: str) -> "Draft202012Validator":
+    from jsonschema import Draft202012Validator
+
     schema = json.loads(schema_json)
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)

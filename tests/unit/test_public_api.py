@@ -28,6 +28,7 @@ EXPECTED_TOP_LEVEL = {
     "InputRequest",
     "InvalidCursorError",
     "InvalidRequestError",
+    "MissingExtraError",
     "PersistenceError",
     "Progress",
     "Task",

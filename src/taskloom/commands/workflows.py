@@ -73,7 +73,7 @@ def describe(workflow: Workflow[Any]) -> dict[str, Any]:
             for phase in workflow.phases
         ],
         "result_node": workflow.result_node,
-        "input_schema": workflow.input_model.model_json_schema(),
+        "input_schema": workflow.input_schema(),
     }
 
 
@@ -133,7 +133,7 @@ def _node_json(node: Node[Any]) -> dict[str, Any]:
 
 
 def _input_lines(workflow: Workflow[Any]) -> list[str]:
-    schema = workflow.input_model.model_json_schema()
+    schema = workflow.input_schema()
     required = set(schema.get("required", []))
     rows = [["  FIELD", "TYPE", "DEFAULT", "MEANING"]]
     for name, field in schema.get("properties", {}).items():

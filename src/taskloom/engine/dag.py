@@ -53,7 +53,14 @@ from typing import (
     overload,
 )
 
-from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError, ValidationInfo
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from taskloom.engine import blocking
@@ -70,6 +77,8 @@ SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 TaskSupport = Literal["forbidden", "optional", "required"]
+ExtraInputs = Literal["forbid", "ignore", "allow"]
+"""What a call's unknown argument keys do: refused (the default), dropped, or kept."""
 Exposure = Literal["local", "network"]
 """Who can call a process's workflows: ``local`` (stdio, the CLI, a worker: the user who
 started it) or ``network`` (an HTTP server: anyone holding a token)."""
@@ -326,13 +335,23 @@ class Workflow(Generic[InputT]):
         max_concurrency: int | None = None,
         settings: type[BaseModel] | None = None,
         asks: Sequence[Question[Any]] = (),
+        extra_inputs: ExtraInputs | None = None,
     ) -> None:
+        """*description* is the tool's: when empty, the input model's own docstring, else
+        a generated line (never a docstring the model inherits). *extra_inputs* says what
+        a call's unknown argument keys do; by default whatever the input model's
+        ``model_config["extra"]`` says if it sets it, else ``"forbid"`` (ADR 0022)."""
         if not _NAME.match(name):
             raise WorkflowDefinitionError(f"workflow name {name!r} is not a valid tool name")
         if not version:
             raise WorkflowDefinitionError(f"workflow {name!r} needs a version")
         if not (isinstance(input, type) and issubclass(input, BaseModel)):
             raise WorkflowDefinitionError(f"workflow {name!r}: input must be a pydantic model")
+        if extra_inputs not in (None, "forbid", "ignore", "allow"):
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: extra_inputs is 'forbid', 'ignore' or 'allow', "
+                f"not {extra_inputs!r}"
+            )
         if max_concurrency is not None and max_concurrency < 1:
             raise WorkflowDefinitionError(f"workflow {name!r}: max_concurrency must be >= 1")
         if settings is not None and not (
@@ -344,7 +363,9 @@ class Workflow(Generic[InputT]):
         self.input_model = input
         self.output_model = output
         self.title = title
-        self.description = description or (inspect.getdoc(input) or "")
+        self.description = description or _own_doc(input) or f"Run the {name} workflow."
+        self.extra_inputs: ExtraInputs = extra_inputs or input.model_config.get("extra") or "forbid"
+        self._call_model = _with_extra(input, self.extra_inputs)
         self.task_support: TaskSupport = task_support
         self.max_concurrency = max_concurrency
         self.settings_model = settings
@@ -516,6 +537,22 @@ class Workflow(Generic[InputT]):
             dict(arguments), context={_SETTINGS_CONTEXT: self.settings}
         )
 
+    def parse_arguments(self, arguments: Mapping[str, Any]) -> InputT:
+        """A caller's *arguments*, as :meth:`parse_input` but with unknown keys treated as
+        :attr:`extra_inputs` says (by default refused: ``extra_forbidden``).
+
+        Raises:
+            pydantic.ValidationError: the arguments do not fit the model or the settings.
+        """
+        return self._call_model.model_validate(
+            dict(arguments), context={_SETTINGS_CONTEXT: self.settings}
+        )
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a call's arguments (``additionalProperties: false`` unless
+        the workflow lets unknown keys in)."""
+        return self._call_model.model_json_schema()
+
     def parse_answers(self, answers: Mapping[str, Any]) -> dict[str, JsonValue]:
         """Answers to this workflow's questions (:attr:`asks`), by key, as stored JSON.
 
@@ -562,6 +599,27 @@ class Workflow(Generic[InputT]):
         if self.output_model is not None:
             result = self.output_model.model_validate(result).model_dump(mode="json")
         return result
+
+
+def _own_doc(model: type[BaseModel]) -> str:
+    """*model*'s own docstring, cleaned; empty if it has none (inherited ones do not count:
+    pydantic's ``BaseModel`` has a long one)."""
+    doc = model.__dict__.get("__doc__")
+    return inspect.cleandoc(doc) if isinstance(doc, str) else ""
+
+
+def _with_extra(model: type[InputT], extra: ExtraInputs) -> type[InputT]:
+    """*model* if it already treats unknown keys as *extra* says, else a subclass of the
+    same name that does (so the schema and the validation agree)."""
+    if model.model_config.get("extra", "ignore") == extra:
+        return model
+    namespace = {
+        "model_config": ConfigDict(extra=extra),
+        "__module__": model.__module__,
+        "__qualname__": model.__qualname__,
+        "__doc__": model.__dict__.get("__doc__"),
+    }
+    return type(model.__name__, (model,), namespace)
 
 
 def _checked_questions(workflow: str, asks: Sequence[Question[Any]]) -> tuple[Question[Any], ...]:

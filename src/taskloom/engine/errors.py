@@ -143,3 +143,12 @@ class StoreClosedError(PersistenceError):
 class WaitOverError(TaskStateError):
     """A run tried to hand itself back to wait, but what a node of it waits for has
     arrived meanwhile (an answer, a timer's time): nothing was written; the run goes on."""
+
+
+class MissingExtraError(TaskloomError, ImportError):
+    """A feature needs an optional part of taskloom that is not installed; the message
+    names the extra to install (e.g. ``pip install 'taskloom[postgres]'``)."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra

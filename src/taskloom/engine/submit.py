@@ -1,6 +1,6 @@
 """Starting a workflow run: validate its input, then create its task durably."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -34,13 +34,10 @@ async def submit(
             workflow or does not fit it (the message says which field and why).
     """
     try:
-        validated = workflow.parse_input(arguments or {})
+        validated = workflow.parse_arguments(arguments or {})
     except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-        raise InvalidRequestError(
-            f"invalid arguments for {workflow.name}: {where}: {problem['msg']}"
-        ) from error
+        accepted = workflow.input_schema().get("properties", {})
+        raise InvalidRequestError(arguments_problem(workflow.name, error, accepted)) from error
     try:
         stored_answers = workflow.parse_answers(answers or {})
     except ValueError as error:
@@ -54,3 +51,14 @@ async def submit(
         workflow_version=workflow.version,
         input_responses=stored_answers,
     )
+
+
+def arguments_problem(tool: str, error: ValidationError, accepted: Iterable[str]) -> str:
+    """One line for the first problem with a call's arguments to *tool*; an unknown key
+    is named with the keys *accepted*."""
+    problem = error.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+    if problem["type"] == "extra_forbidden":
+        known = ", ".join(accepted) or "none"
+        return f"invalid arguments for {tool}: unknown argument {where!r} (it takes: {known})"
+    return f"invalid arguments for {tool}: {where}: {problem['msg']}"

@@ -1,4 +1,8 @@
-"""Choosing the store from what the user wrote: a PostgreSQL URL, or an SQLite file path."""
+"""Choosing the store from what the user wrote: a PostgreSQL URL, or an SQLite file path.
+
+Only opening (or describing) a PostgreSQL database imports its driver, the ``postgres``
+extra; without it that is a ``MissingExtraError`` naming the extra.
+"""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -8,8 +12,8 @@ from typing import Protocol
 from taskloom.engine.errors import PersistenceError
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import RunStore
-from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, is_postgres_url
-from taskloom.persistence.postgres.driver import describe
+from taskloom.persistence.postgres import PostgresSettings, is_postgres_url, store_class
+from taskloom.persistence.postgres.extra import require_driver
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 
 DatabaseSettings = SqliteSettings | PostgresSettings
@@ -44,17 +48,28 @@ def describe_database(target: str | Path) -> str:
 
     Raises:
         PersistenceError: a malformed PostgreSQL URL.
+        MissingExtraError: a PostgreSQL URL, and the ``postgres`` extra is not installed.
     """
     text = str(target)
-    return describe(text) if is_postgres_url(text) else text
+    if not is_postgres_url(text):
+        return text
+    require_driver()
+    from taskloom.persistence.postgres.driver import describe
+
+    return describe(text)
 
 
 @asynccontextmanager
 async def open_store(target: str | Path | DatabaseSettings) -> AsyncIterator[DurableStore]:
-    """Open the store *target* names (see :func:`database_settings`); close it on exit."""
+    """Open the store *target* names (see :func:`database_settings`); close it on exit.
+
+    Raises:
+        MissingExtraError: a PostgreSQL database, and the ``postgres`` extra is not
+            installed.
+    """
     settings = database_settings(target)
     if isinstance(settings, PostgresSettings):
-        async with PostgresTaskStore.open(settings) as postgres_store:
+        async with store_class().open(settings) as postgres_store:
             yield postgres_store
     else:
         async with SqliteTaskStore.open(settings) as sqlite_store:

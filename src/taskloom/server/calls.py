@@ -52,7 +52,7 @@ def tool_for(workflow: Workflow[Any]) -> types.Tool:
         name=workflow.name,
         title=workflow.title,
         description=workflow.description or None,
-        input_schema=workflow.input_model.model_json_schema(),
+        input_schema=workflow.input_schema(),
         output_schema=output.model_json_schema(mode="serialization") if output else None,
         execution=types.ToolExecution(task_support=workflow.task_support),
     )

@@ -18,12 +18,13 @@ import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from pydantic import BaseModel, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
+from taskloom.engine.submit import arguments_problem
 from taskloom.server import audit
 from taskloom.server.errors import to_mcp_error, unknown_tool
 from taskloom.server.history import HISTORY_TOOL_NAMES, ToolSpec
@@ -77,6 +78,8 @@ ANSWER_DESCRIPTION: Final = (
 class TaskIdInput(BaseModel):
     """Which task."""
 
+    model_config = ConfigDict(extra="forbid")
+
     task_id: str = Field(min_length=1, max_length=200, description="the task's id")
 
 
@@ -90,6 +93,8 @@ class ResultInput(TaskIdInput):
 
 class ListInput(BaseModel):
     """Which page of tasks."""
+
+    model_config = ConfigDict(extra="forbid")
 
     status: WireStatus | None = Field(default=None, description="only tasks in this status")
     limit: int = Field(default=10, ge=1, le=50, description="tasks per page")
@@ -138,11 +143,8 @@ class FallbackTools:
             parsed = model.model_validate(arguments or {})
         except ValidationError as error:
             audit.note(refused=INVALID_PARAMS)
-            problem = error.errors()[0]
-            where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-            return invalid_arguments_result(
-                f"invalid arguments for {name}: {where}: {problem['msg']}"
-            )
+            accepted = model.model_json_schema().get("properties", {})
+            return invalid_arguments_result(arguments_problem(name, error, accepted))
         try:
             return await handler(parsed)
         except TaskloomError as error:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.manager import TaskManager
@@ -33,6 +33,8 @@ ToolSpec = tuple[type[BaseModel], str, ToolHandler]
 class AttemptsInput(BaseModel):
     """Which task's attempts."""
 
+    model_config = ConfigDict(extra="forbid")
+
     task_id: str = Field(min_length=1, max_length=200, description="the task's id")
     failed_only: bool = Field(default=False, description="only attempts that failed")
     limit: int = Field(default=50, ge=1, le=500, description="most attempts to show")
@@ -40,6 +42,8 @@ class AttemptsInput(BaseModel):
 
 class LastFailedInput(BaseModel):
     """Which recent failures."""
+
+    model_config = ConfigDict(extra="forbid")
 
     limit: int = Field(default=10, ge=1, le=100, description="most lines to show")
     by_fingerprint: bool = Field(

@@ -98,7 +98,7 @@ def _refused(question: Question[Any], *, declined: bool) -> dict[str, Any]:
 
 def _fits(workflow: Workflow[Any], arguments: dict[str, Any] | None) -> bool:
     try:
-        workflow.parse_input(arguments or {})
+        workflow.parse_arguments(arguments or {})
     except ValidationError:
         return False
     return True

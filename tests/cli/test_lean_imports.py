@@ -1,0 +1,95 @@
+"""Commands that need no server and no driver do not import one (issue 16, ADR 0022).
+
+Each command runs in a fresh interpreter, which then reports the heavy modules it holds:
+the MCP SDK and its HTTP stack, the PostgreSQL driver, and jsonschema.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from taskloom.cli import main
+
+HEAVY = (
+    "mcp",
+    "mcp_types",
+    "uvicorn",
+    "starlette",
+    "httpx",
+    "psycopg",
+    "psycopg_pool",
+    "jsonschema",
+)
+PROBE = """
+import json, sys
+from taskloom.cli import main
+code = 0
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+heavy = sorted(m for m in {heavy!r} if m in sys.modules)
+print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.stderr)
+"""
+
+
+def _heavy_modules(*argv: str, cwd: Path) -> tuple[object, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["code"], report["heavy"]
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("lean") / "lean.db"
+    with pytest.raises(SystemExit):
+        main(["db", "migrate", "--db", str(path)])
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["tasks", "list"],
+        ["tasks", "list", "--json"],
+        ["workflows", "list"],
+        ["db", "check"],
+    ],
+    ids=" ".join,
+)
+def test_a_command_that_needs_no_server_imports_no_heavy_module(
+    argv: list[str], database: Path
+) -> None:
+    db_flag = [] if argv == ["--help"] else ["--db", str(database)]
+    if argv[0] == "workflows":
+        db_flag = []
+    code, heavy = _heavy_modules(*argv, *db_flag, cwd=database.parent)
+    assert code == 0
+    assert heavy == []
+
+
+def test_serving_does_import_the_sdk(database: Path) -> None:
+    """The probe sees what is there: ``serve`` on a closed stdin loads the SDK."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), "serve", "--db", str(database)],
+        capture_output=True,
+        text=True,
+        input="",
+        cwd=database.parent,
+        timeout=60,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0
+    assert "mcp" in report["heavy"]
