@@ -29,6 +29,7 @@ MODULES = (
     "mcp_stdio",
     "postgres",
     "waits_sqlite",
+    "fanout_sqlite",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -37,6 +38,7 @@ TITLES = {
     "mcp_stdio": "MCP over stdio: taskloom, the in-memory floor and fastmcp-tasks",
     "postgres": "taskloom on one PostgreSQL: worker processes, claim latency, MCP",
     "waits_sqlite": "Durable waits: 1,000 tasks waiting for answers (SQLite)",
+    "fanout_sqlite": "Dynamic fan-out: a 10,000-item map against the static fan-out (SQLite)",
 }
 
 
