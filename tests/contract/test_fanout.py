@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
 from taskloom.engine.fanout import ItemFailure, ItemFailurePolicy, MapResult
+from taskloom.engine.fork import fork
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.retry import RetryPolicy
@@ -344,3 +345,40 @@ async def test_items_are_typed_from_the_upstream_element_type(
         Stats(name="ab", size=2),
         Stats(name="cde", size=3),
     ]
+
+
+async def test_a_resumed_run_keeps_completed_items_and_reruns_the_failed_one(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    flow = Workflow("fork_items", version="1", input=Files)
+    calls: list[int] = []
+    broken = {"b"}
+
+    @flow.node()
+    async def list_files(ctx: NodeContext[Files]) -> list[str]:
+        return ctx.input.names
+
+    @flow.map(over=list_files, on_item_failure="continue")
+    async def analyse(ctx: MapContext[Files, str]) -> str:
+        calls.append(ctx.index)
+        if ctx.item in broken:
+            raise ValueError("broken")
+        return ctx.item.upper()
+
+    @flow.node(deps=[analyse])
+    async def report(ctx: NodeContext[Files]) -> list[str | None]:
+        return ctx.output(analyse).results
+
+    async with running(manager, store, flow):
+        first = await finish(manager, await submit(manager, flow, {"names": ["a", "b", "c"]}))
+        assert first.result == ["A", None, "C"]
+        calls.clear()
+        broken.clear()
+        resumed = await fork(manager, _runs(store), flow, first.id)
+        done = await finish(manager, resumed.task)
+        assert done.result == ["A", "B", "C"]
+        assert calls == [1]
+        calls.clear()
+        again = await fork(manager, _runs(store), flow, done.id, from_node="analyse")
+        assert (await finish(manager, again.task)).result == ["A", "B", "C"]
+    assert sorted(calls) == [0, 1, 2]  # from the map: every item runs again
