@@ -30,6 +30,7 @@ MODULES = (
     "postgres",
     "waits_sqlite",
     "startup",
+    "fanout_sqlite",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -39,6 +40,7 @@ TITLES = {
     "postgres": "taskloom on one PostgreSQL: worker processes, claim latency, MCP",
     "waits_sqlite": "Durable waits: 1,000 tasks waiting for answers (SQLite)",
     "startup": "Start-up of the taskloom command (SQLite)",
+    "fanout_sqlite": "Dynamic fan-out: a 10,000-item map against the static fan-out (SQLite)",
 }
 
 

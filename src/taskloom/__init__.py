@@ -26,6 +26,7 @@ from taskloom.engine import (
 )
 from taskloom.engine.dag import (
     DependencyFailedError,
+    MapContext,
     Node,
     NodeContext,
     Question,
@@ -34,6 +35,7 @@ from taskloom.engine.dag import (
     exposure_of,
     settings_of,
 )
+from taskloom.engine.fanout import ItemFailure, MapResult
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.retry import RetryPolicy
 from taskloom.engine.submit import submit
@@ -50,6 +52,9 @@ __all__ = (
     "InputRequest",
     "InvalidCursorError",
     "InvalidRequestError",
+    "ItemFailure",
+    "MapContext",
+    "MapResult",
     "MissingExtraError",
     "Node",
     "NodeContext",

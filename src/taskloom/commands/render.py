@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from taskloom.engine.dag import Workflow
+from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeAttempt, NodeRun
 
@@ -64,13 +65,18 @@ def node_rows(
 ) -> list[dict[str, Any]]:
     """One record per node (in workflow order when the workflow is known): its phase,
     state, attempts and how each attempt ended."""
-    names = list(workflow.order()) if workflow is not None else sorted(nodes)
-    names += [name for name in nodes if name not in names]
+    names = list(workflow.order()) if workflow is not None else sorted(nodes, key=_item_order)
+    known = set(names)
+    extra = sorted((name for name in nodes if name not in known), key=_item_order)
+    names += extra  # a map's items by key, in item order
+    by_node: dict[str, list[str]] = {}
+    for attempt in attempts:  # one pass: a run may have thousands of nodes (map items)
+        by_node.setdefault(attempt.node, []).append(str(attempt.outcome or "running"))
     records: list[dict[str, Any]] = []
     for name in names:
         run = nodes.get(name)
-        node = workflow.nodes.get(name) if workflow is not None else None
-        outcomes = [str(a.outcome or "running") for a in attempts if a.node == name]
+        node = workflow.nodes.get(base_node(name)) if workflow is not None else None
+        outcomes = by_node.get(name, [])
         records.append(
             {
                 "node": name,
@@ -83,6 +89,11 @@ def node_rows(
             }
         )
     return records
+
+
+def _item_order(key: str) -> tuple[str, int]:
+    parsed = parse_item_key(key)
+    return parsed if parsed is not None else (key, -1)
 
 
 def node_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:

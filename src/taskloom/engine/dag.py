@@ -49,6 +49,7 @@ from typing import (
     Protocol,
     TypeVar,
     TypeVarTuple,
+    cast,
     get_type_hints,
     overload,
 )
@@ -66,11 +67,13 @@ from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 from taskloom.engine import blocking
 from taskloom.engine.blocking import check_cancelled as check_cancelled  # noqa: PLC0414 (re-exported)
 from taskloom.engine.errors import WorkflowDefinitionError
+from taskloom.engine.fanout import ItemFailurePolicy, MapResult
 from taskloom.engine.retry import RetryPolicy
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 Args = TypeVarTuple("Args")
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
@@ -284,6 +287,18 @@ class NodeContext(Generic[InputT]):
         return await blocking.run_in_process(function, *args)
 
 
+class MapContext(NodeContext[InputT], Generic[InputT, ItemT]):
+    """The context of one item of a map node (``Workflow.map``): a :class:`NodeContext`
+    with the item and its position in the list."""
+
+    def __init__(self, *, item: ItemT, index: int, **context: Any) -> None:
+        super().__init__(**context)
+        self.item = item
+        """This item, typed as an element of the list the map runs over."""
+        self.index = index
+        """Its position in that list, from 0 (its node run is ``<map>[<index>]``)."""
+
+
 NodeFunction = Callable[[NodeContext[Any]], Awaitable[Any]]
 
 
@@ -309,6 +324,37 @@ class Node(Generic[OutputT]):
         try:
             dumped: JsonValue = self.output_adapter.dump_python(
                 self.output_adapter.validate_python(value), mode="json"
+            )
+        except ValidationError as error:
+            raise ValueError(
+                f"node {self.name!r} returned a value unlike its annotation"
+            ) from error
+        return dumped
+
+
+@dataclass(frozen=True, eq=False)
+class MapNode(Node[OutputT]):
+    """A node that runs its function once per item of *over*'s output (ADR 0024).
+
+    ``output_adapter`` is the map's (a list, or a :class:`MapResult`); ``item_adapter``
+    is one item's output, the function's return annotation.
+    """
+
+    over: str
+    concurrency: int | None
+    """At most this many of its items run at once (and never more than the run allows)."""
+    on_item_failure: ItemFailurePolicy
+    item_adapter: TypeAdapter[Any] = field(repr=False)
+
+    def dump_item_output(self, value: Any) -> JsonValue:
+        """The JSON form of an output one item returned.
+
+        Raises:
+            ValueError: the value does not match the function's return annotation.
+        """
+        try:
+            dumped: JsonValue = self.item_adapter.dump_python(
+                self.item_adapter.validate_python(value), mode="json"
             )
         except ValidationError as error:
             raise ValueError(
@@ -397,19 +443,7 @@ class Workflow(Generic[InputT]):
         ) -> Node[OutputT]:
             node_name = name or function.__name__
             where = f"workflow {self.name!r}, node {node_name!r}"
-            if not _NAME.match(node_name):
-                raise WorkflowDefinitionError(f"{where}: not a valid node name")
-            if node_name in self._nodes:
-                raise WorkflowDefinitionError(f"{where}: a node with this name already exists")
-            if not inspect.iscoroutinefunction(function):
-                raise WorkflowDefinitionError(f"{where}: must be an async function")
-            if timeout is not None and timeout <= 0:
-                raise WorkflowDefinitionError(f"{where}: timeout must be positive")
-            if self._declared_phases is not None and phase not in self._declared_phases:
-                raise WorkflowDefinitionError(f"{where}: unknown phase {phase!r}")
-            dep_names = tuple(dep if isinstance(dep, str) else dep.name for dep in deps)
-            if len(set(dep_names)) != len(dep_names):
-                raise WorkflowDefinitionError(f"{where}: a dependency is listed twice")
+            dep_names = self._checked(node_name, function, deps, phase, timeout)
             node: Node[OutputT] = Node(
                 name=node_name,
                 function=function,
@@ -418,13 +452,145 @@ class Workflow(Generic[InputT]):
                 retry=retry or RetryPolicy(),
                 timeout_s=timeout,
                 may_fail=may_fail,
-                output_adapter=_output_adapter(function, where),
+                output_adapter=_adapter(_return_type(function, where), where),
             )
-            self._nodes[node_name] = node
-            self._order = self._dependents = None
+            self._add(node)
             return node
 
         return register
+
+    @overload
+    def map(
+        self,
+        *,
+        over: Node[list[ItemT]],
+        name: str | None = None,
+        deps: Sequence["Node[Any] | str"] = (),
+        phase: str = "main",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        on_item_failure: Literal["fail"] = "fail",
+    ) -> Callable[
+        [Callable[[MapContext[InputT, ItemT]], Awaitable[OutputT]]], Node[list[OutputT]]
+    ]: ...
+
+    @overload
+    def map(
+        self,
+        *,
+        over: Node[list[ItemT]],
+        name: str | None = None,
+        deps: Sequence["Node[Any] | str"] = (),
+        phase: str = "main",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        on_item_failure: Literal["continue"],
+    ) -> Callable[
+        [Callable[[MapContext[InputT, ItemT]], Awaitable[OutputT]]], Node[MapResult[OutputT]]
+    ]: ...
+
+    @overload
+    def map(
+        self,
+        *,
+        over: Node[list[ItemT]],
+        name: str | None = None,
+        deps: Sequence["Node[Any] | str"] = (),
+        phase: str = "main",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        on_item_failure: ItemFailurePolicy,
+    ) -> Callable[[Callable[[MapContext[InputT, ItemT]], Awaitable[OutputT]]], Node[Any]]: ...
+
+    def map(
+        self,
+        *,
+        over: Node[list[ItemT]],
+        name: str | None = None,
+        deps: Sequence["Node[Any] | str"] = (),
+        phase: str = "main",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        on_item_failure: ItemFailurePolicy = "fail",
+    ) -> Callable[[Callable[[MapContext[InputT, ItemT]], Awaitable[OutputT]]], Node[Any]]:
+        """Decorate an async function ``(ctx) -> output`` to run it once per item of the
+        list *over* returns at run time (``ctx.item``, ``ctx.index``), as a dynamic
+        fan-out (ADR 0024).
+
+        Each item is a checkpointed node run (``<name>[<index>]``) with *retry* and
+        *timeout* of its own; at most *concurrency* items run at once. Downstream,
+        ``ctx.output(node)`` is the items' outputs in item order; with
+        ``on_item_failure="continue"`` a failed item does not fail the run and the
+        output is a :class:`MapResult` that reports it.
+        """
+
+        def register(
+            function: Callable[[MapContext[InputT, ItemT]], Awaitable[OutputT]],
+        ) -> Node[Any]:
+            node_name = name or function.__name__
+            where = f"workflow {self.name!r}, node {node_name!r}"
+            if not isinstance(over, Node):
+                raise WorkflowDefinitionError(f"{where}: over must be a node of the workflow")
+            if concurrency is not None and concurrency < 1:
+                raise WorkflowDefinitionError(f"{where}: concurrency must be >= 1")
+            if on_item_failure not in ("fail", "continue"):
+                raise WorkflowDefinitionError(
+                    f"{where}: on_item_failure must be 'fail' or 'continue'"
+                )
+            dep_names = self._checked(node_name, function, [over, *deps], phase, timeout)
+            item_type = _return_type(function, where)
+            aggregate: Any = list[item_type] if on_item_failure == "fail" else MapResult[item_type]  # type: ignore[valid-type]
+            node: MapNode[Any] = MapNode(
+                name=node_name,
+                function=cast(NodeFunction, function),
+                deps=dep_names,
+                phase=phase,
+                retry=retry or RetryPolicy(),
+                timeout_s=timeout,
+                may_fail=False,
+                output_adapter=_adapter(aggregate, where),
+                over=over.name,
+                concurrency=concurrency,
+                on_item_failure=on_item_failure,
+                item_adapter=_adapter(item_type, where),
+            )
+            self._add(node)
+            return node
+
+        return register
+
+    def _checked(
+        self,
+        node_name: str,
+        function: Callable[..., Any],
+        deps: Sequence["Node[Any] | str"],
+        phase: str,
+        timeout: float | None,
+    ) -> tuple[str, ...]:
+        """The dependency names of a node about to be added, once its definition is sound."""
+        where = f"workflow {self.name!r}, node {node_name!r}"
+        if not _NAME.match(node_name):
+            raise WorkflowDefinitionError(f"{where}: not a valid node name")
+        if node_name in self._nodes:
+            raise WorkflowDefinitionError(f"{where}: a node with this name already exists")
+        if not inspect.iscoroutinefunction(function):
+            raise WorkflowDefinitionError(f"{where}: must be an async function")
+        if timeout is not None and timeout <= 0:
+            raise WorkflowDefinitionError(f"{where}: timeout must be positive")
+        if self._declared_phases is not None and phase not in self._declared_phases:
+            raise WorkflowDefinitionError(f"{where}: unknown phase {phase!r}")
+        dep_names = tuple(dep if isinstance(dep, str) else dep.name for dep in deps)
+        if len(set(dep_names)) != len(dep_names):
+            raise WorkflowDefinitionError(f"{where}: a dependency is listed twice")
+        return dep_names
+
+    def _add(self, node: Node[Any]) -> None:
+        self._nodes[node.name] = node
+        self._order = self._dependents = None
 
     @property
     def nodes(self) -> Mapping[str, Node[Any]]:
@@ -636,7 +802,7 @@ def _checked_questions(workflow: str, asks: Sequence[Question[Any]]) -> tuple[Qu
     return tuple(asks)
 
 
-def _output_adapter(function: Callable[..., Any], where: str) -> TypeAdapter[Any]:
+def _return_type(function: Callable[..., Any], where: str) -> Any:
     try:
         hints = get_type_hints(function)
     except (NameError, TypeError) as error:
@@ -645,11 +811,15 @@ def _output_adapter(function: Callable[..., Any], where: str) -> TypeAdapter[Any
         raise WorkflowDefinitionError(
             f"{where}: annotate the return type (outputs are stored as JSON)"
         )
+    return hints["return"]
+
+
+def _adapter(output_type: Any, where: str) -> TypeAdapter[Any]:
     try:
-        adapter: TypeAdapter[Any] = TypeAdapter(hints["return"])
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
         adapter.json_schema(mode="serialization")
     except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as error:
         raise WorkflowDefinitionError(
-            f"{where}: its output type {hints['return']!r} cannot be stored as JSON"
+            f"{where}: its output type {output_type!r} cannot be stored as JSON"
         ) from error
     return adapter

@@ -10,8 +10,9 @@ not copied, so a re-run node asks again.
 from dataclasses import dataclass
 from typing import Any
 
-from taskloom.engine.dag import Workflow
+from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.errors import InvalidRequestError, TaskStateError
+from taskloom.engine.fanout import base_node
 from taskloom.engine.manager import ANY_OWNER, OwnerScope, TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeState, RunStore
@@ -79,13 +80,19 @@ async def fork(
         )
     checkpoints = await runs.checkpoints(source.id)
     completed = {name for name, run in checkpoints.items() if run.state is NodeState.COMPLETED}
-    starts = {from_node} if from_node is not None else set(workflow.nodes) - completed
-    if not starts:
+    # A map has no checkpoint of its own (ADR 0024): it and what follows it run again,
+    # which costs little, since its completed items are kept unless it must redo them.
+    maps = {name for name, node in workflow.nodes.items() if isinstance(node, MapNode)}
+    starts = {from_node} if from_node is not None else set(workflow.nodes) - completed - maps
+    if not starts and not maps:
         raise InvalidRequestError(
             f"task {source.id} completed every node; name a node to run again from"
         )
     again = downstream(workflow, starts)
-    keep = frozenset(completed - again)
+    redone = again | downstream(workflow, maps)
+    keep = frozenset(
+        name for name in completed if name not in redone and base_node(name) not in again
+    )
     task = manager.draft(
         source.name,
         source.arguments,

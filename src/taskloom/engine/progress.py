@@ -1,7 +1,8 @@
 """Progress of one run: which phase it is in, how many nodes are done, what nodes report.
 
 Messages read like ``phase 2/3 analyse: 120/400 files`` (the nodes of a phase that report
-are summed) or ``phase 2/3 analyse: 5/8 nodes``. Writes are coalesced: the newest state
+are summed), ``phase 2/3 analyse: 5/8 nodes``, or, in a phase with map nodes,
+``phase 2/3 analyse: 2,400/10,000 items`` (their items summed). Writes are coalesced: the newest state
 is written at most once per interval.
 """
 
@@ -31,6 +32,9 @@ class RunProgress:
         self._sums: dict[str, list[float]] = {}
         """Per phase: completed and total summed over reporting nodes, and how many of
         them report no total."""
+        self._items_total: dict[str, dict[str, int]] = {}
+        """Per phase: the item count of each of its map nodes expanded so far."""
+        self._items_done = dict.fromkeys(self._phases, 0)
         self._latest: tuple[float, float, str] | None = None
         self._changed = anyio.Event()
         self._stopped = anyio.Event()
@@ -48,18 +52,39 @@ class RunProgress:
     def phase_moved(self) -> None:
         """A node finished: say how far the current phase is."""
         phase = self._current_phase()
-        self._say(phase, f"{self._done[phase]}/{self._sizes[phase]} nodes")
+        if phase in self._items_total:
+            self._say_items(phase)
+        else:
+            self._say(phase, f"{self._done[phase]}/{self._sizes[phase]} nodes")
+
+    def items_planned(self, node: Node[Any], count: int) -> None:
+        """Map node *node* expanded to *count* items (again, on a resume: same count)."""
+        self._items_total.setdefault(node.phase, {})[node.name] = count
+
+    def item_settled(self, node: Node[Any]) -> None:
+        """An item of map node *node* completed or failed for good."""
+        self._items_done[node.phase] += 1
+        if node.phase in self._items_total:
+            self._say_items(node.phase)
 
     def node_reported(
-        self, node: Node[Any], completed: float, total: float | None, unit: str | None
+        self,
+        node: Node[Any],
+        completed: float,
+        total: float | None,
+        unit: str | None,
+        *,
+        key: str | None = None,
     ) -> None:
-        """A node's own progress, summed with the other reports of its phase."""
+        """A node's own progress, summed with the other reports of its phase (*key*:
+        the node run reporting, one item of a map)."""
+        key = key or node.name
         sums = self._sums.setdefault(node.phase, [0.0, 0.0, 0])
-        old_completed, old_total = self._reports.get(node.name, (0.0, None))
+        old_completed, old_total = self._reports.get(key, (0.0, None))
         sums[0] += completed - old_completed
         sums[1] += (total or 0.0) - (old_total or 0.0)
-        sums[2] += (total is None) - (old_total is None and node.name in self._reports)
-        self._reports[node.name] = (completed, total)
+        sums[2] += (total is None) - (old_total is None and key in self._reports)
+        self._reports[key] = (completed, total)
         done, planned, without_total = sums
         amount = f"{done:g}" if without_total else f"{done:g}/{planned:g}"
         self._say(node.phase, amount + (f" {unit}" if unit else ""))
@@ -99,6 +124,10 @@ class RunProgress:
         self._start_publisher = None
         self._stopped.set()
         self._changed.set()
+
+    def _say_items(self, phase: str) -> None:
+        total = sum(self._items_total[phase].values())
+        self._say(phase, f"{self._items_done[phase]:,}/{total:,} items")
 
     def _say(self, phase: str, detail: str) -> None:
         number = self._phases.index(phase) + 1

@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -22,7 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import JsonValue, ValidationError
 
-from taskloom.engine.dag import Node, NodeContext, Workflow
+from taskloom.engine.dag import MapContext, MapNode, Node, NodeContext, Workflow
 from taskloom.engine.errors import (
     IllegalTransitionError,
     LeaseLostError,
@@ -31,6 +32,7 @@ from taskloom.engine.errors import (
     TaskStateError,
     WaitOverError,
 )
+from taskloom.engine.fanout import ItemFailure, item_key, parse_item_key
 from taskloom.engine.fingerprint import describe
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Progress, TaskFailure
@@ -53,11 +55,32 @@ _FINAL_WRITE_S: Final = 10.0
 
 
 class _NodeFailed(Exception):
-    def __init__(self, node: Node[Any], attempts: int, error: ErrorInfo) -> None:
+    def __init__(
+        self, node: Node[Any], attempts: int, error: ErrorInfo, key: str | None = None
+    ) -> None:
         super().__init__(node.name)
         self.node = node
+        self.key = key or node.name
+        """The node run that failed: the node, or one item of a map (``node[3]``)."""
         self.attempts = attempts
         self.error = error
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One node run to execute: a plain node (keyed by its name) or one item of a map."""
+
+    node: Node[Any]
+    key: str
+    index: int | None = None
+    item: Any = None
+
+    @property
+    def may_fail(self) -> bool:
+        """True if its failure does not fail the run."""
+        if self.index is None:
+            return self.node.may_fail
+        return isinstance(self.node, MapNode) and self.node.on_item_failure == "continue"
 
 
 class RunExecution:
@@ -87,7 +110,11 @@ class RunExecution:
         for run in claimed.nodes.values():
             self._remember(run)
         limit = workflow.max_concurrency or node_concurrency
-        self._limiter = anyio.CapacityLimiter(limit) if limit < len(workflow.nodes) else None
+        self._run_limit = limit
+        maps = any(isinstance(node, MapNode) for node in workflow.nodes.values())
+        self._limiter = (
+            anyio.CapacityLimiter(limit) if maps or limit < len(workflow.nodes) else None
+        )
         """``None`` when every node may run at once anyway."""
         self._progress_interval_s = progress_interval_s
         self.cancel_scope = anyio.CancelScope()
@@ -171,7 +198,7 @@ class RunExecution:
                     finally:
                         self.progress.stop()  # not a cancel: that costs more than the run
             except* _NodeFailed as group:
-                failures = [error for error in group.exceptions if isinstance(error, _NodeFailed)]
+                failures = _failures_in(group)
             if failures:
                 await self._fail_node(failures[0])
                 return
@@ -288,8 +315,9 @@ class RunExecution:
                 return  # for one that does): the run parks
             name = await ended.next()
             running -= 1
-            if self._nodes[name].state is NodeState.WAITING:
-                continue  # not settled: its dependents wait with it
+            if name not in self._outputs and name not in self._failed:
+                continue  # not settled (it, or an item of it, waits): its dependents wait
+
             settle(name)
             if unsettled:  # the last node's news travels with the outcome
                 self.progress.phase_moved()
@@ -297,18 +325,24 @@ class RunExecution:
     def _remember(self, run: NodeRun) -> None:
         """Keep the outputs and counters in step with a node's newest checkpoint."""
         self._nodes[run.node] = run
+        if run.state not in (NodeState.COMPLETED, NodeState.FAILED):
+            return
+        item = parse_item_key(run.node)
+        if item is not None:  # an item's output joins its map's once all items settled
+            node = self.workflow.nodes.get(item[0])
+            if node is not None:
+                self.progress.item_settled(node)
+            return
         if run.state is NodeState.COMPLETED:
             self._outputs[run.node] = run.output
-        elif run.state is NodeState.FAILED:
-            self._failed.add(run.node)
         else:
-            return
+            self._failed.add(run.node)
         self.progress.settled(self.workflow.nodes[run.node])
 
     def _settled(self, name: str) -> bool:
         run = self._nodes.get(name)
-        if run is None:
-            return False
+        if run is None:  # a map has no row of its own: it settles in memory
+            return name in self._outputs or name in self._failed
         if run.state is NodeState.COMPLETED:
             return True
         if run.state is NodeState.FAILED:
@@ -321,15 +355,94 @@ class RunExecution:
 
     async def _run_node(self, name: str, workflow_input: Any, ended: "_EndedNodes") -> None:
         node = self.workflow.nodes[name]
-        if self._limiter is None:
-            await self._attempts(node, workflow_input)
+        if isinstance(node, MapNode):
+            await self._run_map(node, workflow_input)
         else:
-            async with self._limiter:
-                await self._attempts(node, workflow_input)
+            await self._run_step(_Step(node, name), workflow_input)
         ended.put(name)
 
-    async def _attempts(self, node: Node[Any], workflow_input: Any) -> None:
-        previous = self._nodes.get(node.name)
+    async def _run_step(self, step: _Step, workflow_input: Any) -> None:
+        if self._limiter is None:
+            await self._attempts(step, workflow_input)
+        else:
+            async with self._limiter:
+                await self._attempts(step, workflow_input)
+
+    # -- dynamic fan-out (ADR 0024) -------------------------------------------------------
+
+    async def _run_map(self, node: MapNode[Any], workflow_input: Any) -> None:
+        """Run every item of *node* not settled yet, at most its concurrency at once
+        (tasks are started only as slots free up, so 10,000 items cost 32 tasks, not
+        10,000); once every item has settled, put the map's output together."""
+        items = self._items_of(node)
+        self.progress.items_planned(node, len(items))
+        slots = anyio.Semaphore(min(node.concurrency or self._run_limit, self._run_limit))
+        async with anyio.create_task_group() as task_group:
+            for index, item in enumerate(items):
+                key = item_key(node.name, index)
+                if self._item_settled(node, key):
+                    continue
+                await slots.acquire()
+                step = _Step(node, key, index, item)
+                task_group.start_soon(self._run_item, step, workflow_input, slots)
+        self._settle_map(node, len(items))
+
+    async def _run_item(self, step: _Step, workflow_input: Any, slots: anyio.Semaphore) -> None:
+        try:
+            await self._run_step(step, workflow_input)
+        finally:
+            slots.release()
+
+    def _items_of(self, node: MapNode[Any]) -> list[Any]:
+        """The items of *node*: the stored output of the node it maps over, as its type
+        (stored, so a resumed run expands to the same items)."""
+        if node.over in self._failed:
+            raise _NodeFailed(node, 0, _map_error(node, f"{node.over!r} failed: no items"))
+        items = self.workflow.nodes[node.over].output_adapter.validate_python(
+            self._outputs[node.over]
+        )
+        if not isinstance(items, list | tuple):
+            raise _NodeFailed(node, 0, _map_error(node, f"{node.over!r} returned no list"))
+        return list(items)
+
+    def _item_settled(self, node: MapNode[Any], key: str) -> bool:
+        run = self._nodes.get(key)
+        if run is None or run.state not in (NodeState.COMPLETED, NodeState.FAILED):
+            return False
+        if run.state is NodeState.FAILED and node.on_item_failure == "fail":
+            self.task_ended = True
+            raise _NodeFailed(node, run.attempt, run.error or _unknown_error(), key)
+        return True
+
+    def _settle_map(self, node: MapNode[Any], count: int) -> None:
+        """Store the map's output, in item order, if every item has settled (an item
+        that waits leaves the map unsettled until it runs again)."""
+        runs = [self._nodes.get(item_key(node.name, index)) for index in range(count)]
+        settled = (NodeState.COMPLETED, NodeState.FAILED)
+        if not all(run is not None and run.state in settled for run in runs):
+            return
+        results: list[JsonValue] = []
+        failures: list[JsonValue] = []
+        for index, run in enumerate(runs):
+            assert run is not None  # checked above
+            if run.state is NodeState.COMPLETED:
+                results.append(run.output)
+                continue
+            results.append(None)
+            error = run.error or _unknown_error()
+            failure = ItemFailure(index=index, error_type=error.error_type, message=error.message)
+            failures.append(failure.model_dump(mode="json"))
+        if node.on_item_failure == "fail":
+            self._outputs[node.name] = results
+        else:
+            self._outputs[node.name] = {"results": results, "failures": failures}
+        self.progress.settled(node)
+
+    # -- attempts -------------------------------------------------------------------------
+
+    async def _attempts(self, step: _Step, workflow_input: Any) -> None:
+        node = step.node
+        previous = self._nodes.get(step.key)
         attempt = previous.attempt if previous is not None else 0
         interruptions = previous.interruptions if previous is not None else 0
         interrupted: int | None = None
@@ -340,21 +453,21 @@ class RunExecution:
             interrupted = previous.attempt  # its worker died mid-attempt
             interruptions += 1
             if interruptions >= node.retry.max_interruptions:
-                await self._give_up_interrupted(node, previous, interruptions)
+                await self._give_up_interrupted(step, previous, interruptions)
                 return
         elif previous is not None and previous.state is NodeState.RETRYING:
             await self._sleep_until_due(previous)
         while True:
             attempt += 1
             start = NodeStart(
-                node=node.name,
+                node=step.key,
                 attempt=attempt,
                 interruptions=interruptions,
                 interrupted_attempt=interrupted,
             )
-            self._nodes[node.name] = await self._runs.start_node(self.lease, start, self._now())
+            self._nodes[step.key] = await self._runs.start_node(self.lease, start, self._now())
             interrupted = None
-            end, waits = await self._observed_attempt(node, attempt, workflow_input)
+            end, waits = await self._observed_attempt(step, attempt, workflow_input)
             if waits is not None:
                 with anyio.CancelScope(shield=True):
                     run, self._task = await self._manager.wait_node(
@@ -362,7 +475,11 @@ class RunExecution:
                     )
                 self._remember(run)
                 return
-            if end.state is NodeState.COMPLETED and self._completes_dag(node):
+            if (
+                end.state is NodeState.COMPLETED
+                and step.index is None
+                and self._completes_dag(node)
+            ):
                 await self._finish(node, end)
                 return
             with anyio.CancelScope(shield=True):
@@ -370,13 +487,13 @@ class RunExecution:
             if end.state is NodeState.COMPLETED:
                 return
             if end.state is NodeState.RETRYING:
-                self.progress.status(f"retrying {node.name} (attempt {attempt + 1})")
-                await self._sleep_until_due(self._nodes[node.name])
+                self.progress.status(f"retrying {step.key} (attempt {attempt + 1})")
+                await self._sleep_until_due(self._nodes[step.key])
                 continue
-            if node.may_fail:
+            if step.may_fail:
                 return
             self.task_ended = True  # the siblings stopped now are cancelled, not interrupted
-            raise _NodeFailed(node, attempt, end.error or _unknown_error())
+            raise _NodeFailed(node, attempt, end.error or _unknown_error(), step.key)
 
     def _completes_dag(self, node: Node[Any]) -> bool:
         """True if every node but *node* has settled for good: completed, or failed and
@@ -418,13 +535,14 @@ class RunExecution:
         return Progress(completed=len(self._nodes), total=len(self._nodes))
 
     async def _observed_attempt(
-        self, node: Node[Any], attempt: int, workflow_input: Any
+        self, step: _Step, attempt: int, workflow_input: Any
     ) -> tuple[NodeEnd, NodeWaits | None]:
         """:meth:`_attempt`, reported to the observer (also when it is cancelled)."""
+        node = step.node
         info = AttemptInfo(
             task_id=self.task_id,
             workflow=self.workflow.name,
-            node=node.name,
+            node=step.key,
             phase=node.phase,
             attempt=attempt,
         )
@@ -432,7 +550,7 @@ class RunExecution:
         started = time.perf_counter()
         end: NodeEnd | None = None
         try:
-            end, waits = await self._attempt(node, attempt, workflow_input)
+            end, waits = await self._attempt(step, attempt, workflow_input)
             return end, waits
         finally:
             if end is not None:
@@ -450,32 +568,24 @@ class RunExecution:
             )
 
     async def _attempt(
-        self, node: Node[Any], attempt: int, workflow_input: Any
+        self, step: _Step, attempt: int, workflow_input: Any
     ) -> tuple[NodeEnd, NodeWaits | None]:
         """Run one attempt; its end, and what it waits for if it stopped to wait."""
-        context: NodeContext[Any] = NodeContext(
-            task_id=self.task_id,
-            node=node,
-            attempt=attempt,
-            input=workflow_input,
-            outputs=self._outputs,
-            failed=frozenset(self._failed.intersection(node.deps)),
-            runtime=_Runtime(self, node),
-            settings=self.workflow.settings,
-            answers=self._answers,
-        )
+        node = step.node
+        context = self._context(step, attempt, workflow_input)
+        dump = node.dump_item_output if isinstance(node, MapNode) else node.dump_output
         error: BaseException | None = None
         try:
             if node.timeout_s is None:
-                output = node.dump_output(await node.function(context))
+                output = dump(await node.function(context))
                 timed_out = False
             else:
                 with anyio.move_on_after(node.timeout_s) as scope:
-                    output = node.dump_output(await node.function(context))
+                    output = dump(await node.function(context))
                 timed_out = scope.cancelled_caught
             if not timed_out:
                 completed = NodeEnd(
-                    node=node.name,
+                    node=step.key,
                     attempt=attempt,
                     outcome=AttemptOutcome.COMPLETED,
                     state=NodeState.COMPLETED,
@@ -484,7 +594,7 @@ class RunExecution:
                 return completed, None
         except NodeWaits as waits:
             waiting = NodeEnd(
-                node=node.name,
+                node=step.key,
                 attempt=attempt,
                 outcome=AttemptOutcome.WAITING,
                 state=NodeState.WAITING,
@@ -494,7 +604,7 @@ class RunExecution:
             return waiting, waits
         except anyio.get_cancelled_exc_class():
             with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
-                await self._record_stopped(node, attempt)
+                await self._record_stopped(step, attempt)
             raise
         except (LeaseLostError, TaskStateError):
             raise
@@ -504,11 +614,11 @@ class RunExecution:
             error, workflow=self.workflow.name, node=node.name, timeout_s=node.timeout_s
         )
         outcome = AttemptOutcome.TIMED_OUT if error is None else AttemptOutcome.FAILED
-        failures = self._nodes[node.name].failures + 1  # interruptions and waits not counted
+        failures = self._nodes[step.key].failures + 1  # interruptions and waits not counted
         if node.retry.allows_another(failures, error):
             delay = node.retry.delay_after(failures)
             retrying = NodeEnd(
-                node=node.name,
+                node=step.key,
                 attempt=attempt,
                 outcome=outcome,
                 state=NodeState.RETRYING,
@@ -517,16 +627,33 @@ class RunExecution:
             )
             return retrying, None
         failed = NodeEnd(
-            node=node.name, attempt=attempt, outcome=outcome, state=NodeState.FAILED, error=info
+            node=step.key, attempt=attempt, outcome=outcome, state=NodeState.FAILED, error=info
         )
         return failed, None
 
-    async def _record_stopped(self, node: Node[Any], attempt: int) -> None:
+    def _context(self, step: _Step, attempt: int, workflow_input: Any) -> NodeContext[Any]:
+        node = step.node
+        common: dict[str, Any] = {
+            "task_id": self.task_id,
+            "node": node,
+            "attempt": attempt,
+            "input": workflow_input,
+            "outputs": self._outputs,
+            "failed": frozenset(self._failed.intersection(node.deps)),
+            "runtime": _Runtime(self, step),
+            "settings": self.workflow.settings,
+            "answers": self._answers,
+        }
+        if step.index is None:
+            return NodeContext(**common)
+        return MapContext(item=step.item, index=step.index, **common)
+
+    async def _record_stopped(self, step: _Step, attempt: int) -> None:
         if self.lost_lease:
             return  # the run is someone else's now: nothing here is ours to record
         if self.task_ended:
             end = NodeEnd(
-                node=node.name,
+                node=step.key,
                 attempt=attempt,
                 outcome=AttemptOutcome.CANCELLED,
                 state=NodeState.FAILED,
@@ -538,7 +665,7 @@ class RunExecution:
             )
         else:  # this worker is shutting down: the next worker re-runs the node
             end = NodeEnd(
-                node=node.name,
+                node=step.key,
                 attempt=attempt,
                 outcome=AttemptOutcome.INTERRUPTED,
                 state=NodeState.RETRYING,
@@ -547,8 +674,9 @@ class RunExecution:
             await self._runs.end_node(self.lease, end, self._now())
 
     async def _give_up_interrupted(
-        self, node: Node[Any], previous: NodeRun, interruptions: int
+        self, step: _Step, previous: NodeRun, interruptions: int
     ) -> None:
+        node = step.node
         info = ErrorInfo(
             error_type="WorkerLost",
             message=f"its worker stopped {interruptions} times while running it",
@@ -560,7 +688,7 @@ class RunExecution:
             ).fingerprint,
         )
         end = NodeEnd(
-            node=node.name,
+            node=step.key,
             attempt=previous.attempt,
             outcome=AttemptOutcome.INTERRUPTED,
             state=NodeState.FAILED,
@@ -568,9 +696,9 @@ class RunExecution:
             interruptions=interruptions,
         )
         self._remember(await self._runs.end_node(self.lease, end, self._now()))
-        if not node.may_fail:
+        if not step.may_fail:
             self.task_ended = True
-            raise _NodeFailed(node, previous.attempt, info)
+            raise _NodeFailed(node, previous.attempt, info, step.key)
 
     async def _sleep_until_due(self, run: NodeRun) -> None:
         if run.not_before is not None:
@@ -584,11 +712,11 @@ class RunExecution:
         node, error = failure.node, failure.error
         await self._fail(
             "node_failed",
-            f"node {node.name!r} failed after {failure.attempts} attempt(s): "
+            f"node {failure.key!r} failed after {failure.attempts} attempt(s): "
             f"{error.error_type}: {error.message}",
             error_type=error.error_type,
             fingerprint=error.fingerprint,
-            details={"node": node.name, "phase": node.phase, "attempts": failure.attempts},
+            details={"node": failure.key, "phase": node.phase, "attempts": failure.attempts},
         )
 
     async def _fail_invalid_output(self, error: ValueError) -> None:
@@ -661,18 +789,19 @@ class _Runtime:
     in this attempt) or ``<node>#sleep<n>``: a node re-run after its wait makes the same
     calls in the same order, and those already answered or elapsed return at once."""
 
-    def __init__(self, run: RunExecution, node: Node[Any]) -> None:
+    def __init__(self, run: RunExecution, step: _Step) -> None:
         self._run = run
-        self._node = node
+        self._step = step
         self._questions = 0
         self._sleeps = 0
 
     async def report(self, completed: float, total: float | None, message: str | None) -> None:
-        self._run.progress.node_reported(self._node, completed, total, message)
+        step = self._step
+        self._run.progress.node_reported(step.node, completed, total, message, key=step.key)
 
     async def ask(self, message: str, schema: dict[str, JsonValue]) -> JsonValue:
         self._questions += 1
-        key = f"{self._node.name}#{self._questions}"
+        key = f"{self._step.key}#{self._questions}"
         run = self._run
         task = await run._manager.get(run.task_id)
         if key in task.input_responses:
@@ -682,7 +811,7 @@ class _Runtime:
 
     async def sleep(self, seconds: float) -> None:
         self._sleeps += 1
-        key = f"{self._node.name}#sleep{self._sleeps}"
+        key = f"{self._step.key}#sleep{self._sleeps}"
         run = self._run
         now = run._now()
         task = await run._manager.get(run.task_id)
@@ -703,6 +832,25 @@ def _wait_of(run: NodeRun) -> Wait | None:
         return Wait.parse(run.waiting_for or "")
     except ValueError:
         return None
+
+
+def _failures_in(group: BaseExceptionGroup[_NodeFailed]) -> list[_NodeFailed]:
+    """The node failures in *group*, also those of a map's items (a nested group)."""
+    found: list[_NodeFailed] = []
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            found += _failures_in(error)
+        elif isinstance(error, _NodeFailed):
+            found.append(error)
+    return found
+
+
+def _map_error(node: Node[Any], message: str) -> ErrorInfo:
+    return ErrorInfo(
+        error_type="MapItemsError",
+        message=f"map {node.name!r} has no items: {message}",
+        fingerprint=f"map-items:{node.name}",
+    )
 
 
 def _unknown_error() -> ErrorInfo:

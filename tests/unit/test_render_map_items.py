@@ -1,0 +1,37 @@
+"""`tasks show` rows for a run with thousands of map items (ADR 0024)."""
+
+import time
+from datetime import UTC, datetime
+
+from taskloom.commands.render import node_rows
+from taskloom.engine.models import TaskId
+from taskloom.engine.runs import AttemptOutcome, NodeAttempt, NodeRun, NodeState
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_items_are_listed_in_item_order_and_in_linear_time() -> None:
+    count = 10_000
+    keys = [f"analyse[{index}]" for index in reversed(range(count))]  # as a store may
+    nodes = {
+        key: NodeRun(node=key, state=NodeState.COMPLETED, attempt=1, updated_at=NOW) for key in keys
+    }
+    attempts = [
+        NodeAttempt(
+            task_id=TaskId("t"),
+            node=key,
+            attempt=1,
+            worker="w",
+            started_at=NOW,
+            ended_at=NOW,
+            outcome=AttemptOutcome.COMPLETED,
+        )
+        for key in keys
+    ]
+    started = time.perf_counter()
+    records = node_rows(None, nodes, attempts)
+    elapsed = time.perf_counter() - started
+    assert [record["node"] for record in records[:3]] == ["analyse[0]", "analyse[1]", "analyse[2]"]
+    assert records[-1]["node"] == "analyse[9999]"
+    assert all(record["outcomes"] == ["completed"] for record in records)
+    assert elapsed < 1.0  # pairing each node with its attempts by scanning was ~10^8 steps
