@@ -1,5 +1,7 @@
 """taskloom: durable tasks for the Model Context Protocol."""
 
+from typing import TYPE_CHECKING, Any
+
 from taskloom.engine import (
     ANY_OWNER,
     DEFAULT,
@@ -35,18 +37,32 @@ from taskloom.engine.dag import (
     exposure_of,
     settings_of,
 )
+from taskloom.engine.durable import durable
 from taskloom.engine.fanout import ItemFailure, MapResult
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.retry import RetryPolicy
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
 
+if TYPE_CHECKING:
+    from taskloom.bootstrap import Engine, durable_tasks, open_engine
+    from taskloom.config import TaskloomSettings
+
 __version__ = "0.1.0.dev0"
+
+_COMPOSITION: dict[str, str] = {
+    "Engine": "taskloom.bootstrap",
+    "durable_tasks": "taskloom.bootstrap",
+    "open_engine": "taskloom.bootstrap",
+    "TaskloomSettings": "taskloom.config",
+}
+"""Names loaded on first use, so that ``import taskloom`` loads no database driver."""
 
 __all__ = (
     "ANY_OWNER",
     "DEFAULT",
     "DependencyFailedError",
+    "Engine",
     "IdempotencyConflictError",
     "IllegalTransitionError",
     "InputRequest",
@@ -73,6 +89,7 @@ __all__ = (
     "TaskStateError",
     "TaskStore",
     "TaskloomError",
+    "TaskloomSettings",
     "Worker",
     "WorkerSettings",
     "Workflow",
@@ -80,7 +97,19 @@ __all__ = (
     "WorkflowRegistry",
     "__version__",
     "check_cancelled",
+    "durable",
+    "durable_tasks",
     "exposure_of",
+    "open_engine",
     "settings_of",
     "submit",
 )
+
+
+def __getattr__(name: str) -> Any:
+    module = _COMPOSITION.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

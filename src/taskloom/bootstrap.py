@@ -1,14 +1,15 @@
 """The composition root: the only module that wires the store, the engine and its loops."""
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from taskloom.config import TaskloomSettings
+from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import (
     PersistenceError,
     TaskNotFoundError,
@@ -31,6 +32,8 @@ from taskloom.validation import JsonSchemaValidator
 
 if TYPE_CHECKING:
     from taskloom.persistence.postgres.store import PostgresTaskStore
+    from taskloom.server.app import TaskServer
+    from taskloom.server.embedded import DurableTasks
 
 
 @dataclass(frozen=True)
@@ -165,3 +168,32 @@ async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> N
     async with open_engine(settings, observer=standard_observer(metrics)) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
         await HttpService(server, http, metrics=metrics.render).serve()
+
+
+def durable_tasks(
+    workflows: Iterable[Workflow[Any]],
+    settings: TaskloomSettings | None = None,
+    *,
+    clock: Clock | None = None,
+) -> "DurableTasks":
+    """The ``MCPServer`` extension that serves *workflows* as durable tools on the engine
+    *settings* describe (database, worker, server settings); pass its ``lifespan`` to the
+    server, which opens the engine when it starts and closes it when it stops::
+
+        tasks = durable_tasks([slow_report])
+        mcp = MCPServer("mine", extensions=[tasks], lifespan=tasks.lifespan)
+    """
+    from taskloom.server.app import TaskServer  # the SDK loads only to serve
+    from taskloom.server.embedded import DurableTasks
+
+    settings = settings if settings is not None else TaskloomSettings()
+    registry = WorkflowRegistry()
+    for workflow in workflows:
+        registry.register(workflow)
+
+    @asynccontextmanager
+    async def serve_engine() -> AsyncIterator["TaskServer"]:
+        async with open_engine(settings, clock=clock, workflows=registry) as engine:
+            yield TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
+
+    return DurableTasks(registry, settings.server, serve_engine)

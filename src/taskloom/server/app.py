@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream  # the SDK's transport protocols
@@ -132,10 +132,18 @@ class TaskServer:
             "subscriptions/listen", types.SubscriptionsListenRequestParams, listen.listen
         )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
-        server.middleware += middleware_stack(
-            owner, max_result_bytes=self.settings.max_result_bytes
-        )
+        server.middleware += self.middleware(owner)
         return server
+
+    def middleware(self, owner: str | None) -> list[ServerMiddleware[Any]]:
+        """The middlewares of a connection acting for *owner*, outermost first."""
+        return middleware_stack(owner, max_result_bytes=self.settings.max_result_bytes)
+
+    def serves_tool(self, name: str) -> bool:
+        """Whether *name* is one of this server's tools (a workflow or a built-in one)."""
+        if name in self.workflows:
+            return True
+        return self.settings.fallback_tools and name in FALLBACK_TOOL_NAMES
 
     def connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
         """The SDK ``Server`` of one connection, for transports that run it themselves

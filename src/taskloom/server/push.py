@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 import anyio
 import mcp_types as types
@@ -72,6 +72,14 @@ class Outbox:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class ResponseWatch(Protocol):
+    """Tells when the response to a request has gone out (an :class:`Outbox`, or the
+    embedded server's signal, ``taskloom.server.embedded``)."""
+
+    def on_response(self, request_id: RequestId, callback: Callable[[], None]) -> None:
+        """Call *callback* once the response to *request_id* is on its way."""
 
 
 class ProgressPush:
@@ -164,7 +172,7 @@ class TaskFollowers:
     def __init__(
         self,
         manager: TaskManager,
-        outbox: Outbox,
+        outbox: ResponseWatch,
         task_group: TaskGroup,
     ) -> None:
         self._manager = manager
