@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(PY) -m taskloom.demo
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests bench
-	$(PY) -m ruff format --check src tests bench
+	$(PY) -m ruff check src tests bench examples
+	$(PY) -m ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
