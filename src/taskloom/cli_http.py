@@ -18,7 +18,7 @@ from taskloom.server import ServerSettings
 from taskloom.server.http import HttpSettings, OAuthSettings, parse_tokens
 
 _DEFAULTS = HttpSettings()
-_OAUTH_DEFAULTS = OAuthSettings(issuer="https://issuer.invalid", audience="https://mcp.invalid")
+_OAUTH_FIELDS = OAuthSettings.model_fields
 _SERVER_DEFAULTS = ServerSettings()
 
 
@@ -98,7 +98,8 @@ def _add_oauth_options(serve: argparse.ArgumentParser, env: Mapping[str, str]) -
     )
     oauth.add_argument(
         "--oauth-algorithms",
-        default=env.get("TASKLOOM_OAUTH_ALGORITHMS") or ",".join(_OAUTH_DEFAULTS.algorithms),
+        default=env.get("TASKLOOM_OAUTH_ALGORITHMS")
+        or ",".join(_OAUTH_FIELDS["algorithms"].default),
         metavar="ALG,...",
         help="signature algorithms accepted, public-key ones only "
         "(env TASKLOOM_OAUTH_ALGORITHMS; default %(default)s)",
@@ -106,7 +107,7 @@ def _add_oauth_options(serve: argparse.ArgumentParser, env: Mapping[str, str]) -
     oauth.add_argument(
         "--oauth-leeway-s",
         type=float,
-        default=env.get("TASKLOOM_OAUTH_LEEWAY_S") or _OAUTH_DEFAULTS.leeway_s,
+        default=env.get("TASKLOOM_OAUTH_LEEWAY_S") or _OAUTH_FIELDS["leeway_s"].default,
         metavar="SECONDS",
         help="clock skew allowed on exp, nbf and iat (env TASKLOOM_OAUTH_LEEWAY_S; "
         "default %(default)s)",
