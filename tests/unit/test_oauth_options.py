@@ -50,6 +50,7 @@ def test_oauth_mistakes_are_one_line(capsys: pytest.CaptureFixture[str]) -> None
     assert _mistake(
         capsys, "--oauth-issuer", "http://id.example.com", "--oauth-audience", AUDIENCE
     ) == ("issuer: must be an https URL (http only on a loopback address): 'http://id.example.com'")
+    assert _mistake(capsys, *both, "--oauth-scopes", 'a"b') == "scopes: not an OAuth scope: 'a\"b'"
     assert _mistake(capsys, *both, "--oauth-leeway-s", "-1") == (
         "leeway_s: Input should be greater than or equal to 0"
     )

@@ -60,6 +60,14 @@ class OAuthSettings(BaseModel):
             raise ValueError(f"must be this endpoint's http(s) URL, e.g. https://host/mcp: {url!r}")
         return url
 
+    @field_validator("scopes")
+    @classmethod
+    def _scope_tokens(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        for scope in scopes:  # RFC 6749 §3.3: printable ASCII but space, " and backslash
+            if not scope or any(not "!" <= char <= "~" or char in '"\\' for char in scope):
+                raise ValueError(f"not an OAuth scope: {scope!r}")
+        return scopes
+
     @model_validator(mode="after")
     def _algorithms(self) -> Self:
         unsafe = [name for name in self.algorithms if name not in ASYMMETRIC]
