@@ -1,7 +1,8 @@
 """The ``serve`` flags for Streamable HTTP, bearer tokens and limits (see docs/server.md).
 
 Tokens are read from ``TASKLOOM_TOKENS`` or a file (``principal:token`` entries), never
-from the command line, where other users could see them.
+from the command line, where other users could see them. ``--oauth-issuer`` and
+``--oauth-audience`` accept JWT access tokens of an OAuth authorization server as well.
 """
 
 import argparse
@@ -12,10 +13,12 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
+from taskloom.engine.errors import MissingExtraError
 from taskloom.server import ServerSettings
-from taskloom.server.http import HttpSettings, parse_tokens
+from taskloom.server.http import HttpSettings, OAuthSettings, parse_tokens
 
 _DEFAULTS = HttpSettings()
+_OAUTH_FIELDS = OAuthSettings.model_fields
 _SERVER_DEFAULTS = ServerSettings()
 
 
@@ -67,6 +70,54 @@ def add_http_options(serve: argparse.ArgumentParser, env: Mapping[str, str] = os
         help="HTTP requests a minute per principal (env TASKLOOM_RATE_LIMIT; "
         "default %(default)s; 0: no limit)",
     )
+    _add_oauth_options(serve, env)
+
+
+def _add_oauth_options(serve: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    oauth = serve.add_argument_group("OAuth (JWT access tokens of an authorization server)")
+    oauth.add_argument(
+        "--oauth-issuer",
+        default=env.get("TASKLOOM_OAUTH_ISSUER") or None,
+        metavar="URL",
+        help="accept JWTs of this issuer (its exact iss; env TASKLOOM_OAUTH_ISSUER); "
+        "needs --oauth-audience",
+    )
+    oauth.add_argument(
+        "--oauth-audience",
+        default=env.get("TASKLOOM_OAUTH_AUDIENCE") or None,
+        metavar="URL",
+        help="this endpoint's public URL, e.g. https://mcp.example.com/mcp: the aud tokens "
+        "must carry and the resource of its metadata (env TASKLOOM_OAUTH_AUDIENCE)",
+    )
+    oauth.add_argument(
+        "--oauth-jwks-url",
+        default=env.get("TASKLOOM_OAUTH_JWKS_URL") or None,
+        metavar="URL",
+        help="the issuer's keys (env TASKLOOM_OAUTH_JWKS_URL; default: the jwks_uri of "
+        "the issuer's metadata)",
+    )
+    oauth.add_argument(
+        "--oauth-algorithms",
+        default=env.get("TASKLOOM_OAUTH_ALGORITHMS")
+        or ",".join(_OAUTH_FIELDS["algorithms"].default),
+        metavar="ALG,...",
+        help="signature algorithms accepted, public-key ones only "
+        "(env TASKLOOM_OAUTH_ALGORITHMS; default %(default)s)",
+    )
+    oauth.add_argument(
+        "--oauth-leeway-s",
+        type=float,
+        default=env.get("TASKLOOM_OAUTH_LEEWAY_S") or _OAUTH_FIELDS["leeway_s"].default,
+        metavar="SECONDS",
+        help="clock skew allowed on exp, nbf and iat (env TASKLOOM_OAUTH_LEEWAY_S; "
+        "default %(default)s)",
+    )
+    oauth.add_argument(
+        "--oauth-scopes",
+        default=env.get("TASKLOOM_OAUTH_SCOPES") or "",
+        metavar="SCOPE,...",
+        help="scopes every token must carry (env TASKLOOM_OAUTH_SCOPES; default none)",
+    )
 
 
 def server_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ServerSettings:
@@ -102,6 +153,7 @@ def http_settings(
             host=host,
             port=int(port),
             tokens=tokens,
+            oauth=_oauth_settings(parser, args),
             max_body_bytes=int(args.max_body_bytes),
             rate_per_minute=float(args.rate_limit) or None,
         )
@@ -111,6 +163,33 @@ def http_settings(
         _invalid(parser, error)
     except ValueError as error:
         parser.error(str(error))
+
+
+def _oauth_settings(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> OAuthSettings | None:
+    if args.oauth_issuer is None and args.oauth_audience is None:
+        return None
+    if args.oauth_issuer is None or args.oauth_audience is None:
+        parser.error("OAuth needs both --oauth-issuer and --oauth-audience")
+    try:
+        from taskloom.server.http.oauth_extra import require_oauth
+
+        require_oauth()
+    except MissingExtraError as error:
+        parser.error(str(error))
+    return OAuthSettings(
+        issuer=args.oauth_issuer,
+        audience=args.oauth_audience,
+        jwks_url=args.oauth_jwks_url,
+        algorithms=tuple(_split(args.oauth_algorithms)),
+        leeway_s=float(args.oauth_leeway_s),
+        scopes=tuple(_split(args.oauth_scopes)),
+    )
+
+
+def _split(value: str) -> list[str]:
+    return [part for part in value.replace(",", " ").split() if part]
 
 
 def _invalid(parser: argparse.ArgumentParser, error: ValidationError) -> NoReturn:

@@ -27,7 +27,7 @@ from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.server import ServerSettings
-from taskloom.server.http import HttpSettings
+from taskloom.server.http import HttpSettings, OAuthSettings
 from taskloom.workflows.command_matrix import CommandMatrixSettings
 from taskloom.workflows.repo_audit import RepoAuditSettings
 
@@ -48,6 +48,11 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str, str], ...]] = (
         HttpSettings,
         "HttpSettings (taskloom serve --http)",
         "Streamable HTTP, outside `TaskloomSettings` (`taskloom.server.http`).",
+    ),
+    (
+        OAuthSettings,
+        "HttpSettings.oauth: OAuthSettings",
+        "JWT access tokens of an OAuth authorization server ([server.md](server.md#oauth)).",
     ),
     (
         CommandMatrixSettings,
@@ -87,6 +92,12 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (HttpSettings, "rate_per_minute"): (
         "`--rate-limit PER_MINUTE`, `TASKLOOM_RATE_LIMIT` (0: no limit)"
     ),
+    (OAuthSettings, "issuer"): "`--oauth-issuer URL`, `TASKLOOM_OAUTH_ISSUER`",
+    (OAuthSettings, "audience"): "`--oauth-audience URL`, `TASKLOOM_OAUTH_AUDIENCE`",
+    (OAuthSettings, "jwks_url"): "`--oauth-jwks-url URL`, `TASKLOOM_OAUTH_JWKS_URL`",
+    (OAuthSettings, "algorithms"): "`--oauth-algorithms ALG,...`, `TASKLOOM_OAUTH_ALGORITHMS`",
+    (OAuthSettings, "leeway_s"): "`--oauth-leeway-s SECONDS`, `TASKLOOM_OAUTH_LEEWAY_S`",
+    (OAuthSettings, "scopes"): "`--oauth-scopes SCOPE,...`, `TASKLOOM_OAUTH_SCOPES`",
 }
 """The flag and variable that set a field, where one does (``taskloom serve`` unless said)."""
 

@@ -6,13 +6,14 @@ line does) does not load the MCP SDK.
 
 from typing import TYPE_CHECKING, Any
 
+from taskloom.server.http.oauth_settings import OAuthSettings
 from taskloom.server.http.settings import HttpSettings
 from taskloom.server.http.tokens import parse_tokens
 
 if TYPE_CHECKING:
     from taskloom.server.http.service import HttpService
 
-__all__ = ("HttpService", "HttpSettings", "parse_tokens")
+__all__ = ("HttpService", "HttpSettings", "OAuthSettings", "parse_tokens")
 
 
 def __getattr__(name: str) -> Any:

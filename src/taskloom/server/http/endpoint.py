@@ -1,13 +1,16 @@
 """The ASGI application: authenticate, rate-limit, bound the body, then the session.
 
 Every refusal is an HTTP status with a JSON-RPC error body: 401 with
-``WWW-Authenticate`` (missing or unknown bearer token), 429 with ``Retry-After`` (the
+``WWW-Authenticate`` (missing or unknown bearer token), 403 (a JWT without a required
+scope), 503 (a JWT that cannot be checked: the issuer's keys are out of reach), 429 with ``Retry-After`` (the
 principal's request rate), 413 (the body size), 404 (another path, or a session that
 is not the caller's). Tokens never reach a log; principals may.
 
 ``GET /metrics`` (when the service has metrics) answers the Prometheus text, to the same
 callers as the MCP endpoint: any valid bearer token when tokens are configured, else
 anyone who can reach the loopback address. It is not rate-limited (scrapes are few).
+
+With OAuth, the protected resource metadata (RFC 9728) is served to anyone, unlimited.
 """
 
 import logging
@@ -16,16 +19,16 @@ from functools import partial
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from taskloom.server.http.authentication import Authenticator, Refusal
 from taskloom.server.http.limits import BodyLimit, RateLimiter
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
-from taskloom.server.http.tokens import TokenTable
 
 logger = logging.getLogger(__name__)
-REALM = 'Bearer realm="taskloom"'
+WELL_KNOWN_PREFIX = "/.well-known/"
 METRICS_PATH = "/metrics"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -43,7 +46,12 @@ class HttpEndpoint:
         self._sessions = sessions
         self._metrics = metrics
         self._path = settings.path
-        self._tokens = TokenTable(settings.tokens)
+        self._auth = Authenticator(settings)
+        self._well_known: ASGIApp | None = None
+        if settings.oauth is not None:
+            from taskloom.server.http.resource_metadata import metadata_app  # the SDK
+
+            self._well_known = metadata_app(settings.oauth)
         self._max_body = settings.max_body_bytes
         per_minute = settings.rate_per_minute
         self._limiter = RateLimiter(per_minute) if per_minute is not None else None
@@ -52,16 +60,20 @@ class HttpEndpoint:
         if scope["type"] != "http":
             return  # no lifespan or websocket support: the host runs with lifespan off
         path, mcp = scope["path"].rstrip("/"), self._path.rstrip("/")
+        if self._well_known is not None and path.startswith(WELL_KNOWN_PREFIX):
+            await self._well_known(scope, receive, send)
+            return
         metrics = self._metrics if path == METRICS_PATH != mcp else None  # MCP comes first
         if path != mcp and metrics is None:
             await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
             return
         owner: str | None = None
-        if self._tokens:
-            owner = self._tokens.principal(Headers(scope=scope).get("authorization"))
-            if owner is None:
-                await _unauthorized(scope, receive, send)
+        if self._auth:
+            found = await self._auth.principal(Headers(scope=scope).get("authorization"))
+            if isinstance(found, Refusal):
+                await _refuse(found, scope, receive, send)
                 return
+            owner = found
         if metrics is not None:
             await _serve_metrics(metrics, scope, receive, send)
             return
@@ -91,10 +103,6 @@ async def _serve_metrics(
     await response(scope, receive, send)
 
 
-async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
-    presented = Headers(scope=scope).get("authorization") is not None
-    challenge = f'{REALM}, error="invalid_token"' if presented else REALM
-    message = "Unauthorized: " + (
-        "the bearer token is not valid" if presented else "send Authorization: Bearer <token>"
-    )
-    await refusal(401, message, headers={"WWW-Authenticate": challenge})(scope, receive, send)
+async def _refuse(found: Refusal, scope: Scope, receive: Receive, send: Send) -> None:
+    headers = {"WWW-Authenticate": found.challenge} if found.challenge else None
+    await refusal(found.status, found.message, headers=headers)(scope, receive, send)

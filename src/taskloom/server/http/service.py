@@ -52,7 +52,7 @@ class HttpService:
         """Listen, report the bound port (``task_status``), serve until :meth:`stop`."""
         sock = _listen(self.settings.host, self.settings.port)
         port: int = sock.getsockname()[1]
-        if not self.settings.tokens:
+        if not self.settings.authenticates:
             logger.warning(
                 "no tokens configured: HTTP serves loopback only, and every local process "
                 "that can reach it acts as the local user"

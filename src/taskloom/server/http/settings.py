@@ -1,12 +1,15 @@
 """Settings of the Streamable HTTP endpoint: where it listens, who may call it, limits."""
 
-import ipaddress
 from typing import Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from taskloom.server.http.loopback import is_loopback
+from taskloom.server.http.oauth_settings import OAuthSettings
+
+__all__ = ("HttpSettings", "OAuthSettings", "is_loopback")
+
 MIN_TOKEN_LENGTH: Final = 16
-LOOPBACK_NAMES: Final = frozenset({"localhost"})
 
 
 class HttpSettings(BaseModel):
@@ -22,7 +25,11 @@ class HttpSettings(BaseModel):
     """The URL path of the MCP endpoint."""
     tokens: dict[str, str] = Field(default_factory=dict, repr=False)
     """Bearer token -> the principal it identifies (never logged, never in a repr). With
-    none, the endpoint serves only on a loopback address, as the local user."""
+    none (and no ``oauth``), the endpoint serves only on a loopback address, as the local
+    user."""
+    oauth: OAuthSettings | None = None
+    """Accept JWT access tokens of an external authorization server too (principal: their
+    ``sub``) and publish this endpoint's OAuth protected resource metadata."""
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     """Largest request body accepted (HTTP 413 beyond)."""
     rate_per_minute: float | None = Field(default=600, gt=0)
@@ -43,27 +50,23 @@ class HttpSettings(BaseModel):
                 )
             if not principal or not principal.isprintable():
                 raise ValueError("every token needs a principal name (printable, not empty)")
-        if not self.tokens and not is_loopback(self.host):
+        if not self.authenticates and not is_loopback(self.host):
             raise ValueError(
                 f"refusing to serve HTTP on {self.host} without tokens: configure tokens "
-                "(TASKLOOM_TOKENS or --tokens-file) or bind a loopback address such as 127.0.0.1"
+                "(TASKLOOM_TOKENS or --tokens-file), OAuth (--oauth-issuer and "
+                "--oauth-audience) or bind a loopback address such as 127.0.0.1"
             )
         if not self.path.startswith("/"):
             raise ValueError(f"the HTTP path must start with '/': {self.path!r}")
         return self
 
     @property
+    def authenticates(self) -> bool:
+        """Whether callers must present a bearer token (static tokens or OAuth)."""
+        return bool(self.tokens) or self.oauth is not None
+
+    @property
     def url(self) -> str:
         """The endpoint's URL (with the configured port)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{self.path}"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether *host* names this machine only (``127.0.0.0/8``, ``::1``, ``localhost``)."""
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

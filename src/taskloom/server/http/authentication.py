@@ -1,0 +1,91 @@
+"""Who presents a bearer token: a static token's principal, or a JWT's ``sub``.
+
+Static tokens (``HttpSettings.tokens``) are looked up first; any other bearer value is
+checked as a JWT of the OAuth issuer when one is configured. Both kinds share one
+namespace of principals: a static token named ``ann`` and a JWT whose ``sub`` is
+``ann`` act as the same owner (ADR 0029). A refusal carries its HTTP status and the
+``WWW-Authenticate`` challenge (RFC 6750 §3), which names the protected resource
+metadata when OAuth is on (RFC 9728 §5.1).
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from taskloom.server.http.oauth_settings import OAuthSettings
+from taskloom.server.http.settings import HttpSettings
+from taskloom.server.http.tokens import BEARER, TokenTable
+
+logger = logging.getLogger(__name__)
+REALM: Final = 'realm="taskloom"'
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request may not go on: an HTTP status, its challenge and a one-line message."""
+
+    status: int
+    challenge: str
+    """The ``WWW-Authenticate`` value ("": none)."""
+    message: str
+
+
+class Authenticator:
+    """Tells the principal of an ``Authorization`` header, or why there is none."""
+
+    def __init__(self, settings: HttpSettings) -> None:
+        self._tokens = TokenTable(settings.tokens)
+        self._oauth = settings.oauth
+        self._challenge = f"Bearer {REALM}"
+        if settings.oauth is not None:
+            from taskloom.server.http.oauth_extra import require_oauth
+
+            require_oauth()
+            from taskloom.server.http.jwt_verifier import JwtVerifier  # the oauth extra
+            from taskloom.server.http.resource_metadata import metadata_url
+
+            self.verifier: JwtVerifier | None = JwtVerifier(settings.oauth)
+            self._challenge += f', resource_metadata="{metadata_url(settings.oauth)}"'
+            if settings.oauth.scopes:
+                self._challenge += f', scope="{" ".join(settings.oauth.scopes)}"'
+        else:
+            self.verifier = None
+
+    def __bool__(self) -> bool:
+        return bool(self._tokens) or self.verifier is not None
+
+    async def principal(self, authorization: str | None) -> str | Refusal:
+        """The principal presenting *authorization*, or the refusal to answer with (503
+        when a JWT cannot be checked because the issuer's keys cannot be fetched)."""
+        if authorization is None or not authorization.lower().startswith(BEARER):
+            return Refusal(401, self._challenge, "Unauthorized: send Authorization: Bearer <token>")
+        principal = self._tokens.principal(authorization)
+        if principal is not None:
+            return principal
+        if self.verifier is not None and self._oauth is not None:
+            from taskloom.server.http.jwks import KeysUnavailable  # the oauth extra
+
+            token = authorization[len(BEARER) :].strip()
+            try:
+                access = await self.verifier.verify_token(token)
+            except KeysUnavailable as error:
+                logger.warning("cannot check a bearer token: %s", error)
+                return Refusal(
+                    503, "", "Service unavailable: the token issuer's keys cannot be fetched"
+                )
+            if access is not None and access.subject is not None:
+                return self._scoped(access.subject, access.scopes, self._oauth)
+        return Refusal(
+            401,
+            f'{self._challenge}, error="invalid_token"',
+            "Unauthorized: the bearer token is not valid",
+        )
+
+    def _scoped(self, subject: str, scopes: list[str], oauth: OAuthSettings) -> str | Refusal:
+        missing = [scope for scope in oauth.scopes if scope not in scopes]
+        if not missing:
+            return subject
+        challenge = self._challenge.replace(
+            f"Bearer {REALM}", f'Bearer {REALM}, error="insufficient_scope"'
+        )
+        return Refusal(403, challenge, f"Forbidden: the token lacks the scope {' '.join(missing)}")

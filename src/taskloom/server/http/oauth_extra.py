@@ -1,0 +1,26 @@
+"""Whether the ``oauth`` extra (PyJWT with its cryptography, and httpx2) is installed."""
+
+import importlib
+from typing import Final
+
+from taskloom.engine.errors import MissingExtraError
+
+EXTRA: Final = "oauth"
+MISSING: Final = "OAuth needs the oauth extra: pip install 'taskloom[oauth]'"
+_MODULES: Final = ("jwt", "cryptography", "httpx2")
+
+
+def require_oauth() -> None:
+    """Import what OAuth needs, or say which extra to install.
+
+    Raises:
+        MissingExtraError: one of its modules is not installed (the original
+            ``ModuleNotFoundError`` is its ``__cause__``).
+    """
+    for module in _MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] not in _MODULES:
+                raise
+            raise MissingExtraError(MISSING, extra=EXTRA) from error
