@@ -29,6 +29,7 @@ from taskloom.engine.runs import (
     StartTask,
 )
 from taskloom.engine.states import TaskState
+from taskloom.engine.tokens import TokenRecord
 
 _Key = tuple[str | None, str]
 
@@ -46,6 +47,33 @@ class InMemoryTaskStore:
         self._leases: dict[TaskId, Lease] = {}
         self._nodes: dict[TaskId, dict[str, NodeRun]] = {}
         self._attempts: dict[TaskId, list[NodeAttempt]] = {}
+        self._tokens: dict[str, TokenRecord] = {}
+
+    async def add_token(self, record: TokenRecord) -> None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
+        await anyio.lowlevel.checkpoint()
+        if record.id in self._tokens:
+            raise ValueError(f"token {record.id} exists")
+        self._tokens[record.id] = record
+
+    async def find_token(self, token_id: str) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_token`."""
+        await anyio.lowlevel.checkpoint()
+        return self._tokens.get(token_id)
+
+    async def list_tokens(self) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(self._tokens.values(), key=lambda record: (record.created_at, record.id))
+
+    async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
+        await anyio.lowlevel.checkpoint()
+        record = self._tokens.get(token_id)
+        if record is None:
+            return None
+        self._tokens[token_id] = record = record.revoked(now)
+        return record
 
     async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
