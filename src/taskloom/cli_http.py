@@ -102,6 +102,7 @@ def http_settings(
             host=host,
             port=int(port),
             tokens=tokens,
+            stored_tokens=True,
             max_body_bytes=int(args.max_body_bytes),
             rate_per_minute=float(args.rate_limit) or None,
         )

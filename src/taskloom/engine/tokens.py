@@ -137,6 +137,11 @@ class TokenVerifier:
         self._store = store
         self._clock = clock
 
+    async def any_active(self) -> bool:
+        """Whether some stored token is accepted now."""
+        now = self._clock.now()
+        return any(r.state(now) is TokenState.ACTIVE for r in await self._store.list_tokens())
+
     async def grant(self, presented: str) -> Grant | None:
         """The principal and scopes of an active token, or ``None`` (unknown, wrong
         secret, expired, revoked, or not shaped like a token)."""

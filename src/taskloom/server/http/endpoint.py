@@ -18,11 +18,12 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
+from taskloom.engine.scopes import Grant
 from taskloom.server.http.limits import BodyLimit, RateLimiter
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
-from taskloom.server.http.tokens import TokenTable
+from taskloom.server.http.tokens import StoredTokens, TokenTable, bearer
 
 logger = logging.getLogger(__name__)
 REALM = 'Bearer realm="taskloom"'
@@ -39,8 +40,12 @@ class HttpEndpoint:
         settings: HttpSettings,
         *,
         metrics: Callable[[], str] | None = None,
+        stored_tokens: StoredTokens | None = None,
     ) -> None:
+        """*stored_tokens*, if given, checks the database's tokens (then every request
+        must present a token, static or stored)."""
         self._sessions = sessions
+        self._stored = stored_tokens
         self._metrics = metrics
         self._path = settings.path
         self._tokens = TokenTable(settings.tokens)
@@ -56,12 +61,13 @@ class HttpEndpoint:
         if path != mcp and metrics is None:
             await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
             return
-        owner: str | None = None
-        if self._tokens:
-            owner = self._tokens.principal(Headers(scope=scope).get("authorization"))
-            if owner is None:
+        grant: Grant | None = None
+        if self._tokens or self._stored is not None:
+            grant = await self._grant(Headers(scope=scope).get("authorization"))
+            if grant is None:
                 await _unauthorized(scope, receive, send)
                 return
+        owner = grant.principal if grant is not None else None
         if metrics is not None:
             await _serve_metrics(metrics, scope, receive, send)
             return
@@ -76,8 +82,19 @@ class HttpEndpoint:
                 retry = {"Retry-After": RateLimiter.retry_after(wait_s)}
                 await refusal(429, message, headers=retry)(scope, receive, send)
                 return
-        serve = BodyLimit(partial(self._sessions.handle, owner), self._max_body)
+        serve = BodyLimit(partial(self._sessions.handle, grant), self._max_body)
         await serve(scope, receive, send)
+
+    async def _grant(self, authorization: str | None) -> Grant | None:
+        """Who presents *authorization*: a static token's principal (every scope), else
+        a stored token's grant, read from the database on every request."""
+        principal = self._tokens.principal(authorization) if self._tokens else None
+        if principal is not None:
+            return Grant(principal)
+        token = bearer(authorization)
+        if token is None or self._stored is None:
+            return None
+        return await self._stored(token)
 
 
 async def _serve_metrics(
