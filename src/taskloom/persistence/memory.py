@@ -2,6 +2,7 @@
 
 import secrets
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -150,13 +151,19 @@ class InMemoryTaskStore:
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         await anyio.lowlevel.checkpoint()
         claimed: list[ClaimedRun] = []
+        held = Counter(
+            self._tasks[self._positions[task_id]].owner
+            for task_id, lease in self._leases.items()
+            if lease.worker == worker and lease.expires_at > now and task_id in self._positions
+        )
+        ranks: Counter[str | None] = Counter()
+        ready: list[tuple[int, int]] = []  # (turn, position)
         for position in self._order:
-            if len(claimed) >= limit:
-                break
             task = self._tasks[position]
             lease = self._leases.get(task.id)
             if (
@@ -167,6 +174,13 @@ class InMemoryTaskStore:
                 or (task.parked and (task.wake_at is None or task.wake_at > now))
             ):
                 continue
+            ranks[task.owner] += 1
+            turn = held[task.owner] + ranks[task.owner]
+            if per_owner is None or turn <= per_owner:
+                ready.append((turn, position))
+        for _, position in sorted(ready)[:limit]:
+            task = self._tasks[position]
+            lease = self._leases.get(task.id)
             started = task
             if task.state is TaskState.QUEUED or task.parked:
                 started = start(task)

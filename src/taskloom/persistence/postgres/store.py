@@ -149,6 +149,7 @@ class PostgresTaskStore:
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         return await self._db.transaction(
@@ -161,6 +162,7 @@ class PostgresTaskStore:
                 limit=limit,
                 start=start,
                 reclaim_from=reclaim_from,
+                per_owner=per_owner,
             ),
             durable=False,  # a lost claim is claimed again (ADR 0016)
         )

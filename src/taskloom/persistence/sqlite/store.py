@@ -154,6 +154,7 @@ class SqliteTaskStore:
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         return await self.writer.submit(
@@ -168,6 +169,7 @@ class SqliteTaskStore:
                     limit=limit,
                     start=start,
                     reclaim_from=reclaim_from,
+                    per_owner=per_owner,
                 ),
             ),
             durable=False,  # a lost claim is claimed again
