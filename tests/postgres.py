@@ -68,4 +68,5 @@ async def emptied_store(schema: str) -> AsyncIterator[PostgresTaskStore]:
         await connection.execute(
             sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "tasks"))  # cascades
         )
+        await connection.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "tokens")))
         yield store

@@ -11,6 +11,7 @@ import anyio
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import (
+    InvalidRequestError,
     PersistenceError,
     TaskNotFoundError,
     WorkflowDefinitionError,
@@ -21,19 +22,21 @@ from taskloom.engine.observe import Observer
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
+from taskloom.engine.tokens import TokenStore, TokenVerifier
 from taskloom.engine.worker import Worker, default_worker_id
 from taskloom.observability import Metrics, standard_observer
 from taskloom.persistence.factory import DatabaseSettings, open_store
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.persistence.sqlite.slots import WorkerSlot
-from taskloom.server.http.settings import HttpSettings
+from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.validation import JsonSchemaValidator
 
 if TYPE_CHECKING:
     from taskloom.persistence.postgres.store import PostgresTaskStore
     from taskloom.server.app import TaskServer
     from taskloom.server.embedded import DurableTasks
+    from taskloom.server.http.tokens import StoredTokens
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Engine:
     runs: RunStore
     workflows: WorkflowRegistry
     worker: Worker | None
+    tokens: TokenStore | None = None
+    """The access tokens of ``taskloom tokens`` (ADR 0028)."""
 
 
 def load_workflows(settings: TaskloomSettings) -> WorkflowRegistry:
@@ -121,7 +126,9 @@ async def open_engine(
                 if worker is not None:
                     await task_group.start(worker.run)
                 try:
-                    yield Engine(manager=manager, runs=store, workflows=registry, worker=worker)
+                    yield Engine(
+                        manager=manager, runs=store, workflows=registry, worker=worker, tokens=store
+                    )
                 finally:
                     task_group.cancel_scope.cancel()
 
@@ -167,7 +174,28 @@ async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> N
     metrics = Metrics()
     async with open_engine(settings, observer=standard_observer(metrics)) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
-        await HttpService(server, http, metrics=metrics.render).serve()
+        stored = await _stored_tokens(engine, http)
+        await HttpService(server, http, metrics=metrics.render, stored_tokens=stored).serve()
+
+
+async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | None":
+    """The check of the database's tokens, if they are on and some token is active.
+
+    Raises:
+        InvalidRequestError: a non-loopback address, and no token at all.
+    """
+    if not http.stored_tokens or engine.tokens is None:
+        return None
+    verifier = TokenVerifier(engine.tokens, engine.manager.clock)
+    if await verifier.any_active():
+        return verifier.grant
+    if not http.tokens and not is_loopback(http.host):
+        raise InvalidRequestError(
+            f"refusing to serve HTTP on {http.host} without tokens: create one "
+            "(taskloom tokens create --principal NAME), configure TASKLOOM_TOKENS or "
+            "--tokens-file, or bind a loopback address such as 127.0.0.1"
+        )
+    return None
 
 
 def durable_tasks(

@@ -154,6 +154,7 @@ def http_settings(
             port=int(port),
             tokens=tokens,
             oauth=_oauth_settings(parser, args),
+            stored_tokens=True,
             max_body_bytes=int(args.max_body_bytes),
             rate_per_minute=float(args.rate_limit) or None,
         )

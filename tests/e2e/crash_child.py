@@ -123,6 +123,7 @@ class KillingStore(SqliteTaskStore):
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         claimed = await super().claim_runs(
             worker=worker,
@@ -132,6 +133,7 @@ class KillingStore(SqliteTaskStore):
             limit=limit,
             start=start,
             reclaim_from=reclaim_from,
+            per_owner=per_owner,
         )
         if claimed and _KillPoint.name == "after_claim":
             _KillPoint.die()

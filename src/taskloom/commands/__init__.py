@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import anyio
 
-from taskloom.commands import db, run, tasks_change, tasks_read, worker, workflows
+from taskloom.commands import db, run, tasks_change, tasks_read, tokens, worker, workflows
 from taskloom.commands.common import (
     EXIT_CANCELLED,
     EXIT_OK,
@@ -23,7 +23,7 @@ from taskloom.commands.common import (
     first_taskloom_error,
 )
 
-NAMES = ("run", "tasks", "workflows", "db", "worker")
+NAMES = ("run", "tasks", "workflows", "db", "worker", "tokens")
 
 
 def register(commands: "argparse._SubParsersAction[Any]") -> None:
@@ -40,6 +40,7 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
     workflows.register(commands)
     db.register(commands)
     worker.register(commands)
+    tokens.register(commands)
 
 
 def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> NoReturn:

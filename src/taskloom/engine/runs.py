@@ -173,10 +173,16 @@ class RunStore(Protocol):
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """Claim up to *limit* runs of *workflows*: queued tasks, and active tasks whose
         lease expired (or belongs to *reclaim_from*, a dead earlier incarnation of this
-        worker). Queued tasks are moved to running with *start*, oldest first."""
+        worker). Queued tasks are moved to running with *start*.
+
+        Fair across owners (ADR 0028): the owner holding the fewest of *worker*'s leases
+        goes first, round-robin, each owner's runs oldest first; with *per_owner*, no
+        named owner ends up holding more than that many of *worker*'s leases (tasks
+        with no owner, the local user's, are not capped)."""
         ...
 
     async def renew_leases(

@@ -38,6 +38,12 @@ class WorkerSettings(BaseModel):
 
     max_runs: int = Field(default=100, ge=1)
     """Runs executed at once by this worker."""
+    max_runs_per_owner: int | None = Field(default=None, ge=1)
+    """Runs of one named principal executed at once by this worker; by default half of
+    ``max_runs`` (at least 1), so one principal cannot take every slot and another's
+    task starts at once (ADR 0028). The local user (tasks with no owner: stdio, the CLI,
+    HTTP without tokens) is never capped: it is the only caller there is. Claims are fair
+    across owners either way."""
     node_concurrency: int = Field(default=16, ge=1)
     """Nodes run at once within one run, unless its workflow says otherwise."""
     lease_s: float = Field(default=10.0, gt=0)
@@ -53,6 +59,13 @@ class WorkerSettings(BaseModel):
     """Unused since ADR 0021 (kept so existing configurations still load): no node waits
     in a worker; a parked run is claimed again when its answer arrives (this process's
     notifications, PostgreSQL's NOTIFY, or the next poll)."""
+
+
+def per_owner_limit(settings: WorkerSettings) -> int:
+    """The runs of one owner a worker executes at once (see ``max_runs_per_owner``)."""
+    if settings.max_runs_per_owner is not None:
+        return settings.max_runs_per_owner
+    return max(1, settings.max_runs // 2)
 
 
 def default_worker_id() -> str:
@@ -83,6 +96,8 @@ class Worker:
         self._wake = anyio.Event()
         self._saturated = False
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
+        self._owners: dict[TaskId, str | None] = {}
+        """The owner of each run in ``_executions`` (for the per-owner limit)."""
         self._dropped: dict[TaskId, Lease] = {}
         """Leases of runs stopped by an error, to hand back once the store answers."""
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -126,12 +141,14 @@ class Worker:
             limit=free,
             start=self.manager.start_mutation("started"),
             reclaim_from=self._reclaim_from,
+            per_owner=per_owner_limit(self.settings),
         )
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             self.manager.publish(run.task)
             execution = self._execution(run)
             self._executions[run.task.id] = execution
+            self._owners[run.task.id] = run.task.owner
             task_group.start_soon(self._execute, execution)
         self._saturated = len(claimed) == free
         if self._saturated:
@@ -161,10 +178,16 @@ class Worker:
             self._dropped[execution.task_id] = execution.lease
         finally:
             self._executions.pop(execution.task_id, None)
-            if self._saturated:  # a slot freed up for work that was left waiting
-                self.wake()
+            if self._saturated or self._owner_was_full(execution):
+                self.wake()  # a slot freed up for work that was left waiting
             if execution.parked_until is not None:
                 self._wake_at(execution.parked_until)
+
+    def _owner_was_full(self, ended: RunExecution) -> bool:
+        """Whether the owner of *ended* held every slot it may before it ended."""
+        owner = self._owners.pop(ended.task_id, None)
+        running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
+        return owner is not None and running + 1 >= per_owner_limit(self.settings)
 
     async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """React to this process's changes at once: new work, and cancellations."""

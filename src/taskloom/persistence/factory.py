@@ -12,6 +12,7 @@ from typing import Protocol
 from taskloom.engine.errors import PersistenceError
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import RunStore
+from taskloom.engine.tokens import TokenStore
 from taskloom.persistence.postgres import PostgresSettings, is_postgres_url, store_class
 from taskloom.persistence.postgres.extra import require_driver
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
@@ -19,8 +20,8 @@ from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 DatabaseSettings = SqliteSettings | PostgresSettings
 
 
-class DurableStore(TaskStore, RunStore, Protocol):
-    """A store of tasks and of their runs (what the engine and its workers need)."""
+class DurableStore(TaskStore, RunStore, TokenStore, Protocol):
+    """A store of tasks, of their runs and of access tokens."""
 
 
 def database_settings(target: str | Path | DatabaseSettings) -> DatabaseSettings:

@@ -2,6 +2,7 @@
 
 import secrets
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -29,6 +30,7 @@ from taskloom.engine.runs import (
     StartTask,
 )
 from taskloom.engine.states import TaskState
+from taskloom.engine.tokens import TokenRecord
 
 _Key = tuple[str | None, str]
 
@@ -46,6 +48,33 @@ class InMemoryTaskStore:
         self._leases: dict[TaskId, Lease] = {}
         self._nodes: dict[TaskId, dict[str, NodeRun]] = {}
         self._attempts: dict[TaskId, list[NodeAttempt]] = {}
+        self._tokens: dict[str, TokenRecord] = {}
+
+    async def add_token(self, record: TokenRecord) -> None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
+        await anyio.lowlevel.checkpoint()
+        if record.id in self._tokens:
+            raise ValueError(f"token {record.id} exists")
+        self._tokens[record.id] = record
+
+    async def find_token(self, token_id: str) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_token`."""
+        await anyio.lowlevel.checkpoint()
+        return self._tokens.get(token_id)
+
+    async def list_tokens(self) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(self._tokens.values(), key=lambda record: (record.created_at, record.id))
+
+    async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
+        await anyio.lowlevel.checkpoint()
+        record = self._tokens.get(token_id)
+        if record is None:
+            return None
+        self._tokens[token_id] = record = record.revoked(now)
+        return record
 
     async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
@@ -122,13 +151,19 @@ class InMemoryTaskStore:
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         await anyio.lowlevel.checkpoint()
         claimed: list[ClaimedRun] = []
+        held = Counter(
+            self._tasks[self._positions[task_id]].owner
+            for task_id, lease in self._leases.items()
+            if lease.worker == worker and lease.expires_at > now and task_id in self._positions
+        )
+        ranks: Counter[str | None] = Counter()
+        ready: list[tuple[int, int]] = []  # (turn, position)
         for position in self._order:
-            if len(claimed) >= limit:
-                break
             task = self._tasks[position]
             lease = self._leases.get(task.id)
             if (
@@ -139,6 +174,13 @@ class InMemoryTaskStore:
                 or (task.parked and (task.wake_at is None or task.wake_at > now))
             ):
                 continue
+            ranks[task.owner] += 1
+            turn = held[task.owner] + ranks[task.owner]
+            if per_owner is None or task.owner is None or turn <= per_owner:
+                ready.append((turn, position))
+        for _, position in sorted(ready)[:limit]:
+            task = self._tasks[position]
+            lease = self._leases.get(task.id)
             started = task
             if task.state is TaskState.QUEUED or task.parked:
                 started = start(task)

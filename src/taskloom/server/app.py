@@ -23,6 +23,7 @@ from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
+from taskloom.engine.scopes import EVERYTHING, Scopes
 from taskloom.server.calls import ToolCalls
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.generation import TASKS_EXTENSION, Generation, generation
@@ -32,6 +33,7 @@ from taskloom.server.middleware import middleware_stack
 from taskloom.server.modern import ModernTasks, TaskListen, UpdateTaskParams
 from taskloom.server.plain import PlainCalls
 from taskloom.server.push import Outbox, TaskFollowers
+from taskloom.server.scopes import enforce_scopes
 from taskloom.server.settings import ServerSettings
 
 P = TypeVar("P")
@@ -67,16 +69,18 @@ class TaskServer:
         write_stream: WriteStream[SessionMessage],
         *,
         owner: str | None = None,
+        scopes: Scopes = EVERYTHING,
     ) -> None:
         """Serve one connection until its read stream ends.
 
         *owner* is the principal the connection acts for: its tasks are created for it
         and only its tasks are visible (``None``: the local user of a stdio server).
+        *scopes* narrow what it may see and do (``taskloom.server.scopes``).
         """
         outbox = Outbox(write_stream)
         async with anyio.create_task_group() as task_group:
             followers = TaskFollowers(self.manager, outbox, task_group)
-            server = self._connection_server(followers, owner)
+            server = self._connection_server(followers, owner, scopes)
             await server.run(read_stream, outbox, server.create_initialization_options())
             task_group.cancel_scope.cancel()
 
@@ -85,7 +89,10 @@ class TaskServer:
         async with stdio_server() as (read_stream, write_stream):
             await self.serve(read_stream, write_stream)
 
-    def _connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
+    def _connection_server(
+        self, followers: TaskFollowers, owner: str | None, scopes: Scopes = EVERYTHING
+    ) -> Server[Any]:
+        workflows = {name: flow for name, flow in self.workflows.items() if scopes.sees(name)}
         recheck_s = self.settings.recheck_s
         history = (
             HistoryTools(self.manager, self.runs, owner=owner) if self.runs is not None else None
@@ -103,9 +110,7 @@ class TaskServer:
             keepalive_s=self.settings.progress_keepalive_s,
             fallback_tools=self.settings.fallback_tools,
         )
-        calls = ToolCalls(
-            self.manager, self.workflows, followers, plain, owner=owner, fallback=fallback
-        )
+        calls = ToolCalls(self.manager, workflows, followers, plain, owner=owner, fallback=fallback)
         tasks = LegacyTasks(self.manager, owner=owner, recheck_s=recheck_s)
         modern = ModernTasks(self.manager, owner=owner)
         server: Server[Any] = Server(
@@ -133,6 +138,8 @@ class TaskServer:
         )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
         server.middleware += self.middleware(owner)
+        if not scopes.unrestricted:  # after the error boundary: its refusals pass as they are
+            server.middleware.insert(-2, enforce_scopes(scopes, frozenset(workflows)))
         return server
 
     def middleware(self, owner: str | None) -> list[ServerMiddleware[Any]]:
@@ -145,10 +152,12 @@ class TaskServer:
             return True
         return self.settings.fallback_tools and name in FALLBACK_TOOL_NAMES
 
-    def connection_server(self, followers: TaskFollowers, owner: str | None) -> Server[Any]:
+    def connection_server(
+        self, followers: TaskFollowers, owner: str | None, scopes: Scopes = EVERYTHING
+    ) -> Server[Any]:
         """The SDK ``Server`` of one connection, for transports that run it themselves
         (Streamable HTTP: ``taskloom.server.http``)."""
-        return self._connection_server(followers, owner)
+        return self._connection_server(followers, owner, scopes)
 
 
 def by_generation(legacy: Handler[P], modern: Handler[P]) -> Handler[P]:

@@ -33,6 +33,8 @@ from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.postgres import rows
 from taskloom.persistence.postgres.driver import Connection
 
+_NO_CAP = 2**62
+
 
 async def check_fence(connection: Connection, lease: Lease) -> None:
     """Raise :class:`LeaseLostError` unless *lease* is still the task's lease.
@@ -58,8 +60,12 @@ async def claim_runs(
     limit: int,
     start: StartTask,
     reclaim_from: str | None,
+    per_owner: int | None = None,
 ) -> list[ClaimedRun]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`.
+
+    Fair across owners: an owner's turn is the leases it holds of *worker* plus the
+    candidate's rank among its own (oldest first); the chosen rows are then locked.
 
     Candidates are locked with ``FOR NO KEY UPDATE SKIP LOCKED`` (workers never queue behind
     each other); the lease is then taken by a conditional upsert, the verdict that
@@ -68,16 +74,35 @@ async def claim_runs(
     if not workflows or limit < 1:
         return []
     cursor = await connection.execute(
-        "SELECT t.body, l.task_id IS NOT NULL FROM tasks t"
+        "WITH held AS ("
+        "  SELECT coalesce(t.owner, '') AS who, count(*) AS n FROM leases l"
+        "  JOIN tasks t ON t.id = l.task_id"
+        "  WHERE l.worker = %(worker)s AND l.expires_at > %(now)s GROUP BY 1),"
+        " ready AS ("
+        "  SELECT t.id, t.position, coalesce(t.owner, '') AS who,"
+        "   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.position) AS rank"
+        "  FROM tasks t LEFT JOIN leases l ON l.task_id = t.id"
+        "  WHERE t.state IN ('queued', 'running', 'input_required')"
+        "  AND (t.expires_at IS NULL OR t.expires_at > %(now)s)"
+        "  AND t.name = ANY(%(names)s)"
+        "  AND (l.task_id IS NULL OR l.expires_at <= %(now)s OR l.worker = %(reclaim)s)"
+        "  AND (NOT t.parked OR t.wake_at <= %(now)s)),"
+        " chosen AS ("
+        "  SELECT r.id FROM ready r LEFT JOIN held h ON h.who = r.who"
+        "  WHERE (r.who = '' OR coalesce(h.n, 0) + r.rank <= %(cap)s)"
+        "  ORDER BY coalesce(h.n, 0) + r.rank, r.position LIMIT %(limit)s)"
+        " SELECT t.body, l.task_id IS NOT NULL FROM tasks t"
         " LEFT JOIN leases l ON l.task_id = t.id"
-        " WHERE t.state IN ('queued', 'running', 'input_required')"
-        " AND (t.expires_at IS NULL OR t.expires_at > %(now)s)"
-        " AND t.name = ANY(%(names)s)"
-        " AND (l.task_id IS NULL OR l.expires_at <= %(now)s OR l.worker = %(reclaim)s)"
-        " AND (NOT t.parked OR t.wake_at <= %(now)s)"
-        " ORDER BY t.position LIMIT %(limit)s"
+        " WHERE t.id IN (SELECT id FROM chosen)"
         " FOR NO KEY UPDATE OF t SKIP LOCKED",
-        {"now": now, "names": sorted(workflows), "reclaim": reclaim_from, "limit": limit},
+        {
+            "now": now,
+            "names": sorted(workflows),
+            "reclaim": reclaim_from,
+            "limit": limit,
+            "worker": worker,
+            "cap": per_owner if per_owner is not None else _NO_CAP,
+        },
     )
     candidates = [
         (rows.task_from_body(body), had_lease) for body, had_lease in await cursor.fetchall()

@@ -28,7 +28,8 @@ from taskloom.engine.runs import (
     NodeStart,
     StartTask,
 )
-from taskloom.persistence.postgres import notify, rows, runs, schema
+from taskloom.engine.tokens import TokenRecord
+from taskloom.persistence.postgres import notify, rows, runs, schema, tokens
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
@@ -96,6 +97,24 @@ class PostgresTaskStore:
             self.settings, self._db.name, self._db.origin, on_change, task_status=task_status
         )
 
+    # -- tokens (TokenStore) ----------------------------------------------------------------
+
+    async def add_token(self, record: TokenRecord) -> None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
+        await self._db.transaction(partial(tokens.add_token, record))
+
+    async def find_token(self, token_id: str) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_token`."""
+        return await self._db.read(partial(tokens.find_token, token_id))
+
+    async def list_tokens(self) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
+        return await self._db.read(tokens.list_tokens)
+
+    async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
+        return await self._db.transaction(partial(tokens.revoke_token, token_id, now))
+
     async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
         return await self._db.transaction(partial(_create, task, now))
@@ -130,6 +149,7 @@ class PostgresTaskStore:
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         return await self._db.transaction(
@@ -142,6 +162,7 @@ class PostgresTaskStore:
                 limit=limit,
                 start=start,
                 reclaim_from=reclaim_from,
+                per_owner=per_owner,
             ),
             durable=False,  # a lost claim is claimed again (ADR 0016)
         )

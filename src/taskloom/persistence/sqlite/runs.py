@@ -30,6 +30,8 @@ from taskloom.engine.runs import (
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.sqlite import rows
 
+_NO_CAP = 2**62
+
 
 def check_fence(raw: sqlite3.Connection, lease: Lease) -> None:
     """Raise :class:`LeaseLostError` unless *lease* is still the task's lease."""
@@ -48,22 +50,42 @@ def claim_runs(
     limit: int,
     start: StartTask,
     reclaim_from: str | None,
+    per_owner: int | None = None,
 ) -> list[ClaimedRun]:
-    """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
+    """See :meth:`taskloom.engine.runs.RunStore.claim_runs` (fair: an owner's turn is
+    its held leases plus its candidate's rank among its own, oldest first)."""
     if not workflows or limit < 1:
         return []
     now_us = rows.micros(now)
     names = sorted(workflows)
     candidates = raw.execute(
-        "SELECT t.id, t.body, l.task_id IS NOT NULL FROM tasks t"
-        " LEFT JOIN leases l ON l.task_id = t.id"
-        " WHERE t.state IN ('queued', 'running', 'input_required')"
+        "WITH held AS ("
+        "  SELECT coalesce(t.owner, '') AS who, count(*) AS n FROM leases l"
+        "  JOIN tasks t ON t.id = l.task_id WHERE l.worker = ? AND l.expires_at > ?"
+        "  GROUP BY who),"
+        " ready AS ("
+        "  SELECT t.id, t.body, l.task_id IS NOT NULL AS had, t.seq, coalesce(t.owner, '') AS who,"
+        "   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.seq) AS rank"
+        "  FROM tasks t LEFT JOIN leases l ON l.task_id = t.id"
+        "  WHERE t.state IN ('queued', 'running', 'input_required')"
         f" AND {rows.LIVE.replace('expires_at', 't.expires_at')}"
         f" AND t.name IN ({', '.join('?' * len(names))})"
-        " AND (l.task_id IS NULL OR l.expires_at <= ? OR l.worker = ?)"
-        " AND (t.parked = 0 OR t.wake_at <= ?)"
-        " ORDER BY t.seq LIMIT ?",
-        (now_us, *names, now_us, reclaim_from or "", now_us, limit),
+        "  AND (l.task_id IS NULL OR l.expires_at <= ? OR l.worker = ?)"
+        "  AND (t.parked = 0 OR t.wake_at <= ?))"
+        " SELECT r.id, r.body, r.had FROM ready r LEFT JOIN held h ON h.who = r.who"
+        " WHERE (r.who = '' OR coalesce(h.n, 0) + r.rank <= ?)"
+        " ORDER BY coalesce(h.n, 0) + r.rank, r.seq LIMIT ?",
+        (
+            worker,
+            now_us,
+            now_us,
+            *names,
+            now_us,
+            reclaim_from or "",
+            now_us,
+            per_owner if per_owner is not None else _NO_CAP,
+            limit,
+        ),
     ).fetchall()
     claimed: list[ClaimedRun] = []
     expires = now + lease_for

@@ -24,7 +24,8 @@ from taskloom.engine.runs import (
     NodeStart,
     StartTask,
 )
-from taskloom.persistence.sqlite import rows, runs, schema
+from taskloom.engine.tokens import TokenRecord
+from taskloom.persistence.sqlite import rows, runs, schema, tokens
 from taskloom.persistence.sqlite.driver import (
     connect,
     is_transient,
@@ -153,6 +154,7 @@ class SqliteTaskStore:
         limit: int,
         start: StartTask,
         reclaim_from: str | None = None,
+        per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         return await self.writer.submit(
@@ -167,6 +169,7 @@ class SqliteTaskStore:
                     limit=limit,
                     start=start,
                     reclaim_from=reclaim_from,
+                    per_owner=per_owner,
                 ),
             ),
             durable=False,  # a lost claim is claimed again
@@ -232,6 +235,26 @@ class SqliteTaskStore:
                 _call_with_raw,
                 partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
             )
+        )
+
+    # -- tokens (TokenStore) ----------------------------------------------------------------
+
+    async def add_token(self, record: TokenRecord) -> None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
+        await self.writer.submit(partial(_call_with_raw, partial(tokens.add_token, record=record)))
+
+    async def find_token(self, token_id: str) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_token`."""
+        return await self._read_point(partial(tokens.find_token, token_id=token_id))
+
+    async def list_tokens(self) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
+        return await self._read(tokens.list_tokens)
+
+    async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
+        """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
+        return await self.writer.submit(
+            partial(_call_with_raw, partial(tokens.revoke_token, token_id=token_id, now=now))
         )
 
     async def health(self) -> StoreHealth:

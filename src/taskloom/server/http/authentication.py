@@ -1,9 +1,11 @@
-"""Who presents a bearer token: a static token's principal, or a JWT's ``sub``.
+"""Who presents a bearer token, and what it may do: a :class:`Grant`.
 
-Static tokens (``HttpSettings.tokens``) are looked up first; any other bearer value is
-checked as a JWT of the OAuth issuer when one is configured. Both kinds share one
-namespace of principals: a static token named ``ann`` and a JWT whose ``sub`` is
-``ann`` act as the same owner (ADR 0029). A refusal carries its HTTP status and the
+Static tokens (``HttpSettings.tokens``, every scope) are looked up first, then the
+database's tokens (``taskloom tokens create``: their principal and scopes, read on every
+request, ADR 0028), then a JWT of the OAuth issuer when one is configured (its ``sub``,
+every scope). All kinds share one namespace of principals: a static token named ``ann``,
+a stored token of ``ann`` and a JWT whose ``sub`` is ``ann`` act as the same owner
+(ADR 0029). A refusal carries its HTTP status and the
 ``WWW-Authenticate`` challenge (RFC 6750 §3), which names the protected resource
 metadata when OAuth is on (RFC 9728 §5.1).
 """
@@ -12,9 +14,10 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+from taskloom.engine.scopes import Grant
 from taskloom.server.http.oauth_settings import OAuthSettings
 from taskloom.server.http.settings import HttpSettings
-from taskloom.server.http.tokens import BEARER, TokenTable
+from taskloom.server.http.tokens import BEARER, StoredTokens, TokenTable, bearer
 
 logger = logging.getLogger(__name__)
 REALM: Final = 'realm="taskloom"'
@@ -31,10 +34,11 @@ class Refusal:
 
 
 class Authenticator:
-    """Tells the principal of an ``Authorization`` header, or why there is none."""
+    """Tells the grant of an ``Authorization`` header, or why there is none."""
 
-    def __init__(self, settings: HttpSettings) -> None:
+    def __init__(self, settings: HttpSettings, stored: StoredTokens | None = None) -> None:
         self._tokens = TokenTable(settings.tokens)
+        self._stored = stored
         self._oauth = settings.oauth
         self._challenge = f"Bearer {REALM}"
         if settings.oauth is not None:
@@ -52,16 +56,21 @@ class Authenticator:
             self.verifier = None
 
     def __bool__(self) -> bool:
-        return bool(self._tokens) or self.verifier is not None
+        return bool(self._tokens) or self._stored is not None or self.verifier is not None
 
-    async def principal(self, authorization: str | None) -> str | Refusal:
-        """The principal presenting *authorization*, or the refusal to answer with (503
-        when a JWT cannot be checked because the issuer's keys cannot be fetched)."""
+    async def grant(self, authorization: str | None) -> Grant | Refusal:
+        """The grant of whoever presents *authorization*, or the refusal to answer with
+        (503 when a JWT cannot be checked because the issuer's keys cannot be fetched)."""
         if authorization is None or not authorization.lower().startswith(BEARER):
             return Refusal(401, self._challenge, "Unauthorized: send Authorization: Bearer <token>")
         principal = self._tokens.principal(authorization)
         if principal is not None:
-            return principal
+            return Grant(principal)
+        token = bearer(authorization)
+        if self._stored is not None and token is not None:
+            stored = await self._stored(token)
+            if stored is not None:
+                return stored
         if self.verifier is not None and self._oauth is not None:
             from taskloom.server.http.jwks import KeysUnavailable  # the oauth extra
 
@@ -81,10 +90,10 @@ class Authenticator:
             "Unauthorized: the bearer token is not valid",
         )
 
-    def _scoped(self, subject: str, scopes: list[str], oauth: OAuthSettings) -> str | Refusal:
+    def _scoped(self, subject: str, scopes: list[str], oauth: OAuthSettings) -> Grant | Refusal:
         missing = [scope for scope in oauth.scopes if scope not in scopes]
         if not missing:
-            return subject
+            return Grant(subject)
         challenge = self._challenge.replace(
             f"Bearer {REALM}", f'Bearer {REALM}, error="insufficient_scope"'
         )

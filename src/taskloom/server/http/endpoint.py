@@ -21,11 +21,13 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from taskloom.engine.scopes import Grant
 from taskloom.server.http.authentication import Authenticator, Refusal
 from taskloom.server.http.limits import BodyLimit, RateLimiter
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
+from taskloom.server.http.tokens import StoredTokens
 
 logger = logging.getLogger(__name__)
 WELL_KNOWN_PREFIX = "/.well-known/"
@@ -42,11 +44,14 @@ class HttpEndpoint:
         settings: HttpSettings,
         *,
         metrics: Callable[[], str] | None = None,
+        stored_tokens: StoredTokens | None = None,
     ) -> None:
+        """*stored_tokens*, if given, checks the database's tokens (then every request
+        must present a token, static or stored)."""
         self._sessions = sessions
         self._metrics = metrics
         self._path = settings.path
-        self._auth = Authenticator(settings)
+        self._auth = Authenticator(settings, stored_tokens)
         self._well_known: ASGIApp | None = None
         if settings.oauth is not None:
             from taskloom.server.http.resource_metadata import metadata_app  # the SDK
@@ -67,13 +72,14 @@ class HttpEndpoint:
         if path != mcp and metrics is None:
             await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
             return
-        owner: str | None = None
+        grant: Grant | None = None
         if self._auth:
-            found = await self._auth.principal(Headers(scope=scope).get("authorization"))
+            found = await self._auth.grant(Headers(scope=scope).get("authorization"))
             if isinstance(found, Refusal):
                 await _refuse(found, scope, receive, send)
                 return
-            owner = found
+            grant = found
+        owner = grant.principal if grant is not None else None
         if metrics is not None:
             await _serve_metrics(metrics, scope, receive, send)
             return
@@ -88,7 +94,7 @@ class HttpEndpoint:
                 retry = {"Retry-After": RateLimiter.retry_after(wait_s)}
                 await refusal(429, message, headers=retry)(scope, receive, send)
                 return
-        serve = BodyLimit(partial(self._sessions.handle, owner), self._max_body)
+        serve = BodyLimit(partial(self._sessions.handle, grant), self._max_body)
         await serve(scope, receive, send)
 
 

@@ -13,6 +13,7 @@ from taskloom.server.app import TaskServer
 from taskloom.server.http.endpoint import HttpEndpoint
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
+from taskloom.server.http.tokens import StoredTokens
 
 logger = logging.getLogger(__name__)
 GRACEFUL_SHUTDOWN_S = 5
@@ -31,13 +32,17 @@ class HttpService:
         settings: HttpSettings,
         *,
         metrics: Callable[[], str] | None = None,
+        stored_tokens: StoredTokens | None = None,
     ) -> None:
-        """*metrics*, if given, renders the Prometheus text served at ``/metrics``."""
+        """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
+        *stored_tokens*, if given, checks the database's tokens (every caller then needs
+        a token)."""
+        self._stored = stored_tokens
         self.settings = settings
         self.sessions = HttpSessions(task_server, settings)
         self._uvicorn = uvicorn.Server(
             uvicorn.Config(
-                HttpEndpoint(self.sessions, settings, metrics=metrics),
+                HttpEndpoint(self.sessions, settings, metrics=metrics, stored_tokens=stored_tokens),
                 host=settings.host,
                 port=settings.port,
                 lifespan="off",
@@ -52,7 +57,7 @@ class HttpService:
         """Listen, report the bound port (``task_status``), serve until :meth:`stop`."""
         sock = _listen(self.settings.host, self.settings.port)
         port: int = sock.getsockname()[1]
-        if not self.settings.authenticates:
+        if not self.settings.authenticates and self._stored is None:
             logger.warning(
                 "no tokens configured: HTTP serves loopback only, and every local process "
                 "that can reach it acts as the local user"

@@ -34,6 +34,7 @@ from mcp_types import INTERNAL_ERROR
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
+from taskloom.engine.scopes import EVERYTHING, Grant, Scopes
 from taskloom.server.app import TaskServer
 from taskloom.server.generation import Generation
 from taskloom.server.http.envelope import checked
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Session:
     transport: StreamableHTTPServerTransport
-    owner: str | None
+    grant: Grant | None
 
 
 class HttpSessions:
@@ -59,7 +60,7 @@ class HttpSessions:
         self._settings = settings
         self._security = _security(settings.host)
         self._sessions: dict[str, _Session] = {}
-        self._request_servers: dict[str | None, Server[Any]] = {}
+        self._request_servers: dict[Grant | None, Server[Any]] = {}
         self._task_group: TaskGroup | None = None
 
     @asynccontextmanager
@@ -74,12 +75,13 @@ class HttpSessions:
                 self._task_group = None
                 self._sessions.clear()
 
-    async def handle(self, owner: str | None, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one HTTP request of *owner* (already authenticated and admitted)."""
+    async def handle(self, grant: Grant | None, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one HTTP request of *grant* (already authenticated and admitted; ``None``:
+        the local user)."""
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version is not None and Generation.of(version) is Generation.MODERN:
-            server = self._request_server(owner)
+            server = self._request_server(grant)
             await handle_modern_request(server, self._security, False, {}, scope, receive, send)
             return
         if scope["method"] == "POST":
@@ -89,17 +91,17 @@ class HttpSessions:
             receive = replay
         session_id = headers.get(MCP_SESSION_ID_HEADER)
         if session_id is None:
-            await self._open(owner, scope, receive, send)
+            await self._open(grant, scope, receive, send)
             return
         session = self._sessions.get(session_id)
-        if session is None or session.owner != owner:
+        if session is None or session.grant != grant:
             await refusal(404, "Session not found")(scope, receive, send)
             return
         await session.transport.handle_request(scope, receive, send)
         if session.transport.is_terminated:  # the client ended it (DELETE)
             await self._discard(session_id)
 
-    async def _open(self, owner: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _open(self, grant: Grant | None, scope: Scope, receive: Receive, send: Send) -> None:
         if len(self._sessions) >= self._settings.max_sessions:
             logger.warning("refusing a new session: %d are open", len(self._sessions))
             await refusal(503, "Too many open sessions", code=INTERNAL_ERROR)(scope, receive, send)
@@ -110,23 +112,23 @@ class HttpSessions:
             security_settings=self._security,
             idle_timeout=self._settings.session_idle_s,
         )
-        self._sessions[session_id] = _Session(transport, owner)
+        self._sessions[session_id] = _Session(transport, grant)
         opened = False
         try:
-            await self._group().start(self._serve_session, session_id, transport, owner)
+            await self._group().start(self._serve_session, session_id, transport, grant)
             status = await _answer(transport, scope, receive, send)
             opened = status is not None and status < 400
         finally:
             if not opened:
                 await self._discard(session_id)
         if opened:
-            logger.info("session %s opened for %s", session_id[:8], owner or "the local user")
+            logger.info("session %s opened for %s", session_id[:8], _who(grant))
 
     async def _serve_session(
         self,
         session_id: str,
         transport: StreamableHTTPServerTransport,
-        owner: str | None,
+        grant: Grant | None,
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -134,7 +136,10 @@ class HttpSessions:
             async with transport.connect() as (read_stream, write_stream):
                 task_status.started()
                 with transport.idle_scope or anyio.CancelScope():
-                    await self._task_server.serve(read_stream, write_stream, owner=owner)
+                    owner, scopes = _acting(grant)
+                    await self._task_server.serve(
+                        read_stream, write_stream, owner=owner, scopes=scopes
+                    )
         except Exception:
             logger.exception("session %s failed", session_id[:8])
         finally:
@@ -146,19 +151,28 @@ class HttpSessions:
             with anyio.CancelScope(shield=True):
                 await session.transport.terminate()
 
-    def _request_server(self, owner: str | None) -> Server[Any]:
-        server = self._request_servers.get(owner)
+    def _request_server(self, grant: Grant | None) -> Server[Any]:
+        server = self._request_servers.get(grant)
         if server is None:
             # One request per POST: nothing can be pushed, so followers write nowhere.
             followers = TaskFollowers(self._task_server.manager, Outbox(_Nowhere()), self._group())
-            server = self._task_server.connection_server(followers, owner)
-            self._request_servers[owner] = server
+            server = self._task_server.connection_server(followers, *_acting(grant))
+            self._request_servers[grant] = server
         return server
 
     def _group(self) -> TaskGroup:
         if self._task_group is None:
             raise RuntimeError("HttpSessions.run() is not active")
         return self._task_group
+
+
+def _acting(grant: Grant | None) -> tuple[str | None, Scopes]:
+    """The owner and scopes a connection of *grant* acts with."""
+    return (grant.principal, grant.scopes) if grant is not None else (None, EVERYTHING)
+
+
+def _who(grant: Grant | None) -> str:
+    return grant.principal if grant is not None else "the local user"
 
 
 async def _answer(

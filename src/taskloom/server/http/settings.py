@@ -25,11 +25,16 @@ class HttpSettings(BaseModel):
     """The URL path of the MCP endpoint."""
     tokens: dict[str, str] = Field(default_factory=dict, repr=False)
     """Bearer token -> the principal it identifies (never logged, never in a repr). With
-    none (and no ``oauth``), the endpoint serves only on a loopback address, as the local
-    user."""
+    none (and no ``oauth`` nor ``stored_tokens``), the endpoint serves only on a loopback
+    address, as the local user."""
     oauth: OAuthSettings | None = None
     """Accept JWT access tokens of an external authorization server too (principal: their
     ``sub``) and publish this endpoint's OAuth protected resource metadata."""
+    stored_tokens: bool = False
+    """Also accept the database's tokens (``taskloom tokens create``); the command line
+    turns it on. If the database holds an active token when the server starts, every
+    caller needs a token; with none (and no ``tokens`` nor ``oauth``), only a loopback
+    address serves, as the local user."""
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     """Largest request body accepted (HTTP 413 beyond)."""
     rate_per_minute: float | None = Field(default=600, gt=0)
@@ -50,7 +55,7 @@ class HttpSettings(BaseModel):
                 )
             if not principal or not principal.isprintable():
                 raise ValueError("every token needs a principal name (printable, not empty)")
-        if not self.authenticates and not is_loopback(self.host):
+        if not self.authenticates and not self.stored_tokens and not is_loopback(self.host):
             raise ValueError(
                 f"refusing to serve HTTP on {self.host} without tokens: configure tokens "
                 "(TASKLOOM_TOKENS or --tokens-file), OAuth (--oauth-issuer and "

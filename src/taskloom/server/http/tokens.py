@@ -1,11 +1,27 @@
-"""Bearer tokens: reading them from configuration, and telling who presents one."""
+"""Bearer tokens: reading them from configuration, and telling who presents one.
+
+Two kinds: the static ``principal:token`` entries of the configuration
+(:class:`TokenTable`), and the database's tokens (``taskloom tokens create``), checked
+by a :data:`StoredTokens` lookup that ``bootstrap`` hands over (ADR 0028).
+"""
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
+from taskloom.engine.scopes import Grant
+
 BEARER: Final = "bearer "
+StoredTokens = Callable[[str], Awaitable[Grant | None]]
+"""The grant of a presented database token (``None``: not an active one)."""
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` value, or ``None``."""
+    if authorization is None or not authorization.lower().startswith(BEARER):
+        return None
+    return authorization[len(BEARER) :].strip() or None
 
 
 def parse_tokens(text: str, *, source: str) -> dict[str, str]:

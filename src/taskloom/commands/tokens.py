@@ -1,0 +1,147 @@
+"""``taskloom tokens create|list|revoke``: the access tokens of the HTTP endpoint.
+
+``create`` prints the token once (it is stored only as a hash); ``list`` never shows a
+secret; ``revoke`` holds from the server's next request (ADR 0028).
+"""
+
+import argparse
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from taskloom.commands.common import (
+    EXIT_OK,
+    CommandError,
+    add_db,
+    add_json,
+    open_store,
+    print_json,
+)
+from taskloom.engine.scopes import Scopes
+from taskloom.engine.tokens import TokenRecord, mint
+
+DEFAULT_EXPIRY: Final = "90d"
+_DURATION: Final = re.compile(r"^(\d+)([smhd])$")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def register(commands: "argparse._SubParsersAction[Any]") -> None:
+    """Add ``tokens`` to the command line."""
+    group = commands.add_parser("tokens", help="create, list and revoke HTTP access tokens")
+    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="create a token and print it (once)")
+    create.add_argument("--principal", required=True, help="who the token acts for")
+    create.add_argument(
+        "--expires",
+        default=DEFAULT_EXPIRY,
+        metavar="DURATION",
+        help="lifetime: N followed by s, m, h or d, or 'never' (default %(default)s)",
+    )
+    create.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="'read' (read-only) or 'workflows:NAME[,NAME]' (only these); repeatable; "
+        "none: everything",
+    )
+    create.set_defaults(handler=create_token)
+    listing = actions.add_parser("list", help="every token: id, principal, scopes, expiry, state")
+    listing.set_defaults(handler=list_tokens)
+    revoke = actions.add_parser("revoke", help="revoke a token (from the server's next request)")
+    revoke.add_argument("id", help="the token's id (the hex digits after tl_)")
+    revoke.set_defaults(handler=revoke_token)
+    for parser in (create, listing, revoke):
+        add_db(parser)
+        add_json(parser)
+
+
+def lifetime(text: str) -> timedelta | None:
+    """A ``--expires`` value as a duration (``None``: never).
+
+    Raises:
+        CommandError: not ``N[smhd]`` with N > 0, nor ``never``.
+    """
+    if text == "never":
+        return None
+    match = _DURATION.match(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise CommandError(
+            f"--expires wants N followed by s, m, h or d (e.g. 30d), or never: {text!r}"
+        )
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+async def create_token(args: argparse.Namespace) -> int:
+    """Store a new token and print it: the only time its secret is shown."""
+    try:
+        scopes = Scopes.parse(args.scope)
+        token, record = mint(
+            args.principal, now=datetime.now(UTC), expires_in=lifetime(args.expires), scopes=scopes
+        )
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+    async with open_store(args.db, create=True) as store:
+        await store.add_token(record)
+    if args.json:
+        print_json({**_json(record, record.created_at), "token": token})
+    else:
+        print(token)
+        print(
+            f"token {record.id} for {record.principal} ({_scopes(record)}), "
+            f"{_expiry(record)}: it is shown only this once",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+async def list_tokens(args: argparse.Namespace) -> int:
+    """Every token, oldest first, without secrets."""
+    async with open_store(args.db) as store:
+        records = await store.list_tokens()
+    now = datetime.now(UTC)
+    if args.json:
+        print_json([_json(record, now) for record in records])
+        return EXIT_OK
+    for record in records:
+        print(
+            f"{record.id}  {record.principal}  {_scopes(record)}  {_expiry(record)}  "
+            f"{record.state(now)}"
+        )
+    return EXIT_OK
+
+
+async def revoke_token(args: argparse.Namespace) -> int:
+    """Revoke a token by id; revoking twice is not an error."""
+    async with open_store(args.db) as store:
+        record = await store.revoke_token(args.id, datetime.now(UTC))
+    if record is None:
+        raise CommandError(f"no token with id {args.id!r} (see taskloom tokens list)")
+    if args.json:
+        print_json(_json(record, datetime.now(UTC)))
+    else:
+        print(f"token {record.id} of {record.principal} is revoked")
+    return EXIT_OK
+
+
+def _json(record: TokenRecord, now: datetime) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "principal": record.principal,
+        "scopes": list(record.scopes),
+        "created_at": record.created_at.isoformat(),
+        "expires_at": record.expires_at.isoformat() if record.expires_at else None,
+        "revoked_at": record.revoked_at.isoformat() if record.revoked_at else None,
+        "state": str(record.state(now)),
+    }
+
+
+def _scopes(record: TokenRecord) -> str:
+    return " ".join(record.scopes) or "all scopes"
+
+
+def _expiry(record: TokenRecord) -> str:
+    if record.expires_at is None:
+        return "never expires"
+    return f"expires {record.expires_at.isoformat(timespec='seconds')}"
