@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import anyio
 
+from taskloom import __version__
 from taskloom.bootstrap import serve_http, serve_stdio
 from taskloom.cli_http import add_http_options, http_settings, server_settings
 from taskloom.commands import NAMES, dispatch, register
@@ -60,7 +61,17 @@ def _parser() -> argparse.ArgumentParser:
     add_http_options(serve)
     add_logging(serve)
     register(commands)
+    add_version(parser)
     return parser
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version`` on *parser* and on every sub-command under it."""
+    parser.add_argument("--version", action="version", version=f"taskloom {__version__}")
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                add_version(child)
 
 
 def _split(value: str) -> list[str]:
