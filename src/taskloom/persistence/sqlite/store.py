@@ -29,6 +29,7 @@ from taskloom.engine.runs import (
     NodeStart,
     StartTask,
 )
+from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.sqlite import rows, runs, schema
 from taskloom.persistence.sqlite.driver import (
     connect,
@@ -151,6 +152,29 @@ class SqliteTaskStore:
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
         return await self.writer.submit(partial(_purge_expired, rows.micros(now), limit))
+
+    async def delete_finished(
+        self,
+        *,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        finished_before: datetime | None = None,
+        states: frozenset[TaskState] = TERMINAL_STATES,
+    ) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
+        conditions = [f"state IN ({', '.join('?' * len(states & TERMINAL_STATES)) or 'NULL'})"]
+        values: list[object] = [state.value for state in sorted(states & TERMINAL_STATES)]
+        if task_ids is not None:
+            conditions.append(f"id IN ({', '.join('?' * len(task_ids)) or 'NULL'})")
+            values += list(task_ids)
+        if finished_before is not None:
+            conditions.append("updated_at < ?")
+            values.append(rows.micros(finished_before))
+        sql = (
+            "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE "
+            f"{' AND '.join(conditions)} ORDER BY seq LIMIT ?)"
+        )
+        return await self.writer.submit(partial(_delete, sql, (*values, limit)))
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
@@ -437,6 +461,10 @@ def _write(
     elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
         runs.release_lease(raw, fence)
     return new
+
+
+def _delete(sql: str, values: tuple[object, ...], raw: sqlite3.Connection) -> int:
+    return raw.execute(sql, values).rowcount
 
 
 def _purge_expired(now: int, limit: int, raw: sqlite3.Connection) -> int:
