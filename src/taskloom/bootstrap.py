@@ -7,6 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+from anyio.abc import TaskStatus
 
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import Workflow
@@ -155,10 +156,15 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
         await server.serve_stdio()
 
 
-async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> None:
+async def serve_http(
+    settings: TaskloomSettings | None,
+    http: HttpSettings,
+    *,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
-    until the process is stopped. The workflows are configured for ``network`` callers,
-    whatever ``settings.exposure`` says."""
+    until the process is stopped; *task_status* gets the bound port once listening. The
+    workflows are configured for ``network`` callers, whatever ``settings.exposure`` says."""
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.http.service import HttpService
 
@@ -167,7 +173,7 @@ async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> N
     metrics = Metrics()
     async with open_engine(settings, observer=standard_observer(metrics)) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
-        await HttpService(server, http, metrics=metrics.render).serve()
+        await HttpService(server, http, metrics=metrics.render).serve(task_status=task_status)
 
 
 def durable_tasks(
