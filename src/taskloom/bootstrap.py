@@ -7,6 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+from anyio.abc import TaskStatus
 
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import Workflow
@@ -162,10 +163,15 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
         await server.serve_stdio()
 
 
-async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> None:
+async def serve_http(
+    settings: TaskloomSettings | None,
+    http: HttpSettings,
+    *,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
-    until the process is stopped. The workflows are configured for ``network`` callers,
-    whatever ``settings.exposure`` says."""
+    until the process is stopped; *task_status* gets the bound port once listening. The
+    workflows are configured for ``network`` callers, whatever ``settings.exposure`` says."""
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.http.service import HttpService
 
@@ -175,7 +181,8 @@ async def serve_http(settings: TaskloomSettings | None, http: HttpSettings) -> N
     async with open_engine(settings, observer=standard_observer(metrics)) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
         stored = await _stored_tokens(engine, http)
-        await HttpService(server, http, metrics=metrics.render, stored_tokens=stored).serve()
+        service = HttpService(server, http, metrics=metrics.render, stored_tokens=stored)
+        await service.serve(task_status=task_status)
 
 
 async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | None":
@@ -189,7 +196,7 @@ async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | 
     verifier = TokenVerifier(engine.tokens, engine.manager.clock)
     if await verifier.any_active():
         return verifier.grant
-    if not http.tokens and not is_loopback(http.host):
+    if not http.authenticates and not is_loopback(http.host):
         raise InvalidRequestError(
             f"refusing to serve HTTP on {http.host} without tokens: create one "
             "(taskloom tokens create --principal NAME), configure TASKLOOM_TOKENS or "

@@ -8,13 +8,16 @@ database) is one line on stderr and exit code 2, never a traceback.
 """
 
 import argparse
+import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 import anyio
 
+from taskloom import __version__
 from taskloom.bootstrap import serve_http, serve_stdio
 from taskloom.cli_http import add_http_options, http_settings, server_settings
 from taskloom.commands import NAMES, dispatch, register
@@ -29,8 +32,10 @@ from taskloom.commands.common import (
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
 from taskloom.persistence.factory import database_settings
+from taskloom.server.http import HttpSettings
 
 USAGE_ERROR = 2
+logger = logging.getLogger("taskloom.serve")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +65,17 @@ def _parser() -> argparse.ArgumentParser:
     add_http_options(serve)
     add_logging(serve)
     register(commands)
+    add_version(parser)
     return parser
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version`` on *parser* and on every sub-command under it."""
+    parser.add_argument("--version", action="version", version=f"taskloom {__version__}")
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                add_version(child)
 
 
 def _split(value: str) -> list[str]:
@@ -88,10 +103,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.exit(USAGE_ERROR, f"taskloom: error: {error}\n")
     setup_logging(args)
     try:
-        if http is not None:
-            anyio.run(serve_http, settings, http, backend="asyncio")
-        else:
-            anyio.run(serve_stdio, settings, backend="asyncio")
+        text = args.log_format == "text"
+        anyio.run(serve_until_stopped, settings, http, text, backend="asyncio")
     except KeyboardInterrupt:
         sys.exit(130)
     except (TaskloomError, BaseExceptionGroup) as error:
@@ -99,6 +112,41 @@ def main(argv: Sequence[str] | None = None) -> None:
         if mistake is None:
             raise
         parser.exit(USAGE_ERROR, f"taskloom: error: {mistake}\n")
+
+
+async def serve_until_stopped(
+    settings: TaskloomSettings, http: HttpSettings | None, text: bool = True
+) -> None:
+    """Serve stdio (until stdin closes) or HTTP, until SIGINT or SIGTERM: then the engine
+    stops, and the runs in flight are handed back to resume from their checkpoints. Where
+    it serves, and why it stops, are lines on stderr (*text*) or INFO log records."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as group:
+
+            async def stop_on_signal() -> None:
+                async for received in signals:
+                    name = signal.Signals(received).name
+                    _say(text, f"taskloom: {name}: stopping; runs in flight resume elsewhere")
+                    group.cancel_scope.cancel()
+                    return
+
+            group.start_soon(stop_on_signal)
+            if http is None:
+                await serve_stdio(settings)
+            else:
+                port = await group.start(serve_http, settings, http)
+                url = http.model_copy(update={"port": port}).url
+                _say(text, f"taskloom: serving MCP at {url} (Ctrl-C stops)")
+                await anyio.sleep_forever()
+            group.cancel_scope.cancel()  # stdin closed
+
+
+def _say(text: bool, line: str) -> None:
+    if text:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    else:
+        logger.info(line.removeprefix("taskloom: "))
 
 
 def _taskloom_error(error: BaseException) -> TaskloomError | None:

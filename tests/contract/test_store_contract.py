@@ -459,9 +459,9 @@ async def test_the_ttl_counts_from_creation_not_from_the_end(
     manager: TaskManager, clock: FakeClock
 ) -> None:
     task = await _running(manager)
-    clock.advance(3_000)
+    clock.advance(29 * 86_400)
     await manager.complete(task.id)
-    clock.advance(600)  # 3,600 s after creation: the default one hour
+    clock.advance(86_400)  # 30 days after creation: the default retention
     with pytest.raises(TaskNotFoundError):
         await manager.get(task.id)
 

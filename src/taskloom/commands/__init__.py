@@ -12,7 +12,16 @@ from typing import Any, NoReturn
 
 import anyio
 
-from taskloom.commands import db, run, tasks_change, tasks_read, tokens, worker, workflows
+from taskloom.commands import (
+    db,
+    run,
+    tasks_change,
+    tasks_delete,
+    tasks_read,
+    tokens,
+    worker,
+    workflows,
+)
 from taskloom.commands.common import (
     EXIT_CANCELLED,
     EXIT_OK,
@@ -29,10 +38,13 @@ NAMES = ("run", "tasks", "workflows", "db", "worker", "tokens")
 def register(commands: "argparse._SubParsersAction[Any]") -> None:
     """Add every command to the ``taskloom`` parser's sub-commands."""
     run.register(commands)
-    group = commands.add_parser("tasks", help="list, inspect, cancel, answer, resume tasks")
+    group = commands.add_parser(
+        "tasks", help="list, inspect, cancel, answer, resume, delete and purge tasks"
+    )
     actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
     tasks_read.register(actions)
     tasks_change.register(actions)
+    tasks_delete.register(actions)
     for parser in actions.choices.values():
         add_db(parser)
         add_json(parser)

@@ -202,14 +202,25 @@ class Local:
     runs: RunStore
 
 
+LOCK_WAIT_MS: Final = 1_000
+"""How long a command's SQLite connection waits for another process's lock..."""
+LOCK_RETRY_S: Final = 1.0
+"""...and how long it then retries, before saying the database is locked."""
+
+
 @asynccontextmanager
-async def open_store(db: str | Path, *, create: bool = False) -> AsyncIterator[DurableStore]:
-    """Open (and migrate) the store *db* names, without taking a worker slot: an SQLite
-    file, or a PostgreSQL database given by its URL.
+async def open_store(
+    db: str | Path, *, create: bool = False, read_only: bool = False
+) -> AsyncIterator[DurableStore]:
+    """Open the store *db* names, without taking a worker slot: an SQLite file, or a
+    PostgreSQL database given by its URL. SQLite is opened *read_only* (never created,
+    migrated or written) or else migrated; a lock held by another process is waited for
+    about two seconds, then refused.
 
     Raises:
         CommandError: the file does not exist (unless *create*).
-        PersistenceError: it is damaged, another application's, too new, or unreachable.
+        PersistenceError: it is damaged, another application's, too new (or, read-only,
+            too old), locked, or unreachable.
     """
     settings = database_settings(str(db))
     if not isinstance(settings, SqliteSettings):
@@ -220,14 +231,23 @@ async def open_store(db: str | Path, *, create: bool = False) -> AsyncIterator[D
         raise CommandError(f"no taskloom database at {db} (pass --db PATH or set TASKLOOM_DB)")
     if await anyio.Path(settings.path).is_dir():
         raise CommandError(f"{db} is a directory; --db takes a database file")
+    settings = settings.model_copy(
+        update={
+            "read_only": read_only,
+            "busy_timeout_ms": LOCK_WAIT_MS,
+            "lock_retry_s": LOCK_RETRY_S,
+            "verify_on_open": not read_only,  # the full read is db check's job
+        }
+    )
     async with SqliteTaskStore.open(settings) as store:
         yield store
 
 
 @asynccontextmanager
-async def open_database(db: str | Path) -> AsyncIterator[Local]:
-    """Open an existing database *db* to read and change tasks, without a worker."""
-    async with open_store(db) as store:
+async def open_database(db: str | Path, *, read_only: bool = False) -> AsyncIterator[Local]:
+    """Open an existing database *db* to read (*read_only*) or change tasks, without a
+    worker."""
+    async with open_store(db, read_only=read_only) as store:
         yield Local(manager=TaskManager(store, validator=JsonSchemaValidator()), runs=store)
 
 

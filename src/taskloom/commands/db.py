@@ -54,7 +54,7 @@ async def migrate_database(args: argparse.Namespace) -> int:
 async def check_database(args: argparse.Namespace) -> int:
     """Report problems (none, when healthy), the schema version and task counts."""
     name = describe_database(args.db)
-    async with open_store(args.db) as store:
+    async with open_store(args.db, read_only=True) as store:
         if not isinstance(store, SqliteTaskStore):
             raise CommandError(
                 f"db check reads an SQLite file; {name} is PostgreSQL: use its own tools "

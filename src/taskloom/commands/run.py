@@ -1,7 +1,8 @@
 """``taskloom run WORKFLOW --input JSON``: run a workflow in this process, with live progress."""
 
 import argparse
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
 from taskloom.bootstrap import load_workflows, open_engine
 from taskloom.commands.common import (
@@ -13,7 +14,9 @@ from taskloom.commands.common import (
     read_json_object,
     settings_from,
 )
+from taskloom.commands.durations import retention
 from taskloom.commands.follow import follow
+from taskloom.engine.manager import DEFAULT, Sentinel
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.submit import submit
 from taskloom.observability import standard_observer
@@ -35,6 +38,14 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
         metavar="JSON|@FILE",
         help="its arguments: a JSON object, @file or @- for stdin (env TASKLOOM_INPUT)",
     )
+    parser.add_argument(
+        "--ttl",
+        type=retention,
+        default=env("TTL") or argparse.SUPPRESS,  # absent: the workflow's default
+        metavar="DURATION",
+        help="keep the task this long after its creation, e.g. 7d or 12h, or 'forever' "
+        "(env TASKLOOM_TTL; default: the workflow's retention, else 30 days; at most 365 days)",
+    )
     add_db(parser)
     add_workflows(parser)
     add_settings(parser)
@@ -49,8 +60,15 @@ async def run(args: argparse.Namespace) -> int:
     only = WorkflowRegistry({workflow.name: workflow})
     quiet = standard_observer(logs=False)  # the progress view says it all
     async with open_engine(settings, workflows=only, observer=quiet) as engine:
-        task = await submit(engine.manager, workflow, arguments)
+        ttl: int | Literal[Sentinel.DEFAULT] | None = (
+            _milliseconds(args.ttl) if hasattr(args, "ttl") else DEFAULT
+        )
+        task = await submit(engine.manager, workflow, arguments, ttl_ms=ttl)
         print(
             f"Running {workflow.name} as task {task.id} in {describe_database(args.db)} (Ctrl-C cancels it)"
         )
         return await follow(engine.manager, engine.runs, workflow, task, on_interrupt="cancel")
+
+
+def _milliseconds(ttl: timedelta | None) -> int | None:
+    return None if ttl is None else max(1, round(ttl.total_seconds() * 1000))

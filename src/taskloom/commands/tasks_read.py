@@ -77,7 +77,7 @@ def _workflows(args: argparse.Namespace) -> dict[str, Workflow[Any]]:
 
 async def list_tasks(args: argparse.Namespace) -> int:
     """Print a page of tasks."""
-    async with open_database(args.db) as local:
+    async with open_database(args.db, read_only=True) as local:
         states = [TaskState(state) for state in args.state] if args.state else None
         page = await local.manager.list(states=states, limit=args.limit, cursor=args.cursor)
     if args.json:
@@ -104,7 +104,7 @@ def _cut(text: str, limit: int = 72) -> str:
 
 async def show_task(args: argparse.Namespace) -> int:
     """Print a task, its nodes and (with ``--json``) every attempt."""
-    async with open_database(args.db) as local:
+    async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
         nodes = await local.runs.checkpoints(task.id)
         attempts = await local.runs.attempts(task.id)
@@ -122,7 +122,7 @@ async def show_task(args: argparse.Namespace) -> int:
 
 async def task_result(args: argparse.Namespace) -> int:
     """Print a finished task's result; say why there is none otherwise."""
-    async with open_database(args.db) as local:
+    async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
         if not task.is_terminal and args.wait:
             task = await local.manager.wait_until_terminal(task.id, recheck_every=RECHECK_S)
@@ -156,7 +156,7 @@ async def task_result(args: argparse.Namespace) -> int:
 
 async def watch_task(args: argparse.Namespace) -> int:
     """Follow a task (run by any process on this database) until it ends."""
-    async with open_database(args.db) as local:
+    async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
         workflow = _workflows(args).get(task.name)
         if args.json:

@@ -7,7 +7,15 @@ from enum import Enum
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PositiveInt,
+    TypeAdapter,
+    ValidationError,
+)
 
 from taskloom.engine.clock import SystemClock
 from taskloom.engine.cursor import decode_cursor, encode_cursor
@@ -68,9 +76,12 @@ class TaskManagerSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    default_ttl_ms: int | None = Field(default=3_600_000, gt=0)
-    """Retention when the caller asks for none: one hour. ``None`` keeps tasks forever."""
-    max_ttl_ms: int | None = Field(default=30 * 24 * 3_600_000, gt=0)
+    default_ttl_ms: int | None = Field(default=30 * 24 * 3_600_000, gt=0)
+    """Retention when the caller asks for none: 30 days. ``None`` keeps tasks forever."""
+    workflow_ttl_ms: dict[str, PositiveInt | None] = Field(default_factory=dict)
+    """Retention by workflow name when the caller asks for none, instead of
+    ``default_ttl_ms`` (``None``: forever); still capped by ``max_ttl_ms``."""
+    max_ttl_ms: int | None = Field(default=365 * 24 * 3_600_000, gt=0)
     """Longest retention granted (requests above are lowered to it). ``None``: no cap."""
     poll_interval_ms: int = Field(default=1_000, gt=0)
     """Poll period suggested to requestors."""
@@ -189,7 +200,7 @@ class TaskManager:
                 "status_message": status_message,
                 "created_at": now,
                 "updated_at": now,
-                "ttl_ms": self._granted_ttl(ttl_ms),
+                "ttl_ms": self._granted_ttl(ttl_ms, name),
                 "poll_interval_ms": poll_interval_ms or self.settings.poll_interval_ms,
                 "idempotency_key": idempotency_key,
                 "workflow_version": workflow_version,
@@ -566,8 +577,14 @@ class TaskManager:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _granted_ttl(self, requested: int | Literal[Sentinel.DEFAULT] | None) -> int | None:
-        ttl = self.settings.default_ttl_ms if requested is DEFAULT else requested
+    def _granted_ttl(
+        self, requested: int | Literal[Sentinel.DEFAULT] | None, name: str
+    ) -> int | None:
+        ttl = (
+            self.settings.workflow_ttl_ms.get(name, self.settings.default_ttl_ms)
+            if requested is DEFAULT
+            else requested
+        )
         if ttl is not None and ttl <= 0:
             raise InvalidRequestError(f"ttl must be a positive number of milliseconds, got {ttl}")
         cap = self.settings.max_ttl_ms

@@ -1,6 +1,6 @@
 """What the engine needs from the outside world, as Protocols. Adapters do not inherit."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -8,6 +8,7 @@ from pydantic import JsonValue
 
 from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery
 from taskloom.engine.runs import Lease
+from taskloom.engine.states import TERMINAL_STATES, TaskState
 
 
 class Clock(Protocol):
@@ -77,4 +78,17 @@ class TaskStore(Protocol):
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """Delete up to *limit* expired tasks; return how many were deleted."""
+        ...
+
+    async def delete_finished(
+        self,
+        *,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        finished_before: datetime | None = None,
+        states: frozenset[TaskState] = TERMINAL_STATES,
+    ) -> int:
+        """Delete, with their runs, up to *limit* tasks that ended in one of *states*
+        (terminal states only: an unfinished task is never deleted), among *task_ids* if
+        given, and last changed before *finished_before* if given; return how many."""
         ...

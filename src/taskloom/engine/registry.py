@@ -1,6 +1,7 @@
 """The workflows a process can run, by name: built-ins, modules and entry points."""
 
 import importlib
+import traceback
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Final
@@ -58,6 +59,10 @@ class WorkflowRegistry(Mapping[str, Workflow[Any]]):
             raise WorkflowDefinitionError(
                 f"cannot import workflow module {module_name!r}: {error}"
             ) from error
+        except Exception as error:  # the module's own code failed: say where, in one line
+            raise WorkflowDefinitionError(
+                f"cannot load workflow module {module_name!r}: {where_it_failed(error)}"
+            ) from error
         found = [value for value in vars(module).values() if isinstance(value, Workflow)]
         if not found:
             raise WorkflowDefinitionError(f"module {module_name!r} defines no workflow")
@@ -99,3 +104,20 @@ class WorkflowRegistry(Mapping[str, Workflow[Any]]):
 
     def __len__(self) -> int:
         return len(self._workflows)
+
+
+def where_it_failed(error: Exception) -> str:
+    """``Type at FILE:LINE: message`` for an error raised while importing a module: a
+    ``SyntaxError`` names its own place, any other error the last frame of its traceback
+    outside the import machinery."""
+    kind = type(error).__name__
+    if isinstance(error, SyntaxError):
+        return f"{kind} at {error.filename}:{error.lineno}: {error.msg}"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith("<frozen ")
+    ]
+    message = str(error).splitlines()[0] if str(error) else ""
+    place = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{kind}{place}: {message}" if message else f"{kind}{place}"

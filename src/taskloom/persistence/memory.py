@@ -29,7 +29,7 @@ from taskloom.engine.runs import (
     NodeState,
     StartTask,
 )
-from taskloom.engine.states import TaskState
+from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
 
 _Key = tuple[str | None, str]
@@ -138,6 +138,29 @@ class InMemoryTaskStore:
         for position in expired:
             self._remove(position)
         return len(expired)
+
+    async def delete_finished(
+        self,
+        *,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        finished_before: datetime | None = None,
+        states: frozenset[TaskState] = TERMINAL_STATES,
+    ) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
+        await anyio.lowlevel.checkpoint()
+        wanted = states & TERMINAL_STATES
+        chosen = None if task_ids is None else set(task_ids)
+        doomed = [
+            position
+            for position, task in self._tasks.items()
+            if task.state in wanted
+            and (chosen is None or task.id in chosen)
+            and (finished_before is None or task.updated_at < finished_before)
+        ][:limit]
+        for position in doomed:
+            self._remove(position)
+        return len(doomed)
 
     # -- runs (RunStore) ------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from taskloom.server.plain import PlainCalls
 from taskloom.server.push import Outbox, TaskFollowers
 from taskloom.server.scopes import enforce_scopes
 from taskloom.server.settings import ServerSettings
+from taskloom.server.stdin_lines import claimed_stdin, lines
 
 P = TypeVar("P")
 Handler = Callable[[ServerRequestContext[Any, Any], P], Awaitable[dict[str, Any]]]
@@ -85,9 +86,12 @@ class TaskServer:
             task_group.cancel_scope.cancel()
 
     async def serve_stdio(self) -> None:
-        """Serve the process's stdin and stdout until stdin closes."""
-        async with stdio_server() as (read_stream, write_stream):
-            await self.serve(read_stream, write_stream)
+        """Serve the process's stdin and stdout until stdin closes, or a cancel (which
+        ends a wait for the next request at once: see :mod:`taskloom.server.stdin_lines`)."""
+        with claimed_stdin() as requests:
+            stdin = lines(requests) if requests is not None else None
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]  # any async iterable of lines will do
+                await self.serve(read_stream, write_stream)
 
     def _connection_server(
         self, followers: TaskFollowers, owner: str | None, scopes: Scopes = EVERYTHING

@@ -28,6 +28,7 @@ from taskloom.engine.runs import (
     NodeStart,
     StartTask,
 )
+from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.persistence.postgres import notify, rows, runs, schema, tokens
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
@@ -136,6 +137,21 @@ class PostgresTaskStore:
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
         return await self._db.transaction(partial(_purge_expired, now, limit))
+
+    async def delete_finished(
+        self,
+        *,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        finished_before: datetime | None = None,
+        states: frozenset[TaskState] = TERMINAL_STATES,
+    ) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
+        wanted = [state.value for state in sorted(states & TERMINAL_STATES)]
+        chosen = None if task_ids is None else [str(task_id) for task_id in task_ids]
+        return await self._db.transaction(
+            partial(_delete_finished, wanted, chosen, finished_before, limit)
+        )
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
@@ -344,6 +360,24 @@ async def _write(
     elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
         await runs.release_lease(connection, fence)
     return new
+
+
+async def _delete_finished(
+    states: list[str],
+    task_ids: list[str] | None,
+    finished_before: datetime | None,
+    limit: int,
+    connection: Connection,
+) -> int:
+    deleted = await connection.execute(
+        "DELETE FROM tasks WHERE position IN (SELECT position FROM tasks"
+        " WHERE state = ANY(%(states)s)"
+        " AND (%(ids)s::text[] IS NULL OR id = ANY(%(ids)s::text[]))"
+        " AND (%(before)s::timestamptz IS NULL OR updated_at < %(before)s::timestamptz)"
+        " ORDER BY position LIMIT %(limit)s FOR UPDATE SKIP LOCKED)",
+        {"states": states, "ids": task_ids, "before": finished_before, "limit": limit},
+    )
+    return deleted.rowcount
 
 
 async def _purge_expired(now: datetime, limit: int, connection: Connection) -> int:

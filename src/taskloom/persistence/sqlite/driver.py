@@ -27,9 +27,18 @@ _BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _CORRUPT_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
-async def connect(path: Path) -> aiosqlite.Connection:
+def database_uri(path: Path, *, read_only: bool) -> tuple[str | Path, bool]:
+    """What to pass to ``sqlite3.connect`` for *path*, and whether it is a URI: read-only
+    opens use ``file:PATH?mode=ro``, which never creates the file."""
+    if not read_only:
+        return path, False
+    return f"{path.absolute().as_uri()}?mode=ro", True
+
+
+async def connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connection:
     """An autocommit connection (transactions are explicit) with its own thread."""
-    connection = aiosqlite.connect(path, isolation_level=None)
+    database, uri = database_uri(path, read_only=read_only)
+    connection = aiosqlite.connect(database, isolation_level=None, uri=uri)
     try:
         return await connection
     except sqlite3.Error as error:
@@ -91,7 +100,7 @@ def translate(error: sqlite3.Error, path: Path) -> PersistenceError:
     """The engine error for a driver error (the caller chains it as ``__cause__``)."""
     code = _base_code(error)
     if code in _BUSY_CODES:
-        return DatabaseBusyError(f"database {path} stayed locked by another writer: {error}")
+        return DatabaseBusyError(f"the database {path} is locked by another process ({error})")
     if code in _CORRUPT_CODES:
         return CorruptDatabaseError(f"{path} is not a readable taskloom database: {error}")
     return PersistenceError(f"database {path}: {error}")

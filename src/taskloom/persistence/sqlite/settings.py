@@ -12,7 +12,10 @@ class SqliteSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: Path
-    """The database file (created with its folders if missing)."""
+    """The database file (created with its folders if missing, unless ``read_only``)."""
+    read_only: bool = False
+    """Open the file read-only (SQLite's ``mode=ro``): never create, migrate or write it;
+    a missing file, or one whose schema is behind, is refused. Writes fail."""
     synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     """``FULL`` (the default) survives power loss; ``NORMAL`` may lose the last commits then."""
     busy_timeout_ms: int = Field(default=5_000, ge=0)

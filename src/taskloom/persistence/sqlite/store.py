@@ -11,7 +11,12 @@ from typing import Self, TypeVar
 import aiosqlite
 import anyio
 
-from taskloom.engine.errors import PersistenceError, StaleTaskError, TaskNotFoundError
+from taskloom.engine.errors import (
+    PersistenceError,
+    SchemaVersionError,
+    StaleTaskError,
+    TaskNotFoundError,
+)
 from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
 from taskloom.engine.ports import TaskMutation
 from taskloom.engine.runs import (
@@ -24,10 +29,12 @@ from taskloom.engine.runs import (
     NodeStart,
     StartTask,
 )
+from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.persistence.sqlite import rows, runs, schema, tokens
 from taskloom.persistence.sqlite.driver import (
     connect,
+    database_uri,
     is_transient,
     retry_transient,
     run_in_thread,
@@ -75,21 +82,26 @@ class SqliteTaskStore:
         if not isinstance(settings, SqliteSettings):
             settings = SqliteSettings(path=Path(settings))
         path = settings.path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise PersistenceError(f"cannot create the folder of {path}: {error}") from error
-        writer_connection = await connect(path)
+        read_only = settings.read_only
+        if read_only and not await anyio.Path(path).is_file():
+            raise PersistenceError(f"no taskloom database at {path}")
+        if not read_only:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise PersistenceError(f"cannot create the folder of {path}: {error}") from error
+        writer_connection = await connect(path, read_only=read_only)
         reader_connection: aiosqlite.Connection | None = None
         inline: sqlite3.Connection | None = None
         inline_writer: sqlite3.Connection | None = None
+        prepare = _prepare_read_only if read_only else _prepare_writer
         try:
             await retry_transient(
-                partial(run_in_thread, writer_connection, partial(_prepare_writer, settings)),
+                partial(run_in_thread, writer_connection, partial(prepare, settings)),
                 path=path,
                 within_s=settings.lock_retry_s,
             )
-            reader_connection = await connect(path)
+            reader_connection = await connect(path, read_only=read_only)
             await retry_transient(
                 partial(run_in_thread, reader_connection, partial(_prepare_reader, settings)),
                 path=path,
@@ -141,6 +153,29 @@ class SqliteTaskStore:
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
         return await self.writer.submit(partial(_purge_expired, rows.micros(now), limit))
+
+    async def delete_finished(
+        self,
+        *,
+        limit: int,
+        task_ids: Sequence[str] | None = None,
+        finished_before: datetime | None = None,
+        states: frozenset[TaskState] = TERMINAL_STATES,
+    ) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
+        conditions = [f"state IN ({', '.join('?' * len(states & TERMINAL_STATES)) or 'NULL'})"]
+        values: list[object] = [state.value for state in sorted(states & TERMINAL_STATES)]
+        if task_ids is not None:
+            conditions.append(f"id IN ({', '.join('?' * len(task_ids)) or 'NULL'})")
+            values += list(task_ids)
+        if finished_before is not None:
+            conditions.append("updated_at < ?")
+            values.append(rows.micros(finished_before))
+        sql = (
+            "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE "
+            f"{' AND '.join(conditions)} ORDER BY seq LIMIT ?)"
+        )
+        return await self.writer.submit(partial(_delete, sql, (*values, limit)))
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
@@ -299,14 +334,29 @@ def _prepare_writer(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
     schema.migrate(raw, settings.path)
 
 
+def _prepare_read_only(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
+    """Check a file opened read-only: ours, and at the schema this taskloom writes (it
+    cannot be migrated from here)."""
+    raw.execute(f"PRAGMA busy_timeout = {settings.busy_timeout_ms:d}")
+    raw.execute("PRAGMA query_only = ON")
+    schema.check_identity(raw, settings.path)
+    current = schema.check_version(raw, settings.path)
+    if current < schema.latest_version():
+        raise SchemaVersionError(
+            f"{settings.path} has schema version {current}, older than this taskloom's "
+            f"({schema.latest_version()}); upgrade it with: taskloom db migrate --db {settings.path}"
+        )
+
+
 def _connect_inline(
     settings: SqliteSettings, prepare: Callable[[sqlite3.Connection], None]
 ) -> sqlite3.Connection:
     """A connection used on the event loop's own thread. It never waits for a lock
     (``busy_timeout`` 0), so it cannot stall the loop: its callers hand the work to a
     connection thread when the file is locked."""
+    database, uri = database_uri(settings.path, read_only=settings.read_only)
     try:
-        raw = sqlite3.connect(settings.path, isolation_level=None, check_same_thread=False)
+        raw = sqlite3.connect(database, isolation_level=None, check_same_thread=False, uri=uri)
     except sqlite3.Error as error:
         raise translate(error, settings.path) from error
     try:
@@ -434,6 +484,10 @@ def _write(
     elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
         runs.release_lease(raw, fence)
     return new
+
+
+def _delete(sql: str, values: tuple[object, ...], raw: sqlite3.Connection) -> int:
+    return raw.execute(sql, values).rowcount
 
 
 def _purge_expired(now: int, limit: int, raw: sqlite3.Connection) -> int:

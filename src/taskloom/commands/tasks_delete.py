@@ -1,0 +1,97 @@
+"""``taskloom tasks delete|purge``: removing finished tasks (and their runs) for good."""
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+from taskloom.commands.common import (
+    EXIT_OK,
+    CommandError,
+    env,
+    open_store,
+    print_json,
+)
+from taskloom.commands.durations import duration
+from taskloom.commands.render import when
+from taskloom.engine.errors import TaskNotFoundError
+from taskloom.engine.states import TERMINAL_STATES, TaskState
+
+PURGE_BATCH = 1000
+"""Tasks deleted per transaction by ``purge`` (short transactions leave room to others)."""
+
+
+def register(actions: "argparse._SubParsersAction[Any]") -> None:
+    """Add ``delete`` and ``purge`` to ``tasks``."""
+    delete = actions.add_parser(
+        "delete",
+        help="delete finished tasks and their history now",
+        description="Delete finished tasks (completed, failed or cancelled) with their nodes "
+        "and attempts. An unfinished task is refused: cancel it first.",
+    )
+    delete.add_argument("task_ids", nargs="+", metavar="ID", help="the tasks' ids")
+    delete.set_defaults(handler=delete_tasks)
+    purge = actions.add_parser(
+        "purge",
+        help="delete the tasks that finished longer ago than --older-than",
+        description="Delete every task that finished (completed, failed or cancelled) "
+        "longer ago than --older-than, with its history; print how many.",
+    )
+    purge.add_argument(
+        "--older-than",
+        type=duration,
+        required=env("OLDER_THAN") is None,
+        default=env("OLDER_THAN"),
+        metavar="DURATION",
+        help="finished longer ago than this, e.g. 30d or 12h (env TASKLOOM_OLDER_THAN)",
+    )
+    purge.add_argument(
+        "--state",
+        action="append",
+        choices=sorted(state.value for state in TERMINAL_STATES),
+        default=[],
+        help="only tasks that ended in this state; repeat for several (default: all three)",
+    )
+    purge.set_defaults(handler=purge_tasks)
+
+
+async def delete_tasks(args: argparse.Namespace) -> int:
+    """Delete the given finished tasks, all or none."""
+    ids = list(dict.fromkeys(args.task_ids))
+    async with open_store(args.db) as store:
+        now = datetime.now(UTC)
+        for task_id in ids:
+            task = await store.get(task_id, now)
+            if task is None:
+                raise TaskNotFoundError(task_id)
+            if not task.is_terminal:
+                raise CommandError(
+                    f"task {task_id} has not finished ({task.state}); "
+                    f"cancel it first: taskloom tasks cancel {task_id}"
+                )
+        deleted = await store.delete_finished(task_ids=ids, limit=len(ids))
+    if args.json:
+        print_json({"deleted": deleted, "task_ids": ids})
+    else:
+        print(f"deleted {deleted} task(s)")
+    return EXIT_OK
+
+
+async def purge_tasks(args: argparse.Namespace) -> int:
+    """Delete, in batches, the tasks that finished before now minus ``--older-than``."""
+    states = frozenset(TaskState(state) for state in args.state) or TERMINAL_STATES
+    before = datetime.now(UTC) - args.older_than
+    deleted = 0
+    async with open_store(args.db) as store:
+        while True:
+            count = await store.delete_finished(
+                finished_before=before, states=states, limit=PURGE_BATCH
+            )
+            deleted += count
+            if count < PURGE_BATCH:
+                break
+    if args.json:
+        print_json({"deleted": deleted, "finished_before": before.isoformat()})
+    else:
+        shown = ", ".join(sorted(state.value for state in states))
+        print(f"deleted {deleted} task(s) ({shown}) that finished before {when(before)}")
+    return EXIT_OK

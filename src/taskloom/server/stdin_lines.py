@@ -1,0 +1,61 @@
+"""Standard input as lines that a cancel can interrupt.
+
+The SDK reads stdin in a worker thread, which a cancel cannot stop: a server told to
+stop (Ctrl-C, SIGTERM) would wait for the next line or for EOF. Here the event loop
+waits for stdin to be readable (``anyio.wait_readable``) and then reads what is there,
+so a cancel ends the wait at once. Only for pipes, sockets and terminals, which the
+event loop can poll; a regular file (``< requests.jsonl``) keeps the SDK's reader.
+"""
+
+import os
+import stat
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import anyio
+
+_CHUNK = 65_536
+
+
+def pollable(fd: int) -> bool:
+    """True when the event loop can wait on *fd* (a pipe, socket or terminal)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+async def lines(fd: int) -> AsyncIterator[str]:
+    """Each line read from *fd* (with its newline, UTF-8), until EOF."""
+    pending = b""
+    while True:
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            if pending:
+                yield pending.decode("utf-8", errors="replace")
+            return
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace") + "\n"
+
+
+@contextmanager
+def claimed_stdin() -> Iterator[int | None]:
+    """A duplicate of fd 0 to read requests from, with fd 0 pointed at the null device
+    meanwhile (so that node code reading stdin gets EOF, not the protocol's bytes);
+    ``None`` when stdin cannot be polled. fd 0 is restored on exit."""
+    if not pollable(0):
+        yield None
+        return
+    requests = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        yield requests
+    finally:
+        os.dup2(requests, 0)
+        os.close(null)
+        os.close(requests)
