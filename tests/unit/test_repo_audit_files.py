@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from taskloom.engine.dag import NodeContext
+from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.workflows import files, reports
 from taskloom.workflows.files import Listing, compile_markers, list_tree, scan_file
 from taskloom.workflows.languages import language_of
@@ -107,6 +107,9 @@ class _Recorder:
 
     async def sleep(self, seconds: float) -> None:
         raise AssertionError("repo_audit sleeps not")
+
+    async def child(self, workflow: Workflow[Any], arguments: dict[str, JsonValue]) -> JsonValue:
+        raise AssertionError("repo_audit starts no child")
 
 
 async def test_a_shard_reads_its_share_and_reports_progress(
