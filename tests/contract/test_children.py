@@ -231,4 +231,7 @@ async def test_a_child_is_created_once_across_a_crash(
     assert done.state is TaskState.COMPLETED, done.error
     assert done.result == 9
     assert [k.id for k in await _children(manager, task)] == [kid.id]
-    assert calls == [1, 2, 3]  # died before the wait; re-ran (same child); resumed
+    # died before its wait was recorded; re-ran and found the same child (ended already,
+    # or waited for it and ran a third time)
+    assert calls[:2] == [1, 2]
+    assert len(calls) in (2, 3)
