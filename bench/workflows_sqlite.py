@@ -4,7 +4,7 @@ across a kill -9.
 - checkpointed node completions per second on a 1,000-node fan-out (target >= 1,000/s);
 - the runner's overhead per node over a plain function call;
 - cancel latency: from `cancel()` returning to the running node seeing the cancellation
-  (target < 100 ms), and to a `repo_audit` shard hashing a huge file in its worker
+  (target < 100 ms), and to a `repo_audit` batch hashing a huge file in its worker
   thread having stopped, thread and run ended (target < 100 ms);
 - resume after kill -9 with 100 runs in flight: from the restarted process's start to
   every run having a new attempt running (target < 2 s).
@@ -141,7 +141,7 @@ async def _cancel_once(path: Path) -> float:
 
 
 async def _cancel_scan_once(folder: Path, n: int) -> float:
-    """Cancel a repo_audit shard that is hashing a 64 GiB sparse file; milliseconds from
+    """Cancel a repo_audit batch that is hashing a 64 GiB sparse file; milliseconds from
     cancel() returning to the run having ended (its worker thread stopped)."""
     tree = folder / f"tree{n}"
     tree.mkdir()
@@ -153,11 +153,11 @@ async def _cancel_scan_once(folder: Path, n: int) -> float:
         worker = Worker(manager, store, {flow.name: flow}, settings=FAST)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
-            arguments = {"path": str(tree), "shards": 1, "max_file_bytes": 1 << 40}
+            arguments = {"path": str(tree), "max_file_bytes": 1 << 40}
             task = await submit(manager, flow, {**arguments, "write_report": False})
             with anyio.fail_after(30):
                 attempts = store.attempts  # rows with no event of their own: polled
-                while not any(a.node == "shard_0" for a in await attempts(task.id)):  # noqa: ASYNC110
+                while not any(a.node == "analyse[0]" for a in await attempts(task.id)):  # noqa: ASYNC110
                     await anyio.sleep(0.01)
             await anyio.sleep(0.3)  # well into the file
             await manager.cancel(task.id)

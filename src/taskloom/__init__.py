@@ -26,6 +26,7 @@ from taskloom.engine import (
     TaskStore,
     WorkflowDefinitionError,
 )
+from taskloom.engine.children import ChildFailedError
 from taskloom.engine.dag import (
     DependencyFailedError,
     MapContext,
@@ -61,6 +62,7 @@ _COMPOSITION: dict[str, str] = {
 __all__ = (
     "ANY_OWNER",
     "DEFAULT",
+    "ChildFailedError",
     "DependencyFailedError",
     "Engine",
     "IdempotencyConflictError",

@@ -204,7 +204,7 @@ def test_workflows_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "workflows", "show", "repo_audit", "--json")
     shown = _json(out)
     assert [phase["name"] for phase in shown["phases"]] == ["list", "analyse", "report"]
-    assert len(shown["phases"][1]["nodes"]) == 8
+    assert [node["name"] for node in shown["phases"][1]["nodes"]] == ["analyse"]  # a map
     assert shown["input_schema"]["required"] == ["path"]
 
 

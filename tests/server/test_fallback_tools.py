@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from taskloom.bootstrap import Engine
+from taskloom.commands.render import task_lines
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.models import InputRequest, Progress, Task, TaskId
@@ -198,3 +199,24 @@ async def test_a_workflow_may_not_take_a_fallback_tools_name(engine: Engine) -> 
 
     with pytest.raises(WorkflowDefinitionError, match="built-in tool"):
         TaskServer(engine.manager, {"task_list": clash})
+
+
+def test_a_child_task_names_its_parent_in_task_status_and_the_cli() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    child = Task(
+        id=TaskId("c" * 24),
+        name="doubler",
+        arguments={},
+        owner=None,
+        state=TaskState.RUNNING,
+        created_at=now,
+        updated_at=now,
+        ttl_ms=None,
+        parent_id=TaskId("p" * 24),
+        version=1,
+    )
+    assert f"child of task {'p' * 24}" in status_lines(child)
+    assert f"parent     {'p' * 24}" in task_lines(child)
+    assert not any(
+        "parent" in line for line in task_lines(child.model_copy(update={"parent_id": None}))
+    )

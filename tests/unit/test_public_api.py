@@ -10,6 +10,7 @@ EXPECTED_TOP_LEVEL = {
     "ANY_OWNER",
     "DEFAULT",
     "DependencyFailedError",
+    "ChildFailedError",
     "Engine",
     "TaskloomSettings",
     "durable",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from taskloom.engine.dag import NodeContext
+from taskloom.engine.dag import MapContext, Workflow
 from taskloom.workflows import files, reports
 from taskloom.workflows.files import Listing, compile_markers, list_tree, scan_file
 from taskloom.workflows.languages import language_of
@@ -108,8 +108,11 @@ class _Recorder:
     async def sleep(self, seconds: float) -> None:
         raise AssertionError("repo_audit sleeps not")
 
+    async def child(self, workflow: Workflow[Any], arguments: dict[str, JsonValue]) -> JsonValue:
+        raise AssertionError("repo_audit starts no child")
 
-async def test_a_shard_reads_its_share_and_reports_progress(
+
+async def test_a_batch_reads_its_span_and_reports_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # unconfigured, a local audit reads the working directory
@@ -117,33 +120,30 @@ async def test_a_shard_reads_its_share_and_reports_progress(
     for name in names[:-1]:  # the last one vanished after the listing
         (tmp_path / name).write_text("# TODO\n")
     listing = Listing(root=str(tmp_path), files=names)
+    plan = repo_audit.nodes["batches"]
+    outputs: dict[str, JsonValue] = {"list_files": listing.model_dump(mode="json")}
+
+    def context(node: Any, **extra: Any) -> Any:
+        return MapContext(
+            task_id="t",
+            node=node,
+            attempt=1,
+            input=RepoAuditInput(path=str(tmp_path), shards=3),  # deprecated: ignored
+            outputs=outputs,
+            failed=frozenset(),
+            runtime=recorder,
+            **extra,
+        )
+
     recorder = _Recorder()
-    node = repo_audit.nodes["shard_0"]
-    context: NodeContext[RepoAuditInput] = NodeContext(
-        task_id="t",
-        node=node,
-        attempt=1,
-        input=RepoAuditInput(path=str(tmp_path), shards=1),
-        outputs={"list_files": listing.model_dump(mode="json")},
-        failed=frozenset(),
-        runtime=recorder,
-    )
-    found = await node.function(context)
-    assert [stats.path for stats in found] == names
+    spans = await plan.function(context(plan, item=None, index=0))
+    assert [(span.start, span.stop) for span in spans] == [(0, 64), (64, 128), (128, 150)]
+    node = repo_audit.nodes["analyse"]
+    found = await node.function(context(node, item=spans[2], index=2))
+    assert [stats.path for stats in found] == names[128:]
     assert found[-1].status == "vanished"
-    assert sum(stats.markers.get("TODO", 0) for stats in found) == 149
-    assert recorder.reports == [(done, 150, "files") for done in (*range(16, 150, 16), 150)]
-    second = repo_audit.nodes["shard_1"]
-    context = NodeContext(
-        task_id="t",
-        node=second,
-        attempt=1,
-        input=RepoAuditInput(path=str(tmp_path), shards=1),
-        outputs={"list_files": listing.model_dump(mode="json")},
-        failed=frozenset(),
-        runtime=recorder,
-    )
-    assert await second.function(context) == []  # beyond `shards`: nothing to read
+    assert sum(stats.markers.get("TODO", 0) for stats in found) == 21
+    assert recorder.reports == [(16, 22, "files"), (22, 22, "files")]
 
 
 def test_a_failed_report_write_leaves_the_old_report_and_no_debris(

@@ -45,6 +45,8 @@ def task_lines(task: Task) -> list[str]:
         f"updated    {when(task.updated_at)}",
         f"expires    {when(task.expires_at)}",
     ]
+    if task.parent_id is not None:
+        lines.append(f"parent     {task.parent_id}")
     if task.progress is not None:
         total = f"/{task.progress.total:g}" if task.progress.total else ""
         lines.append(f"progress   {task.progress.completed:g}{total}")

@@ -77,6 +77,7 @@ ItemT = TypeVar("ItemT")
 Args = TypeVarTuple("Args")
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
+ChildInputT = TypeVar("ChildInputT", bound=BaseModel)
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 TaskSupport = Literal["forbidden", "optional", "required"]
@@ -168,6 +169,11 @@ class NodeRuntime(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Return once *seconds* from the first call have passed, or end the attempt to
         wait for that time."""
+        ...
+
+    async def child(self, workflow: "Workflow[Any]", arguments: dict[str, JsonValue]) -> JsonValue:
+        """The result of the child task this call starts (once), or end the attempt to
+        wait for its end."""
         ...
 
 
@@ -269,6 +275,52 @@ class NodeContext(Generic[InputT]):
         (``<node>#sleep<n>``). A zero or negative sleep returns at once.
         """
         await self._runtime.sleep(seconds)
+
+    @overload
+    async def child(
+        self,
+        workflow: "Workflow[ChildInputT]",
+        arguments: ChildInputT | Mapping[str, Any],
+        *,
+        output: type[AnswerT],
+    ) -> AnswerT: ...
+
+    @overload
+    async def child(
+        self, workflow: "Workflow[ChildInputT]", arguments: ChildInputT | Mapping[str, Any]
+    ) -> Any: ...
+
+    async def child(
+        self,
+        workflow: "Workflow[ChildInputT]",
+        arguments: ChildInputT | Mapping[str, Any],
+        *,
+        output: type[BaseModel] | None = None,
+    ) -> Any:
+        """Run *workflow* as a child task and return its result (ADR 0026).
+
+        The child is a task of its own (same owner and retention, ``parent_id`` this
+        task), visible in ``tasks/list`` and the CLI, run by any worker that has
+        *workflow* registered. It is started once per call: calls are keyed by their
+        order in the node (``<node>#child<n>``), so the node must make them in the same
+        order, with the same arguments. While it runs, this node waits durably and holds
+        nothing (the run parks, as for ``ctx.ask``); once it ends the node **runs again
+        from its start** and this call returns at once. A cancel of this task cancels
+        the child. The result is validated with *output*, else with the workflow's
+        ``output`` model if it has one (an instance is returned), else it is the JSON.
+
+        Raises:
+            ChildFailedError: the child failed or was cancelled (a node failure, which
+                the node's retry policy sees: a retry starts a new child).
+            InvalidRequestError: *arguments* do not fit *workflow*'s input.
+        """
+        if isinstance(arguments, BaseModel):
+            dumped: dict[str, JsonValue] = arguments.model_dump(mode="json")
+        else:
+            dumped = dict(arguments)
+        result = await self._runtime.child(workflow, dumped)
+        model = output or workflow.output_model
+        return result if model is None else model.model_validate(result)
 
     async def run_blocking(self, function: Callable[[*Args], T], *args: *Args) -> T:
         """``function(*args)`` in a worker thread, for blocking or CPU-bound code.

@@ -1,5 +1,6 @@
 """The TaskManager: every use-case on tasks, over a TaskStore, publishing each change."""
 
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -141,12 +142,14 @@ class TaskManager:
         idempotency_key: str | None = None,
         workflow_version: str | None = None,
         input_responses: Mapping[str, JsonValue] | None = None,
+        parent_id: str | None = None,
     ) -> Task:
         """Create a queued task and return it once it is durably committed.
 
         With an *idempotency_key*, a second call by the same owner with the same name and
         arguments returns the first task instead of creating another. *input_responses*
         are answers the task starts with (given before it existed), by question key.
+        *parent_id* makes it a child of that task (ADR 0026).
 
         Raises:
             InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
@@ -161,6 +164,7 @@ class TaskManager:
             idempotency_key=idempotency_key,
             workflow_version=workflow_version,
             input_responses=input_responses,
+            parent_id=parent_id,
         )
         stored, created = await self._store.create(task, task.created_at)
         if created:
@@ -182,6 +186,7 @@ class TaskManager:
         workflow_version: str | None = None,
         status_message: str | None = None,
         input_responses: Mapping[str, JsonValue] | None = None,
+        parent_id: str | None = None,
     ) -> Task:
         """The queued task :meth:`create` would store, validated but not stored (for
         operations that store it with more in one transaction, like a fork).
@@ -205,6 +210,7 @@ class TaskManager:
                 "idempotency_key": idempotency_key,
                 "workflow_version": workflow_version,
                 "input_responses": _json_object(input_responses or {}),
+                "parent_id": parent_id,
                 "version": 1,
             }
         )
@@ -227,8 +233,10 @@ class TaskManager:
         states: Iterable[TaskState] | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        parent_id: str | None = None,
     ) -> TaskPage:
         """A page of tasks, newest first; pass ``next_cursor`` back for the next page.
+        With *parent_id*, only that task's children (ADR 0026).
 
         Paging is stable under concurrent inserts: no task is skipped or repeated.
 
@@ -245,6 +253,7 @@ class TaskManager:
             owner=None if owner is ANY_OWNER else owner,
             match_owner=owner is not ANY_OWNER,
             states=frozenset(states) if states is not None else None,
+            parent_id=TaskId(parent_id) if parent_id is not None else None,
             before=decode_cursor(cursor) if cursor is not None else None,
             limit=size,
         )
@@ -398,6 +407,7 @@ class TaskManager:
         run, task = await runs.finish_run(lease, end, self._clock.now(), mutate)
         self.feed.publish(task)
         self._observer.task_finished(task)
+        await self._announce_relatives(task)
         return run, task
 
     async def wait_node(
@@ -624,7 +634,30 @@ class TaskManager:
         task = await self._write(task_id, self._moving(target, owner, changes), lease)
         if task.is_terminal:
             self._observer.task_finished(task)
+            await self._announce_relatives(task)
         return task
+
+    async def _announce_relatives(self, task: Task) -> None:
+        """Publish what the store changed with *task*'s end (ADR 0026): its parent (the
+        end recorded, a parked run woken) and, after a cancel or a failure, its children
+        (cancelled with it, recursively), so this process's workers react at once."""
+        with contextlib.suppress(PersistenceError):  # best effort: other paths find them
+            await self._publish_relatives(task)
+
+    async def _publish_relatives(self, task: Task) -> None:
+        now = self._clock.now()
+        if task.parent_id is not None:
+            parent = await self._store.get(task.parent_id, now)
+            if parent is not None:
+                self.feed.publish(parent)
+        if task.state is TaskState.COMPLETED:
+            return  # a completed run waited for each child it started: none is left
+        pending = [task.id]
+        while pending:
+            query = TaskQuery(parent_id=pending.pop(), limit=self.settings.max_page_size)
+            for child in (await self._store.list(query, now)).tasks:
+                self.feed.publish(child)
+                pending.append(child.id)
 
     def _moving(
         self, target: TaskState, owner: OwnerScope, changes: dict[str, Any]

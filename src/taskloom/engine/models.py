@@ -96,6 +96,11 @@ class Task(_Frozen):
     wake_at: UtcDatetime | None = None
     """When a parked run may be claimed again: its earliest timer, or the time an answer
     arrived."""
+    parent_id: TaskId | None = None
+    """The task whose node started this one as a child workflow (``ctx.child``), if any."""
+    ended_children: list[TaskId] = Field(default_factory=list)
+    """Children of this task that have ended, in the order they did: recorded by the
+    store in the transaction that ends each one, so a waiting node knows (ADR 0026)."""
     version: int = Field(ge=1)
     """Row version: 1 at creation, +1 on every write (the compare-and-set token)."""
 
@@ -125,6 +130,7 @@ _IMMUTABLE_FIELDS: Final = (
     "created_at",
     "ttl_ms",
     "idempotency_key",
+    "parent_id",
 )
 
 
@@ -151,6 +157,8 @@ class TaskQuery(_Frozen):
     """Only this owner's tasks, when ``match_owner`` is set."""
     match_owner: bool = False
     states: frozenset[TaskState] | None = None
+    parent_id: TaskId | None = None
+    """Only the children of this task, when set."""
     before: int | None = None
     """Store position to continue from (exclusive); ``None`` starts at the newest task."""
     limit: int = Field(default=50, ge=1, le=1000)

@@ -23,9 +23,11 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import JsonValue, ValidationError
 
+from taskloom.engine.children import child_idempotency_key, child_result
 from taskloom.engine.dag import MapContext, MapNode, Node, NodeContext, Workflow
 from taskloom.engine.errors import (
     IllegalTransitionError,
+    InvalidRequestError,
     LeaseLostError,
     TaskloomError,
     TaskNotFoundError,
@@ -49,6 +51,7 @@ from taskloom.engine.runs import (
     NodeState,
     RunStore,
 )
+from taskloom.engine.submit import arguments_problem
 from taskloom.engine.waits import NodeWaits, Wait
 
 _FINAL_WRITE_S: Final = 10.0
@@ -794,6 +797,7 @@ class _Runtime:
         self._step = step
         self._questions = 0
         self._sleeps = 0
+        self._children = 0
 
     async def report(self, completed: float, total: float | None, message: str | None) -> None:
         step = self._step
@@ -823,6 +827,33 @@ class _Runtime:
         elif due <= now:
             return
         raise NodeWaits(Wait("timer", key), due=due)
+
+    async def child(self, workflow: Workflow[Any], arguments: dict[str, JsonValue]) -> JsonValue:
+        """Start the child (once: its idempotency key is this call's), and return its
+        result once it has ended, or end the attempt to wait for it (ADR 0026). A retry
+        of the node after a failed attempt starts new children (the key counts them)."""
+        self._children += 1
+        run, step = self._run, self._step
+        failures = run._nodes[step.key].failures
+        call = f"{step.key}#child{self._children}" + (f"@{failures}" if failures else "")
+        try:
+            validated = workflow.parse_arguments(arguments)
+        except ValidationError as error:
+            accepted = workflow.input_schema().get("properties", {})
+            raise InvalidRequestError(arguments_problem(workflow.name, error, accepted)) from None
+        parent = run._task
+        child = await run._manager.create(
+            workflow.name,
+            validated.model_dump(mode="json"),
+            owner=parent.owner,
+            ttl_ms=parent.ttl_ms,
+            idempotency_key=child_idempotency_key(parent.id, call),
+            workflow_version=workflow.version,
+            parent_id=parent.id,
+        )
+        if child.is_terminal:
+            return child_result(child)
+        raise NodeWaits(Wait("child", child.id))
 
 
 def _wait_of(run: NodeRun) -> Wait | None:

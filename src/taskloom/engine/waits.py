@@ -8,9 +8,9 @@ and the lease is dropped in the same write, so no worker holds anything. An answ
 stored, or the timer's time, makes the run claimable; the node then runs again from its
 start and the same call returns at once (replay by key, ``<node>#<n>``).
 
-A wait is written ``<kind>:<key>``: ``input:<question key>`` or ``timer:<sleep key>``.
-A later kind (a child workflow's end, ``child:<task id>``) wakes its run the same way:
-whatever stores the awaited thing also sets the parked task's ``wake_at``.
+A wait is written ``<kind>:<key>``: ``input:<question key>``, ``timer:<sleep key>`` or
+``child:<task id>`` (a child workflow's end, ADR 0026): whatever stores the awaited thing
+(an answer, the child's end) also sets the parked task's ``wake_at``.
 """
 
 from dataclasses import dataclass
@@ -19,7 +19,7 @@ from typing import Literal
 
 from taskloom.engine.models import InputRequest, Task
 
-WaitKind = Literal["input", "timer"]
+WaitKind = Literal["input", "timer", "child"]
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,16 @@ class Wait:
             return cls("input", key)
         if kind == "timer" and key:
             return cls("timer", key)
+        if kind == "child" and key:
+            return cls("child", key)
         raise ValueError(f"unknown wait {text!r}")
 
     def is_over(self, task: Task, now: datetime) -> bool:
         """True once what this wait is for has arrived in *task* (as of *now*)."""
         if self.kind == "input":
             return self.key in task.input_responses
+        if self.kind == "child":
+            return self.key in task.ended_children
         due = task.timers.get(self.key)
         return due is not None and due <= now
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import anyio
 
+from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.errors import (
     LeaseLostError,
     StaleTaskError,
@@ -48,6 +49,7 @@ class InMemoryTaskStore:
         self._leases: dict[TaskId, Lease] = {}
         self._nodes: dict[TaskId, dict[str, NodeRun]] = {}
         self._attempts: dict[TaskId, list[NodeAttempt]] = {}
+        self._children: dict[TaskId, list[TaskId]] = {}
         self._tokens: dict[str, TokenRecord] = {}
 
     async def add_token(self, record: TokenRecord) -> None:
@@ -93,6 +95,8 @@ class InMemoryTaskStore:
         self._order.append(position)
         if task.idempotency_key is not None:
             self._keys[(task.owner, task.idempotency_key)] = task.id
+        if task.parent_id is not None:
+            self._children.setdefault(task.parent_id, []).append(task.id)
         return task, True
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
@@ -364,12 +368,26 @@ class InMemoryTaskStore:
         return new
 
     def _replace(self, new: Task, fence: Lease | None, now: datetime) -> None:
-        self._tasks[self._positions[new.id]] = new
+        position = self._positions[new.id]
+        ended = new.is_terminal and not self._tasks[position].is_terminal
+        self._tasks[position] = new
+        if ended:
+            self._relatives_of_ended(new, now)
         if fence is not None and new.is_terminal:  # the run's end drops its lease with it
             self._leases.pop(new.id, None)
             self._close_abandoned(new.id, now)
         elif fence is not None and new.parked:  # the run waits: no worker holds it
             self._leases.pop(new.id, None)
+
+    def _relatives_of_ended(self, task: Task, now: datetime) -> None:
+        """Record *task*'s end on its parent and cancel its children (ADR 0026)."""
+        parent = self._live(task.parent_id, now)
+        if parent is not None and (recorded := record_child_end(parent, task, now)) is not None:
+            self._tasks[self._positions[parent.id]] = recorded
+        for child_id in list(self._children.get(task.id, ())):
+            child = self._live(child_id, now)
+            if child is not None and not child.is_terminal:
+                self._replace(cancel_for_parent(child, task, now), None, now)
 
     def _close_abandoned(self, task_id: TaskId, now: datetime) -> None:
         """End the attempts a run leaves open as it ends (see ``RunStore``): interrupted,
@@ -454,9 +472,14 @@ class InMemoryTaskStore:
         del self._order[bisect_left(self._order, position)]
         if task.idempotency_key is not None:
             self._keys.pop((task.owner, task.idempotency_key), None)
+        if task.parent_id is not None and task.id in self._children.get(task.parent_id, ()):
+            self._children[task.parent_id].remove(task.id)
+        self._children.pop(task.id, None)
 
 
 def _matches(task: Task, query: TaskQuery) -> bool:
     if query.match_owner and task.owner != query.owner:
+        return False
+    if query.parent_id is not None and task.parent_id != query.parent_id:
         return False
     return query.states is None or task.state in query.states

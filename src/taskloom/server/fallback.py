@@ -234,6 +234,8 @@ def status_lines(task: Task) -> list[str]:
     """What ``task_status`` says about *task*: status, message, progress, times and each
     pending question with its answer schema."""
     lines = [f"task {task.id}: {_status(task)} ({task.name})"]
+    if task.parent_id is not None:
+        lines.append(f"child of task {task.parent_id}")
     if task.status_message:
         lines.append(f"message: {_cut(task.status_message, TEXT_LIMIT)}")
     if task.progress is not None:

@@ -1,9 +1,11 @@
-"""`repo_audit`: list a directory tree, analyse its files in parallel shards, write a report.
+"""`repo_audit`: list a directory tree, analyse its files in batches, write a report.
 
 Phase ``list`` walks the tree (``.git``, ``node_modules``, virtualenvs and caches are
-skipped by default; symbolic links are not followed). Phase ``analyse`` reads the files in
-:data:`SHARDS` parallel nodes, each checkpointed on its own: the sorted listing is dealt
-round robin, so a shard's files are the same on every re-run. Each file's size, SHA-256,
+skipped by default; symbolic links are not followed) and cuts the sorted listing into
+batches of :data:`FILES_PER_ITEM` files. Phase ``analyse`` is a map (ADR 0024): one
+checkpointed item per batch, found at run time (100,000 files are about 1,600 items), at
+most :data:`PARALLEL` read at once; a resumed run reads only the batches not done yet.
+Each file's size, SHA-256,
 line count, language (by name) and ``TODO``/``FIXME`` counts are taken; binary files get
 no line count. Phase ``report`` adds it up and writes ``report.md`` and ``report.json``
 atomically to ``<reports_dir>/<task id>/`` (``reports_dir`` is an operator setting).
@@ -23,7 +25,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from taskloom.engine.dag import (
-    Node,
+    MapContext,
     NodeContext,
     Workflow,
     check_cancelled,
@@ -48,8 +50,10 @@ from taskloom.workflows.files import (
 )
 from taskloom.workflows.reports import write_atomically
 
-SHARDS: Final = 8
-"""Analysis nodes: the most files read at once (a DAG is static; ``shards`` uses fewer)."""
+PARALLEL: Final = 8
+"""Batches read at once."""
+FILES_PER_ITEM: Final = 64
+"""Files of one item of the ``analyse`` map: its checkpoint's size and unit of re-work."""
 BATCH: Final = 16
 """Files read per trip to a worker thread: progress is reported after each (a cancel is
 seen sooner, between 1 MiB reads)."""
@@ -118,8 +122,11 @@ class RepoAuditInput(BaseModel):
         description="words counted in text files (whole words, case-sensitive)",
     )
     top: int = Field(default=10, ge=0, le=1000, description="how many largest files to list")
-    shards: int = Field(
-        default=SHARDS, ge=1, le=SHARDS, description="files read in parallel (at most 8)"
+    shards: int | None = Field(
+        default=None,
+        ge=1,
+        description="deprecated and ignored since version 2 (files are read in batches of "
+        f"{FILES_PER_ITEM}, {PARALLEL} at once); accepted so older callers keep working",
     )
     write_report: bool = Field(default=True, description="write report.md and report.json")
 
@@ -153,7 +160,7 @@ def _settings(ctx: NodeContext[RepoAuditInput]) -> RepoAuditSettings:
 
 repo_audit = Workflow(
     "repo_audit",
-    version="1",
+    version="2",
     input=RepoAuditInput,
     output=RepoAuditResult,
     settings=RepoAuditSettings,
@@ -183,48 +190,63 @@ async def list_files(ctx: NodeContext[RepoAuditInput]) -> Listing:
     return listing
 
 
-def _shard(index: int) -> Node[list[FileStats]]:
-    @repo_audit.node(name=f"shard_{index}", phase="analyse", deps=[list_files])
-    async def analyse(ctx: NodeContext[RepoAuditInput]) -> list[FileStats]:
-        listing = ctx.output(list_files)
-        mine = listing.files[index :: ctx.input.shards] if index < ctx.input.shards else []
-        markers = compile_markers(ctx.input.markers)
-        fence = Fence.of(_settings(ctx).allowed_roots)
+class Span(BaseModel):
+    """One batch of the sorted listing: ``files[start:stop]``."""
 
-        def scan(batch: list[str]) -> list[FileStats]:
-            return [
-                scan_file(
-                    listing.root,
-                    path,
-                    follow_symlinks=ctx.input.follow_symlinks,
-                    max_bytes=ctx.input.max_file_bytes,
-                    markers=markers,
-                    fence=fence,
-                    check=check_cancelled,
-                )
-                for path in batch
-            ]
+    model_config = ConfigDict(frozen=True)
 
-        found: list[FileStats] = []
-        for start in range(0, len(mine), BATCH):
-            found += await ctx.run_blocking(scan, mine[start : start + BATCH])
-            await ctx.report(len(found), len(mine), "files")
-        return found
-
-    return analyse
+    start: int
+    stop: int
 
 
-shards = [_shard(index) for index in range(SHARDS)]
+@repo_audit.node(phase="list", deps=[list_files])
+async def batches(ctx: NodeContext[RepoAuditInput]) -> list[Span]:
+    """Cut the listing into batches of :data:`FILES_PER_ITEM` files (positions only: the
+    listing is stored once)."""
+    count = len(ctx.output(list_files).files)
+    return [
+        Span(start=start, stop=min(start + FILES_PER_ITEM, count))
+        for start in range(0, count, FILES_PER_ITEM)
+    ]
 
 
-@repo_audit.node(phase="report", deps=[list_files, *shards])
+@repo_audit.map(over=batches, deps=[list_files], phase="analyse", concurrency=PARALLEL)
+async def analyse(ctx: MapContext[RepoAuditInput, Span]) -> list[FileStats]:
+    """Read one batch of files in a worker thread, a few at a time, reporting progress."""
+    listing = ctx.output(list_files)
+    mine = listing.files[ctx.item.start : ctx.item.stop]
+    markers = compile_markers(ctx.input.markers)
+    fence = Fence.of(_settings(ctx).allowed_roots)
+
+    def scan(batch: list[str]) -> list[FileStats]:
+        return [
+            scan_file(
+                listing.root,
+                path,
+                follow_symlinks=ctx.input.follow_symlinks,
+                max_bytes=ctx.input.max_file_bytes,
+                markers=markers,
+                fence=fence,
+                check=check_cancelled,
+            )
+            for path in batch
+        ]
+
+    found: list[FileStats] = []
+    for start in range(0, len(mine), BATCH):
+        found += await ctx.run_blocking(scan, mine[start : start + BATCH])
+        await ctx.report(len(found), len(mine), "files")
+    return found
+
+
+@repo_audit.node(phase="report", deps=[list_files, analyse])
 async def report(ctx: NodeContext[RepoAuditInput]) -> RepoAuditResult:
-    """Add the shards up and write the report files (each replaced whole, never half
+    """Add the batches up and write the report files (each replaced whole, never half
     written), in a worker thread: a large tree takes seconds."""
     folder = Path(await anyio.Path(_settings(ctx).reports_dir).absolute()) / ctx.task_id
 
     def build() -> RepoAuditResult:
-        files = [stats for shard in shards for stats in ctx.output(shard)]
+        files = [stats for batch in ctx.output(analyse) for stats in batch]
         result = summarise(
             ctx.output(list_files), files, markers=ctx.input.markers, top=ctx.input.top
         )

@@ -10,8 +10,9 @@ from taskloom.engine.models import Task
 
 INSERT_SQL: Final = (
     "INSERT INTO tasks"
-    " (id, name, owner, state, version, updated_at, expires_at, idempotency_key, body)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " (id, name, owner, state, version, updated_at, expires_at, idempotency_key, parent_id,"
+    " body)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 UPDATE_SQL: Final = (
     "UPDATE tasks SET state = %s, version = %s, updated_at = %s, parked = %s, wake_at = %s,"
@@ -33,6 +34,7 @@ def insert_row(task: Task) -> tuple[Any, ...]:
         task.updated_at,
         task.expires_at,
         task.idempotency_key,
+        task.parent_id,
         task.model_dump_json(),
     )
 

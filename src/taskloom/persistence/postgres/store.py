@@ -11,6 +11,7 @@ import anyio
 import psycopg
 from anyio.abc import TaskStatus
 
+from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.errors import (
     ConcurrencyError,
     StaleTaskError,
@@ -292,6 +293,9 @@ async def _list(query: TaskQuery, now: datetime, connection: Connection) -> Stor
     if query.states is not None:
         where.append("state = ANY(%s)")
         params.append(sorted(state.value for state in query.states))
+    if query.parent_id is not None:
+        where.append("parent_id = %s")
+        params.append(query.parent_id)
     params.append(query.limit + 1)
     cursor = await connection.execute(
         f"SELECT position, body FROM tasks WHERE {' AND '.join(where)}"
@@ -359,6 +363,8 @@ async def _write(
         await runs.end_run(connection, fence, now)
     elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
         await runs.release_lease(connection, fence)
+    if new.is_terminal and not current.is_terminal:
+        await _relatives_of_ended(new, now, connection)
     return new
 
 
@@ -378,6 +384,26 @@ async def _delete_finished(
         {"states": states, "ids": task_ids, "before": finished_before, "limit": limit},
     )
     return deleted.rowcount
+
+
+async def _relatives_of_ended(task: Task, now: datetime, connection: Connection) -> None:
+    """Record *task*'s end on its parent and cancel its children that have not ended,
+    in the transaction that ends it (ADR 0026); each such cancel recurses. Rows are
+    locked parent before child here and child before parent by a child's end: a deadlock
+    between the two is broken by PostgreSQL and the loser retried (a transient error)."""
+    if task.parent_id is not None:
+        parent = await _get(task.parent_id, now, connection, lock=True)
+        recorded = record_child_end(parent, task, now) if parent is not None else None
+        if parent is not None and recorded is not None:
+            await _write(parent, lambda _: recorded, None, now, connection)
+    cursor = await connection.execute(
+        f"SELECT body FROM tasks WHERE parent_id = %s AND {rows.LIVE}"
+        " AND state NOT IN ('completed', 'failed', 'cancelled') ORDER BY id FOR NO KEY UPDATE",
+        (task.id, now),
+    )
+    for (body,) in await cursor.fetchall():
+        child = rows.task_from_body(body)
+        await _write(child, partial(cancel_for_parent, parent=task, now=now), None, now, connection)
 
 
 async def _purge_expired(now: datetime, limit: int, connection: Connection) -> int:

@@ -11,6 +11,7 @@ from typing import Self, TypeVar
 import aiosqlite
 import anyio
 
+from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
@@ -422,6 +423,9 @@ def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
         states = sorted(state.value for state in query.states)
         where.append(f"state IN ({', '.join('?' * len(states))})")
         params.extend(states)
+    if query.parent_id is not None:
+        where.append("parent_id = ?")
+        params.append(query.parent_id)
     params.append(query.limit + 1)
     found = raw.execute(
         f"SELECT seq, body FROM tasks WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
@@ -483,11 +487,32 @@ def _write(
         runs.close_abandoned(raw, current.id, now)
     elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
         runs.release_lease(raw, fence)
+    if new.is_terminal and not current.is_terminal:
+        _relatives_of_ended(new, now, raw)
     return new
 
 
 def _delete(sql: str, values: tuple[object, ...], raw: sqlite3.Connection) -> int:
     return raw.execute(sql, values).rowcount
+
+
+def _relatives_of_ended(task: Task, now: int, raw: sqlite3.Connection) -> None:
+    """Record *task*'s end on its parent and cancel its children that have not ended,
+    in the transaction that ends it (ADR 0026); each such cancel recurses."""
+    moment = rows.from_micros(now)
+    if task.parent_id is not None:
+        parent = _get(task.parent_id, now, raw)
+        recorded = record_child_end(parent, task, moment) if parent is not None else None
+        if parent is not None and recorded is not None:
+            _write(parent, lambda _: recorded, None, now, raw)
+    found = raw.execute(
+        f"SELECT body FROM tasks WHERE parent_id = ? AND {rows.LIVE}"
+        " AND state NOT IN ('completed', 'failed', 'cancelled')",
+        (task.id, now),
+    ).fetchall()
+    for (body,) in found:
+        child = rows.task_from_body(body)
+        _write(child, partial(cancel_for_parent, parent=task, now=moment), None, now, raw)
 
 
 def _purge_expired(now: int, limit: int, raw: sqlite3.Connection) -> int:
