@@ -14,14 +14,13 @@ import sys
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from taskloom.persistence.postgres.extra import MISSING
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import until_http_listening
 from tests.server.client import open_client
 from tests.server.http_support import ANN, http_client
 
@@ -146,15 +145,7 @@ async def test_the_core_serves_http(core: Path, tmp_path: Path) -> None:
     with (tmp_path / "stderr.log").open("w") as errlog:
         process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
         try:
-            async with httpx2.AsyncClient(timeout=5) as http:
-
-                async def listening() -> bool:
-                    try:
-                        return (await http.post(url, json={})).status_code == 401
-                    except httpx2.TransportError:
-                        return False
-
-                await eventually(listening, within_s=30, every_s=0.05)
+            await until_http_listening(url)
             with anyio.fail_after(60):
                 async with http_client(url, ANN) as ann:
                     task_id = await ann.start("countdown", {"start": 2, "tick_s": 0})

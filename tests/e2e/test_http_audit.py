@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import until_http_listening
 from tests.server.http_support import ANN, bearer, http_client
 
 FORGED = "x\n2026-11-24 00:00:00,000 INFO taskloom.audit: cancel ok principal=root"
@@ -33,15 +33,8 @@ async def test_a_forged_line_stays_inside_its_field_in_the_real_text_log(tmp_pat
     with (tmp_path / "stderr.log").open("w") as errlog:
         process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
         try:
+            await until_http_listening(url)
             async with httpx2.AsyncClient(timeout=5) as http:
-
-                async def listening() -> bool:
-                    try:
-                        return (await http.post(url, json={})).status_code == 401
-                    except httpx2.TransportError:
-                        return False
-
-                await eventually(listening, within_s=30, every_s=0.05)
                 batch = await http.post(url, json=[{"jsonrpc": "2.0"}], headers=bearer(ANN))
                 assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
             with anyio.fail_after(60):

@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import until_http_listening
 from tests.server.http_support import ANN, BOB, http_client
 
 
@@ -35,15 +34,7 @@ async def test_a_real_http_server_serves_each_principal_its_own_tasks(tmp_path: 
     with (tmp_path / "stderr.log").open("w") as errlog:
         process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
         try:
-            async with httpx2.AsyncClient(timeout=5) as http:
-
-                async def listening() -> bool:
-                    try:
-                        return (await http.post(url, json={})).status_code == 401
-                    except httpx2.TransportError:
-                        return False
-
-                await eventually(listening, within_s=30, every_s=0.05)
+            await until_http_listening(url)
             with anyio.fail_after(60):
                 async with http_client(url, ANN) as ann, http_client(url, BOB) as bob:
                     task_id = await ann.start("countdown", {"start": 4, "tick_s": 0})

@@ -21,7 +21,7 @@ from mcp.client.context import ClientRequestContext
 
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import eventually, until_http_listening
 from tests.server.client import LegacyClient
 from tests.server.http_support import ANN, BOB, bearer, http_client
 from tests.server.modern_client import EXT, MODERN
@@ -44,15 +44,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[str]:
     with (tmp_path / "stderr.log").open("w") as errlog:
         process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
         try:
-            async with httpx2.AsyncClient(timeout=5) as http:
-
-                async def listening() -> bool:
-                    try:
-                        return (await http.post(url, json={})).status_code == 401
-                    except httpx2.TransportError:
-                        return False
-
-                await eventually(listening, within_s=30, every_s=0.05)
+            await until_http_listening(url)
             yield url
         finally:
             process.send_signal(signal.SIGINT)
