@@ -373,15 +373,16 @@ class Node(Generic[OutputT]):
         Raises:
             ValueError: the value does not match the node's return annotation.
         """
-        try:
-            dumped: JsonValue = self.output_adapter.dump_python(
-                self.output_adapter.validate_python(value), mode="json"
-            )
-        except ValidationError as error:
-            raise ValueError(
-                f"node {self.name!r} returned a value unlike its annotation"
-            ) from error
-        return dumped
+        return _dumped(self.output_adapter, value, self.name)
+
+
+def _dumped(adapter: TypeAdapter[Any], value: Any, node: str) -> JsonValue:
+    """*value* checked against *adapter* and dumped as JSON, for node *node*."""
+    try:
+        dumped: JsonValue = adapter.dump_python(adapter.validate_python(value), mode="json")
+    except ValidationError as error:
+        raise ValueError(f"node {node!r} returned a value unlike its annotation") from error
+    return dumped
 
 
 @dataclass(frozen=True, eq=False)
@@ -404,15 +405,7 @@ class MapNode(Node[OutputT]):
         Raises:
             ValueError: the value does not match the function's return annotation.
         """
-        try:
-            dumped: JsonValue = self.item_adapter.dump_python(
-                self.item_adapter.validate_python(value), mode="json"
-            )
-        except ValidationError as error:
-            raise ValueError(
-                f"node {self.name!r} returned a value unlike its annotation"
-            ) from error
-        return dumped
+        return _dumped(self.item_adapter, value, self.name)
 
 
 class Workflow(Generic[InputT]):
