@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
 
+from taskloom.engine.errors import WorkflowDefinitionError
 from tests.embedded.host import existing_server
 from tests.helpers import eventually
 from tests.server import flows
@@ -123,3 +124,16 @@ async def test_a_restart_of_the_server_resumes_a_run_it_cut_short(tmp_path: Path
     async with legacy(existing_server(database)) as client:
         await poll_legacy(client, task_id, "completed")
         assert (await client.result(task_id))["content"][0]["text"] == "opened g"
+
+
+async def test_a_host_tool_with_a_durable_tools_name_is_refused_at_start(tmp_path: Path) -> None:
+    mcp = existing_server(tmp_path / "t.db")
+
+    @mcp.tool(name="slow_sum")
+    def shadowed(a: int) -> int:
+        """The host's own slow_sum: taskloom's would take all its calls."""
+        return a
+
+    with pytest.raises(WorkflowDefinitionError, match="'slow_sum' is both a tool of this"):
+        async with Client(mcp):
+            pass

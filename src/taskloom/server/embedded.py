@@ -167,11 +167,23 @@ class DurableTasks(Extension):
     async def lifespan(self, app: MCPServer[Any]) -> AsyncIterator[None]:
         """Open the engine for *app*'s lifespan; close it when the lifespan ends.
 
+        Raises:
+            WorkflowDefinitionError: one of *app*'s own tools has the name of a taskloom
+                tool (a workflow, or a fallback tool when they are on).
+
         To keep a lifespan of your own, enter this one inside it:
         ``async with tasks.lifespan(app): yield state``.
         """
         if self._running is not None:
             raise RuntimeError("this DurableTasks is already running for a server")
+        clashes = sorted(
+            tool.name for tool in await app.list_tools() if self.serves_tool(tool.name)
+        )
+        if clashes:  # the host's tool would never be called: taskloom's takes its calls
+            raise WorkflowDefinitionError(
+                f"tool {clashes[0]!r} is both a tool of this server and one of taskloom's; "
+                "rename one of them"
+            )
         if self.route not in app.middleware:
             app.middleware.append(self.route)
         async with self._serve_engine() as server, anyio.create_task_group() as task_group:
