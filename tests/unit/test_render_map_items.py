@@ -35,3 +35,46 @@ def test_items_are_listed_in_item_order_and_in_linear_time() -> None:
     assert records[-1]["node"] == "analyse[9999]"
     assert all(record["outcomes"] == ["completed"] for record in records)
     assert elapsed < 1.0  # pairing each node with its attempts by scanning was ~10^8 steps
+
+
+def test_a_map_is_summed_up_from_its_items_which_follow_it() -> None:
+    from pydantic import BaseModel
+
+    from taskloom.engine.dag import MapContext, NodeContext, Workflow
+
+    class Empty(BaseModel):
+        pass
+
+    flow = Workflow("shape", version="1", input=Empty)
+
+    @flow.node()
+    async def listed(ctx: NodeContext[Empty]) -> list[int]:
+        return [1, 2, 3]
+
+    @flow.map(over=listed)
+    async def each(ctx: MapContext[Empty, int]) -> int:
+        return ctx.item
+
+    @flow.node(deps=[each])
+    async def total(ctx: NodeContext[Empty]) -> int:
+        values: list[int] = ctx.output(each)
+        return sum(values)
+
+    states = {"listed": NodeState.COMPLETED, "each[1]": NodeState.RUNNING}
+    states |= {"each[0]": NodeState.COMPLETED, "each[2]": NodeState.COMPLETED}
+    nodes = {
+        key: NodeRun(node=key, state=state, attempt=1, updated_at=NOW)
+        for key, state in states.items()
+    }
+    records = node_rows(flow, nodes, [])
+    assert [record["node"] for record in records] == [
+        "listed",
+        "each",
+        "each[0]",
+        "each[1]",
+        "each[2]",
+        "total",
+    ]
+    summary = records[1]
+    assert (summary["state"], summary["items"]) == ("running", "3 items: 2 completed, 1 running")
+    assert records[-1]["state"] == "not started"

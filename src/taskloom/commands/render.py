@@ -5,7 +5,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from taskloom.engine.dag import Workflow
+from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeAttempt, NodeRun
@@ -66,11 +66,18 @@ def node_rows(
     attempts: Sequence[NodeAttempt],
 ) -> list[dict[str, Any]]:
     """One record per node (in workflow order when the workflow is known): its phase,
-    state, attempts and how each attempt ended."""
-    names = list(workflow.order()) if workflow is not None else sorted(nodes, key=_item_order)
-    known = set(names)
-    extra = sorted((name for name in nodes if name not in known), key=_item_order)
-    names += extra  # a map's items by key, in item order
+    state, attempts and how each attempt ended. A map's items follow their map, in item
+    order; the map itself (which has no checkpoint of its own) is summed up from them."""
+    items: dict[str, list[str]] = {}
+    for key in sorted((key for key in nodes if parse_item_key(key)), key=_item_order):
+        items.setdefault(base_node(key), []).append(key)
+    order = list(workflow.order()) if workflow is not None else []
+    plain = set(order)
+    order += sorted(key for key in nodes if key not in plain and not parse_item_key(key))
+    names: list[str] = []
+    for name in order:
+        names += [name, *items.get(name, ())]
+    names += [key for map_name, keys in items.items() if map_name not in plain for key in keys]
     by_node: dict[str, list[str]] = {}
     for attempt in attempts:  # one pass: a run may have thousands of nodes (map items)
         by_node.setdefault(attempt.node, []).append(str(attempt.outcome or "running"))
@@ -79,18 +86,46 @@ def node_rows(
         run = nodes.get(name)
         node = workflow.nodes.get(base_node(name)) if workflow is not None else None
         outcomes = by_node.get(name, [])
-        records.append(
-            {
-                "node": name,
-                "phase": node.phase if node is not None else None,
-                "state": str(run.state) if run is not None else "not started",
-                "attempts": len(outcomes),
-                "outcomes": outcomes,
-                "kept": run is not None and not outcomes,
-                "error": run.error.message if run is not None and run.error else None,
-            }
-        )
+        record = {
+            "node": name,
+            "phase": node.phase if node is not None else None,
+            "state": str(run.state) if run is not None else "not started",
+            "attempts": len(outcomes),
+            "outcomes": outcomes,
+            "kept": run is not None and not outcomes,
+            "error": run.error.message if run is not None and run.error else None,
+        }
+        if run is None and _is_map(workflow, name):
+            record["state"], record["items"] = _map_summary(
+                [nodes[key] for key in items.get(name, ())]
+            )
+        records.append(record)
     return records
+
+
+_SUMMARY_ORDER = ("failed", "running", "retrying", "waiting")
+
+
+def _is_map(workflow: Workflow[Any] | None, name: str) -> bool:
+    return workflow is not None and isinstance(workflow.nodes.get(name), MapNode)
+
+
+def _map_summary(runs: Sequence[NodeRun]) -> tuple[str, str]:
+    """A map's state from its items' (all alike, else the most pressing one) and the
+    count of items in each state, e.g. ``("running", "12 items: 10 completed, 2
+    running")``."""
+    if not runs:
+        return "not started", "no items yet"
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[str(run.state)] = counts.get(str(run.state), 0) + 1
+    state = (
+        next(iter(counts))
+        if len(counts) == 1
+        else next((each for each in _SUMMARY_ORDER if each in counts), min(counts))
+    )
+    spread = ", ".join(f"{number} {each}" for each, number in sorted(counts.items()))
+    return state, f"{len(runs)} item{'s' if len(runs) != 1 else ''}: {spread}"
 
 
 def _item_order(key: str) -> tuple[str, int]:
@@ -106,6 +141,8 @@ def node_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
         note = ", ".join(outcomes) if len(outcomes) > 1 else ""
         if record["kept"]:
             note = "kept from an earlier run"
+        if record.get("items"):
+            note = record["items"]
         if record["error"]:
             note = (note + "; " if note else "") + record["error"]
         rows.append(
