@@ -196,6 +196,25 @@ async def test_list_filters_by_owner_and_state(manager: TaskManager) -> None:
     assert [t.id for t in queued_alice] == [alice[2].id, alice[1].id]
 
 
+async def test_count_matches_owner_and_states_and_skips_expired_tasks(
+    manager: TaskManager, clock: FakeClock
+) -> None:
+    alice = [await manager.create("job", owner="alice") for _ in range(3)]
+    await manager.create("job", owner="alice", ttl_ms=1_000)
+    await manager.create("job", owner="bob")
+    await manager.create("job")
+    await manager.start(alice[0].id)
+    await manager.cancel(alice[1].id, owner="alice", reason="test")
+    clock.advance(2.0)  # the task with a TTL expires
+    unfinished = [TaskState.QUEUED, TaskState.RUNNING, TaskState.INPUT_REQUIRED]
+    assert await manager.count(owner="alice", states=unfinished) == 2
+    assert await manager.count(owner="alice", states=[TaskState.QUEUED]) == 1
+    assert await manager.count(owner="bob", states=unfinished) == 1
+    assert await manager.count(owner=None, states=unfinished) == 1
+    assert await manager.count(states=unfinished) == 4
+    assert await manager.count(owner="carol", states=unfinished) == 0
+
+
 async def test_an_empty_list_has_no_cursor(manager: TaskManager) -> None:
     page = await manager.list()
     assert page.tasks == ()

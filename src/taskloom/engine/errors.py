@@ -58,6 +58,18 @@ class IdempotencyConflictError(TaskloomError):
         self.existing_task_id = existing_task_id
 
 
+class QuotaExceededError(TaskloomError):
+    """A principal already has as many unfinished tasks as it may have."""
+
+    def __init__(self, *, owner: str, limit: int) -> None:
+        super().__init__(
+            f"too many unfinished tasks: a principal may have {limit} queued, running or "
+            "waiting for input; wait for some to finish or cancel some"
+        )
+        self.owner = owner
+        self.limit = limit
+
+
 class InvalidRequestError(TaskloomError, ValueError):
     """A caller passed a value the engine cannot accept (bad cursor, bad limit, bad TTL...)."""
 

@@ -261,6 +261,15 @@ class TaskManager:
         next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None
         return TaskPage(tasks=page.tasks, next_cursor=next_cursor)
 
+    async def count(self, *, owner: OwnerScope = ANY_OWNER, states: Iterable[TaskState]) -> int:
+        """How many live tasks of *owner* are in one of *states*."""
+        query = TaskQuery(
+            owner=None if owner is ANY_OWNER else owner,
+            match_owner=owner is not ANY_OWNER,
+            states=frozenset(states),
+        )
+        return await self._store.count(query, self._clock.now())
+
     # -- moving ---------------------------------------------------------------------------
 
     async def start(self, task_id: str, *, status_message: str | None = None) -> Task:

@@ -59,6 +59,11 @@ class TaskStore(Protocol):
         """A page of tasks, newest first, stable under concurrent inserts."""
         ...
 
+    async def count(self, query: TaskQuery, now: datetime) -> int:
+        """How many live tasks match *query*'s owner, states and parent (its position
+        and limit do not apply)."""
+        ...
+
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:

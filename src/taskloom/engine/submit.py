@@ -6,9 +6,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import InvalidRequestError
+from taskloom.engine.errors import InvalidRequestError, QuotaExceededError
 from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
 from taskloom.engine.models import Task
+from taskloom.engine.states import ACTIVE_STATES
 
 
 async def submit(
@@ -20,15 +21,19 @@ async def submit(
     ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
     idempotency_key: str | None = None,
     answers: Mapping[str, Any] | None = None,
+    max_unfinished: int | None = None,
 ) -> Task:
     """Create a queued task that runs *workflow* with *arguments*; a worker picks it up.
 
     The arguments are validated against the workflow's input model (and its operator
     settings, see ``Workflow.parse_input``) first and stored with its defaults filled in.
     *answers* answer some or all of the workflow's questions (``Workflow.asks``) by key;
-    the task asks the others before its first node runs.
+    the task asks the others before its first node runs. With *max_unfinished*, a named
+    *owner* that already has that many unfinished tasks (queued, running or waiting for
+    input) gets none more; the local user (``owner=None``) is never limited.
 
     Raises:
+        QuotaExceededError: *owner* has *max_unfinished* unfinished tasks (nothing stored).
         InvalidRequestError: the arguments do not match the input model or are refused by
             the workflow's settings, or an answer is not one to a question of the
             workflow or does not fit it (the message says which field and why).
@@ -42,6 +47,10 @@ async def submit(
         stored_answers = workflow.parse_answers(answers or {})
     except ValueError as error:
         raise InvalidRequestError(f"invalid answers for {workflow.name}: {error}") from None
+    if owner is not None and max_unfinished is not None:
+        unfinished = await manager.count(owner=owner, states=ACTIVE_STATES)
+        if unfinished >= max_unfinished:
+            raise QuotaExceededError(owner=owner, limit=max_unfinished)
     return await manager.create(
         workflow.name,
         validated.model_dump(mode="json"),

@@ -121,6 +121,13 @@ class InMemoryTaskStore:
             last_position = position
         return StorePage(tasks=tuple(found), next_before=None)
 
+    async def count(self, query: TaskQuery, now: datetime) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.count`."""
+        await anyio.lowlevel.checkpoint()
+        return sum(
+            1 for task in self._tasks.values() if not task.is_expired(now) and _matches(task, query)
+        )
+
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:

@@ -113,8 +113,17 @@ class TaskServer:
             wait_s=self.settings.plain_wait_s,
             keepalive_s=self.settings.progress_keepalive_s,
             fallback_tools=self.settings.fallback_tools,
+            max_unfinished=self.settings.max_unfinished_per_principal,
         )
-        calls = ToolCalls(self.manager, workflows, followers, plain, owner=owner, fallback=fallback)
+        calls = ToolCalls(
+            self.manager,
+            workflows,
+            followers,
+            plain,
+            owner=owner,
+            fallback=fallback,
+            max_unfinished=self.settings.max_unfinished_per_principal,
+        )
         tasks = LegacyTasks(self.manager, owner=owner, recheck_s=recheck_s)
         modern = ModernTasks(self.manager, owner=owner)
         server: Server[Any] = Server(

@@ -79,8 +79,11 @@ class ToolCalls:
         *,
         owner: str | None,
         fallback: FallbackTools | None = None,
+        max_unfinished: int | None = None,
     ) -> None:
+        """*max_unfinished*: the most unfinished tasks *owner* may have (``submit``)."""
         self._manager = manager
+        self._max_unfinished = max_unfinished
         self._workflows = workflows
         self._followers = followers
         self._plain = plain
@@ -112,7 +115,12 @@ class ToolCalls:
             answers = first.answers
             if as_task:
                 return await start_directed(
-                    self._manager, workflow, params.arguments, owner=self._owner, answers=answers
+                    self._manager,
+                    workflow,
+                    params.arguments,
+                    owner=self._owner,
+                    answers=answers,
+                    max_unfinished=self._max_unfinished,
                 )
         elif speaking is Generation.LEGACY:
             if params.task is not None:
@@ -135,7 +143,15 @@ class ToolCalls:
             raise invalid_ttl()
         ttl: int | Literal[Sentinel.DEFAULT] = DEFAULT if metadata.ttl is None else metadata.ttl
         task = await self._followers.create_and_follow(
-            partial(submit, self._manager, workflow, arguments, owner=self._owner, ttl_ms=ttl),
+            partial(
+                submit,
+                self._manager,
+                workflow,
+                arguments,
+                owner=self._owner,
+                ttl_ms=ttl,
+                max_unfinished=self._max_unfinished,
+            ),
             session=ctx.session,
             request_id=ctx.request_id,
             progress_token=progress_token(ctx),

@@ -28,6 +28,7 @@ from taskloom.engine.errors import (
     IllegalTransitionError,
     InvalidRequestError,
     PersistenceError,
+    QuotaExceededError,
     TaskloomError,
     TaskNotFoundError,
     TaskStateError,
@@ -40,6 +41,9 @@ from taskloom.server.wire import wire_status
 logger = logging.getLogger(__name__)
 
 
+QUOTA_EXCEEDED: Final = -32031
+"""The principal has as many unfinished tasks as it may (a taskloom code, beside
+``-32030`` Forbidden); nothing was created."""
 ECHO_LIMIT: Final = 100
 """Most characters of a client's value an error message repeats."""
 
@@ -64,6 +68,10 @@ def to_mcp_error(error: TaskloomError) -> MCPError:
             status = wire_status(error.current)
             return MCPError(
                 INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{status}'"
+            )
+        case QuotaExceededError():
+            return MCPError(
+                QUOTA_EXCEEDED, f"Quota exceeded: {error}", {"maxUnfinishedTasks": error.limit}
             )
         case UnknownWorkflowError():
             return MCPError(INVALID_PARAMS, str(error))

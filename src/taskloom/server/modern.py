@@ -87,13 +87,17 @@ async def start_directed(
     *,
     owner: str | None,
     answers: Mapping[str, JsonValue],
+    max_unfinished: int | None = None,
 ) -> dict[str, Any]:
     """The ``CreateTaskResult`` of a task committed for this call.
 
     Raises:
         InvalidRequestError: the arguments do not fit (``-32602``: no task was created).
+        QuotaExceededError: *owner* has *max_unfinished* unfinished tasks (``-32031``).
     """
-    task = await submit(manager, workflow, arguments, owner=owner, answers=answers)
+    task = await submit(
+        manager, workflow, arguments, owner=owner, answers=answers, max_unfinished=max_unfinished
+    )
     return modern_create_task_result(task)
 
 

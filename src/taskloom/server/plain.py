@@ -34,7 +34,7 @@ from mcp.server.context import ServerRequestContext
 from pydantic import JsonValue
 
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import InvalidRequestError
+from taskloom.engine.errors import InvalidRequestError, QuotaExceededError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
@@ -80,8 +80,10 @@ class PlainCalls:
         wait_s: float | None,
         keepalive_s: float | None,
         fallback_tools: bool,
+        max_unfinished: int | None = None,
     ) -> None:
         self._manager = manager
+        self._max_unfinished = max_unfinished
         self._owner = owner
         self._recheck_s = recheck_s
         self._wait_s = math.inf if wait_s is None else wait_s
@@ -103,9 +105,14 @@ class PlainCalls:
         """
         try:
             task = await submit(
-                self._manager, workflow, arguments, owner=self._owner, answers=answers
+                self._manager,
+                workflow,
+                arguments,
+                owner=self._owner,
+                answers=answers,
+                max_unfinished=self._max_unfinished,
             )
-        except InvalidRequestError as error:
+        except (InvalidRequestError, QuotaExceededError) as error:
             return invalid_arguments_result(str(error))
         audit.note(task_id=task.id)  # recorded even if the caller leaves before the answer
         speaking = generation(ctx)

@@ -30,3 +30,8 @@ class ServerSettings(BaseModel):
     max_result_bytes: int | None = Field(default=16 * 1024 * 1024, gt=0)
     """The largest result (as JSON) a request answers with; a larger one is ``-32603``
     saying so (``None``: no limit)."""
+    max_unfinished_per_principal: int | None = Field(default=1_000, gt=0)
+    """The most unfinished tasks (queued, running or waiting for input) one named
+    principal may have; a call that would start one more is refused (``-32031``, or a
+    tool error for a plain call) and stores nothing. The local user (stdio, or HTTP
+    without tokens) is never limited; ``None``: no limit."""

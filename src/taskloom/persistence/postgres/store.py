@@ -129,6 +129,10 @@ class PostgresTaskStore:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
         return await self._db.read(partial(_list, query, now))
 
+    async def count(self, query: TaskQuery, now: datetime) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.count`."""
+        return await self._db.read(partial(_count, query, now))
+
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:
@@ -279,11 +283,36 @@ async def _get(
 
 
 async def _list(query: TaskQuery, now: datetime, connection: Connection) -> StorePage:
-    where = [rows.LIVE]
-    params: list[object] = [now]
+    where, params = _matching(query, now)
     if query.before is not None:
         where.append("position < %s")
         params.append(query.before)
+    params.append(query.limit + 1)
+    cursor = await connection.execute(
+        f"SELECT position, body FROM tasks WHERE {' AND '.join(where)}"
+        " ORDER BY position DESC LIMIT %s",
+        params,
+    )
+    found = await cursor.fetchall()
+    page = found[: query.limit]
+    tasks = tuple(rows.task_from_body(body) for _, body in page)
+    next_before = page[-1][0] if len(found) > query.limit else None
+    return StorePage(tasks=tasks, next_before=next_before)
+
+
+async def _count(query: TaskQuery, now: datetime, connection: Connection) -> int:
+    where, params = _matching(query, now)
+    cursor = await connection.execute(
+        f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", params
+    )
+    row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _matching(query: TaskQuery, now: datetime) -> tuple[list[str], list[object]]:
+    """The conditions (and their values) of the live tasks *query* filters for."""
+    where = [rows.LIVE]
+    params: list[object] = [now]
     if query.match_owner:
         if query.owner is None:
             where.append("owner IS NULL")
@@ -296,17 +325,7 @@ async def _list(query: TaskQuery, now: datetime, connection: Connection) -> Stor
     if query.parent_id is not None:
         where.append("parent_id = %s")
         params.append(query.parent_id)
-    params.append(query.limit + 1)
-    cursor = await connection.execute(
-        f"SELECT position, body FROM tasks WHERE {' AND '.join(where)}"
-        " ORDER BY position DESC LIMIT %s",
-        params,
-    )
-    found = await cursor.fetchall()
-    page = found[: query.limit]
-    tasks = tuple(rows.task_from_body(body) for _, body in page)
-    next_before = page[-1][0] if len(found) > query.limit else None
-    return StorePage(tasks=tasks, next_before=next_before)
+    return where, params
 
 
 async def _update(

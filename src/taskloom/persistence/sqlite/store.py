@@ -145,6 +145,10 @@ class SqliteTaskStore:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
         return await self._read(partial(_list, query, rows.micros(now)))
 
+    async def count(self, query: TaskQuery, now: datetime) -> int:
+        """See :meth:`taskloom.engine.ports.TaskStore.count`."""
+        return await self._read(partial(_count, query, rows.micros(now)))
+
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:
@@ -411,8 +415,30 @@ def _get(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task | None:
 
 
 def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
-    where = ["seq < ?", rows.LIVE]
-    params: list[object] = [query.before if query.before is not None else _MAX_POSITION, now]
+    where, params = _matching(query, now)
+    where.insert(0, "seq < ?")
+    params.insert(0, query.before if query.before is not None else _MAX_POSITION)
+    params.append(query.limit + 1)
+    found = raw.execute(
+        f"SELECT seq, body FROM tasks WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+        params,
+    ).fetchall()
+    page = found[: query.limit]
+    tasks = tuple(rows.task_from_body(body) for _, body in page)
+    next_before = page[-1][0] if len(found) > query.limit else None
+    return StorePage(tasks=tasks, next_before=next_before)
+
+
+def _count(query: TaskQuery, now: int, raw: sqlite3.Connection) -> int:
+    where, params = _matching(query, now)
+    found = raw.execute(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", params)
+    return int(found.fetchone()[0])
+
+
+def _matching(query: TaskQuery, now: int) -> tuple[list[str], list[object]]:
+    """The conditions (and their values) of the live tasks *query* filters for."""
+    where = [rows.LIVE]
+    params: list[object] = [now]
     if query.match_owner:
         if query.owner is None:
             where.append("owner IS NULL")
@@ -426,15 +452,7 @@ def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
     if query.parent_id is not None:
         where.append("parent_id = ?")
         params.append(query.parent_id)
-    params.append(query.limit + 1)
-    found = raw.execute(
-        f"SELECT seq, body FROM tasks WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
-        params,
-    ).fetchall()
-    page = found[: query.limit]
-    tasks = tuple(rows.task_from_body(body) for _, body in page)
-    next_before = page[-1][0] if len(found) > query.limit else None
-    return StorePage(tasks=tasks, next_before=next_before)
+    return where, params
 
 
 def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:
