@@ -110,6 +110,26 @@ async def test_sessions_beyond_the_limit_are_503_until_one_closes(
     assert again.status_code == 200
 
 
+async def test_a_principal_at_its_session_cap_is_429_and_others_still_open_sessions(
+    task_server: TaskServer,
+) -> None:
+    limits = {"max_sessions": 3, "max_sessions_per_principal": 2}
+    async with serving(task_server, **limits) as url, httpx2.AsyncClient() as http:
+        ann = [await http.post(url, json=initialize_body(), headers=bearer(ANN)) for _ in "abc"]
+        bob = await http.post(url, json=initialize_body(), headers=bearer(BOB))
+        session = {**bearer(ANN), "Mcp-Session-Id": ann[0].headers["mcp-session-id"]}
+        await http.delete(url, headers=session)
+        again = await http.post(url, json=initialize_body(), headers=bearer(ANN))
+    assert [response.status_code for response in ann] == [200, 200, 429]
+    assert _error(ann[2]) == {
+        "code": -32031,
+        "message": "Too many open sessions: at most 2 per principal; close some "
+        "(HTTP DELETE) or let them idle out",
+    }
+    assert bob.status_code == 200
+    assert again.status_code == 200  # a closed session frees its place
+
+
 async def test_a_result_over_the_limit_is_an_error_saying_so(engine: Engine) -> None:
     small = TaskServer(
         engine.manager, engine.workflows, ServerSettings(recheck_s=None, max_result_bytes=1_500)

@@ -32,10 +32,12 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from taskloom.engine.scopes import EVERYTHING, Grant, Scopes
 from taskloom.server.app import TaskServer
+from taskloom.server.errors import QUOTA_EXCEEDED
 from taskloom.server.generation import Generation
 from taskloom.server.http.envelope import checked
 from taskloom.server.http.responses import refusal
@@ -102,9 +104,9 @@ class HttpSessions:
             await self._discard(session_id)
 
     async def _open(self, grant: Grant | None, scope: Scope, receive: Receive, send: Send) -> None:
-        if len(self._sessions) >= self._settings.max_sessions:
-            logger.warning("refusing a new session: %d are open", len(self._sessions))
-            await refusal(503, "Too many open sessions", code=INTERNAL_ERROR)(scope, receive, send)
+        refused = self._refusal(grant)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         session_id = uuid4().hex
         transport = StreamableHTTPServerTransport(
@@ -123,6 +125,29 @@ class HttpSessions:
                 await self._discard(session_id)
         if opened:
             logger.info("session %s opened for %s", session_id[:8], _who(grant))
+
+    def _refusal(self, grant: Grant | None) -> Response | None:
+        """Why *grant* may not open one more session (``None``: it may): its own
+        sessions first, so a principal at its cap hears of its cap, not of others."""
+        most = self._settings.max_sessions_per_principal
+        if grant is not None and self._open_by(grant.principal) >= most:
+            logger.warning("refusing a new session: %s has %d open", grant.principal, most)
+            message = (
+                f"Too many open sessions: at most {most} per principal; close some "
+                "(HTTP DELETE) or let them idle out"
+            )
+            return refusal(429, message, code=QUOTA_EXCEEDED)
+        if len(self._sessions) >= self._settings.max_sessions:
+            logger.warning("refusing a new session: %d are open", len(self._sessions))
+            return refusal(503, "Too many open sessions", code=INTERNAL_ERROR)
+        return None
+
+    def _open_by(self, principal: str) -> int:
+        return sum(
+            1
+            for session in self._sessions.values()
+            if session.grant is not None and session.grant.principal == principal
+        )
 
     async def _serve_session(
         self,

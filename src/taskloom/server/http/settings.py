@@ -42,6 +42,10 @@ class HttpSettings(BaseModel):
     ``None``: unlimited."""
     max_sessions: int = Field(default=1_000, gt=0)
     """Open sessions at most (HTTP 503 beyond)."""
+    max_sessions_per_principal: int = Field(default=100, gt=0)
+    """Open sessions of one named principal at most (HTTP 429 beyond), so that one
+    principal cannot take every session; the local user is held by ``max_sessions``
+    alone."""
     session_idle_s: float = Field(default=30 * 60, gt=0)
     """A session with no request in flight for this long is closed (its tasks go on)."""
 
