@@ -11,6 +11,7 @@ from anyio.abc import TaskStatus
 from taskloom.engine.errors import TaskloomError
 from taskloom.server.app import TaskServer
 from taskloom.server.http.endpoint import HttpEndpoint
+from taskloom.server.http.header_timeout import with_header_timeout
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
 from taskloom.server.http.tokens import StoredTokens
@@ -45,6 +46,7 @@ class HttpService:
                 HttpEndpoint(self.sessions, settings, metrics=metrics, stored_tokens=stored_tokens),
                 host=settings.host,
                 port=settings.port,
+                http=with_header_timeout(settings.header_timeout_s),
                 lifespan="off",
                 log_level="warning",
                 log_config=None,  # uvicorn's records go to the root logger's format

@@ -46,8 +46,15 @@ class HttpSettings(BaseModel):
     """Open sessions of one named principal at most (HTTP 429 beyond), so that one
     principal cannot take every session; the local user is held by ``max_sessions``
     alone."""
-    session_idle_s: float = Field(default=30 * 60, gt=0)
-    """A session with no request in flight for this long is closed (its tasks go on)."""
+    session_idle_s: float = Field(default=5 * 60, gt=0)
+    """A session with no request in flight (an open GET stream counts) for this long is
+    closed (its tasks go on). A client polling ``tasks/get`` every few seconds, or
+    holding its GET stream open, keeps its session; one that comes back after longer
+    opens a new one and finds its tasks (they belong to the principal)."""
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """A connection that has not sent a complete request head (request line and
+    headers) this long after it opened, or after the first byte of its next request,
+    is closed."""
 
     @model_validator(mode="after")
     def _safe(self) -> Self:
