@@ -19,6 +19,7 @@ from mcp.shared.inbound import encode_header_value
 from taskloom.observability.logs import JsonFormatter, TextFormatter
 from taskloom.server import TaskServer
 from taskloom.server.middleware import audit_trail
+from tests.helpers import eventually
 from tests.server import flows
 from tests.server.http_support import (
     ANN,
@@ -225,6 +226,49 @@ def _text_fields(text: str) -> dict[str, Any]:
             json.loads(value) if value.startswith('"') or value.lstrip("-").isdigit() else value
         )
     return fields
+
+
+async def test_a_listen_is_one_read_per_task_it_names(
+    url: str, trail: pytest.LogCaptureFixture
+) -> None:
+    created = await modern_post(
+        url, "tools/call", {"name": "countdown", "arguments": {"start": 1, "tick_s": 0}},
+        name="countdown",
+    )  # fmt: skip
+    task_id = created["result"]["taskId"]
+
+    async def finished() -> bool:
+        got = await modern_post(url, "tasks/get", {"taskId": task_id}, name=task_id)
+        return bool(got["result"]["status"] == "completed")
+
+    await eventually(finished)
+    listen = {"notifications": {"taskIds": [task_id, "nope", FORGED]}}
+    async with httpx2.AsyncClient(timeout=20) as http:
+        streamed = await http.post(  # ends by itself: its one covered task is terminal
+            url,
+            json=modern_request("subscriptions/listen", listen, tasks=True),
+            headers=modern_headers(ANN, "subscriptions/listen"),
+        )
+    assert streamed.status_code == 200
+    read = {"principal": "ann", "action": "read", "method": "subscriptions/listen"}
+    refused = {**read, "outcome": "refused", "error_code": -32602}
+    listened = [r for r in audit_records(trail) if r["method"] == "subscriptions/listen"]
+    assert listened == [
+        {**read, "outcome": "ok", "task_id": task_id},
+        {**refused, "task_id": "nope"},
+        {**refused, "task_id": FORGED},
+    ]
+
+
+async def test_a_listen_refused_as_a_whole_is_one_record(
+    url: str, trail: pytest.LogCaptureFixture
+) -> None:
+    reply = await modern_post(url, "subscriptions/listen", {"notifications": {"taskIds": [1]}})
+    assert reply["error"]["code"] == -32602
+    assert audit_records(trail) == [
+        {"principal": "ann", "action": "read", "method": "subscriptions/listen",
+         "outcome": "refused", "error_code": -32602},
+    ]  # fmt: skip
 
 
 async def test_a_notification_is_never_recorded_as_an_action(

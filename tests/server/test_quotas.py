@@ -1,6 +1,8 @@
 """The per-principal limit on unfinished tasks, checked at create on every path that
 creates one: a 2025-11-25 task, a 2026-07-28 task, and a plain call (a tool error)."""
 
+import logging
+
 import pytest
 
 from taskloom.bootstrap import Engine
@@ -8,6 +10,7 @@ from taskloom.engine.states import ACTIVE_STATES
 from taskloom.server import ServerSettings, TaskServer
 from tests.server import flows
 from tests.server.conftest import Connect, ConnectModern
+from tests.server.http_support import audit_records
 
 LIMIT = 2
 QUOTA_EXCEEDED = -32031
@@ -55,8 +58,9 @@ async def test_a_modern_task_over_the_limit_is_32031_and_stores_nothing(
 
 
 async def test_a_plain_call_over_the_limit_is_a_tool_error(
-    connect: Connect, engine: Engine
+    connect: Connect, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="taskloom.audit")
     async with connect(owner="ann") as ann:
         await ann.start("gated", {"gate": "plain-1"})
         await ann.start("gated", {"gate": "plain-2"})
@@ -65,6 +69,22 @@ async def test_a_plain_call_over_the_limit_is_a_tool_error(
         assert "too many unfinished tasks" in result["content"][0]["text"]
     assert await _unfinished(engine, "ann") == LIMIT
     assert len((await engine.manager.list(owner="ann", limit=10)).tasks) == LIMIT
+    assert audit_records(caplog)[-1] == {
+        "principal": "ann", "action": "create", "method": "tools/call", "tool": "hello_now",
+        "outcome": "refused", "error_code": QUOTA_EXCEEDED,
+    }  # fmt: skip
+
+
+async def test_a_plain_call_with_bad_arguments_is_recorded_as_refused(
+    connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="taskloom.audit")
+    async with connect(owner="ann") as ann:
+        assert (await ann.call("hello_now", {"nom": "Ann"}))["isError"] is True
+    assert audit_records(caplog) == [
+        {"principal": "ann", "action": "create", "method": "tools/call", "tool": "hello_now",
+         "outcome": "refused", "error_code": -32602},
+    ]  # fmt: skip
 
 
 async def test_the_limit_is_per_principal_and_the_local_user_has_none(

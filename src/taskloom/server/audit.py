@@ -12,7 +12,11 @@ Actions: ``create`` (a tool call of a workflow: task-augmented, server-directed 
 plain), ``read`` (``tasks/get``, ``tasks/result``, ``task_status``, ``task_result``,
 ``task_attempts``), ``list`` (``tasks/list``, ``task_list``, ``tasks_last_failed``),
 ``cancel`` (``tasks/cancel``, ``task_cancel``) and ``answer`` (``tasks/update``,
-``task_answer``, and each answer given to an elicitation). Outcomes: ``ok``,
+``task_answer``, and each answer given to an elicitation). A ``subscriptions/listen``
+naming tasks is one ``read`` per task it names, written when the stream is acknowledged
+(a listen lasts until its tasks end): ``ok`` for a task it covers, ``refused`` with
+``-32602`` for one it leaves out (unknown, expired or another principal's), as
+``tasks/get`` would answer; a listen refused as a whole is one record. Outcomes: ``ok``,
 ``refused`` (a JSON-RPC error, or a plain tool's error result, with its code),
 ``error`` (``-32603``), ``interrupted`` (the request was cancelled or its caller left)
 and, for answers to an elicitation, ``declined`` and ``dismissed``.
@@ -29,7 +33,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 AUDIT_LOGGER: Final = "taskloom.audit"
 LOCAL_PRINCIPAL: Final = "local"
@@ -45,6 +49,7 @@ METHOD_ACTIONS: Final[Mapping[str, Action]] = {
     "tasks/list": "list",
     "tasks/cancel": "cancel",
     "tasks/update": "answer",
+    "subscriptions/listen": "read",
 }
 PLAIN_TOOL_ACTIONS: Final[Mapping[str, Action]] = {
     "task_status": "read",
@@ -71,6 +76,8 @@ class AuditEntry:
     tool: str | None = None
     outcome: Outcome = "ok"
     error_code: int | None = None
+    settled: bool = False
+    """Its records were written before the request ended (:func:`looked_up`)."""
 
     def failed(self, code: int) -> None:
         """The request was answered with the JSON-RPC error *code*."""
@@ -78,8 +85,9 @@ class AuditEntry:
         self.error_code = code
 
     def write(self) -> None:
-        """Log this entry (once, when the request has ended)."""
-        write(self.principal, self.action, self.outcome, **self._details())
+        """Log this entry (once, when the request has ended), unless it was settled."""
+        if not self.settled:
+            write(self.principal, self.action, self.outcome, **self._details())
 
     def _details(self) -> dict[str, Any]:
         return {
@@ -163,6 +171,26 @@ def note(*, task_id: str | None = None, refused: int | None = None) -> None:
         entry.task_id = clipped(task_id)
     if refused is not None:
         entry.failed(refused)
+
+
+def looked_up(found: Mapping[str, bool]) -> None:
+    """Settle the current request's entry (if any) as one ``read`` per task id of
+    *found*: ``ok`` if it was visible, else ``refused`` with ``-32602`` (as a
+    ``tasks/get`` of it); the entry itself is then not written."""
+    entry = _current.get()
+    if entry is None:
+        return
+    entry.settled = True
+    for task_id, visible in found.items():
+        outcome: Outcome = "ok" if visible else "refused"
+        write(
+            entry.principal,
+            entry.action,
+            outcome,
+            task_id=clipped(task_id),
+            method=entry.method,
+            error_code=None if visible else INVALID_PARAMS,
+        )
 
 
 def answered(task_id: str, *, owner: str | None, outcome: Outcome, method: str) -> None:

@@ -45,6 +45,7 @@ from taskloom.engine.errors import (
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Task
 from taskloom.engine.submit import submit
+from taskloom.server import audit
 from taskloom.server.errors import missing_tasks_extension
 from taskloom.server.generation import declares_tasks_extension
 from taskloom.server.questions import refuse
@@ -218,6 +219,8 @@ class TaskListen:
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         with self._manager.subscribe(task_ids) as changes:  # before reading: nothing missed
             covered = await self._visible(task_ids)
+            visible = {task.id for task in covered}
+            audit.looked_up({task_id: task_id in visible for task_id in task_ids})
             ack = types.SubscriptionsAcknowledgedNotificationParams(
                 notifications=types.SubscriptionFilter.model_validate(
                     {TASK_IDS_KEY: [task.id for task in covered]}

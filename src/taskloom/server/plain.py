@@ -31,6 +31,7 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp_types import INVALID_PARAMS
 from pydantic import JsonValue
 
 from taskloom.engine.dag import Workflow
@@ -40,6 +41,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.server import audit
+from taskloom.server.errors import QUOTA_EXCEEDED
 from taskloom.server.fallback import MAX_WAIT_S, status_lines
 from taskloom.server.generation import Generation, generation
 from taskloom.server.push import ProgressPush
@@ -112,8 +114,12 @@ class PlainCalls:
                 answers=answers,
                 max_unfinished=self._max_unfinished,
             )
-        except (InvalidRequestError, QuotaExceededError) as error:
+        except InvalidRequestError as error:
+            audit.note(refused=INVALID_PARAMS)
             return invalid_arguments_result(str(error))
+        except QuotaExceededError as error:
+            audit.note(refused=QUOTA_EXCEEDED)
+            return invalid_arguments_result(f"Quota exceeded: {error}")
         audit.note(task_id=task.id)  # recorded even if the caller leaves before the answer
         speaking = generation(ctx)
         asker = (
