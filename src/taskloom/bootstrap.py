@@ -25,7 +25,7 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
 from taskloom.engine.tokens import TokenStore, TokenVerifier
 from taskloom.engine.worker import Worker, default_worker_id
-from taskloom.observability import Metrics, standard_observer
+from taskloom.observability import standard_observer
 from taskloom.persistence.factory import DatabaseSettings, open_store
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
@@ -183,6 +183,7 @@ async def serve_http(
     """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
     until the process is stopped; *task_status* gets the bound port once listening. The
     workflows are configured for ``network`` callers, whatever ``settings.exposure`` says."""
+    from taskloom.observability.metrics import Metrics  # prometheus_client: only to serve
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.http.service import HttpService
 
