@@ -25,7 +25,7 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
 from taskloom.engine.tokens import TokenStore, TokenVerifier
 from taskloom.engine.worker import Worker, default_worker_id
-from taskloom.observability import Metrics, standard_observer
+from taskloom.observability import standard_observer
 from taskloom.persistence.factory import DatabaseSettings, open_store
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
@@ -67,6 +67,18 @@ def load_workflows(settings: TaskloomSettings) -> WorkflowRegistry:
         registry.load_module(module)
     if settings.load_entry_points:
         registry.load_entry_points()
+    configure_workflows(registry, settings)
+    return registry
+
+
+def configure_workflows(registry: WorkflowRegistry, settings: TaskloomSettings) -> None:
+    """Configure every workflow of *registry* that takes settings with
+    ``settings.workflow_settings`` for ``settings.exposure`` (given values or not).
+
+    Raises:
+        WorkflowDefinitionError: settings name a workflow that is not in *registry*, or
+            do not fit its settings model (the message names the workflow and field).
+    """
     for name in settings.workflow_settings:
         if name not in registry:
             raise WorkflowDefinitionError(f"settings are given for {name!r}, which is not loaded")
@@ -74,7 +86,6 @@ def load_workflows(settings: TaskloomSettings) -> WorkflowRegistry:
         if workflow.settings_model is not None:
             values = settings.workflow_settings.get(name, {})
             registry.configure(name, values, exposure=settings.exposure)
-    return registry
 
 
 @asynccontextmanager
@@ -172,6 +183,7 @@ async def serve_http(
     """Open the engine and serve MCP over Streamable HTTP, and its metrics at ``/metrics``,
     until the process is stopped; *task_status* gets the bound port once listening. The
     workflows are configured for ``network`` callers, whatever ``settings.exposure`` says."""
+    from taskloom.observability.metrics import Metrics  # prometheus_client: only to serve
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.http.service import HttpService
 
@@ -217,18 +229,29 @@ def durable_tasks(
 
         tasks = durable_tasks([slow_report])
         mcp = MCPServer("mine", extensions=[tasks], lifespan=tasks.lifespan)
+
+    The workflows that take settings are configured as ``taskloom serve --settings``
+    configures them: with ``settings.workflow_settings``, for ``settings.exposure``
+    (``network`` when the server is reachable by others). Settings that a workflow
+    refuses stop the lifespan at start (``WorkflowDefinitionError`` naming them).
     """
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.embedded import DurableTasks
 
     settings = settings if settings is not None else TaskloomSettings()
-    registry = WorkflowRegistry()
-    for workflow in workflows:
-        registry.register(workflow)
+    given = list(workflows)
+
+    def registry() -> WorkflowRegistry:
+        found = WorkflowRegistry()
+        for workflow in given:
+            found.register(workflow)
+        return found
 
     @asynccontextmanager
     async def serve_engine() -> AsyncIterator["TaskServer"]:
-        async with open_engine(settings, clock=clock, workflows=registry) as engine:
+        configured = registry()
+        configure_workflows(configured, settings)
+        async with open_engine(settings, clock=clock, workflows=configured) as engine:
             yield TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
 
-    return DurableTasks(registry, settings.server, serve_engine)
+    return DurableTasks(registry(), settings.server, serve_engine)

@@ -1,7 +1,7 @@
 """Commands that need no server and no driver do not import one (issue 16, ADR 0022).
 
 Each command runs in a fresh interpreter, which then reports the heavy modules it holds:
-the MCP SDK and its HTTP stack, the PostgreSQL driver, and jsonschema.
+the MCP SDK and its HTTP stack, the PostgreSQL driver, jsonschema, and prometheus_client (ADR 0034).
 """
 
 import json
@@ -22,6 +22,7 @@ HEAVY = (
     "psycopg",
     "psycopg_pool",
     "jsonschema",
+    "prometheus_client",
 )
 PROBE = """
 import json, sys

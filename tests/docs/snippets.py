@@ -20,7 +20,7 @@ import anyio
 
 DOCS: Final = Path(__file__).resolve().parents[2] / "docs"
 _FENCE: Final = re.compile(r"^```(\w*)\s*$")
-_MARKER: Final = re.compile(r"^<!--\s*(not-tested:\s*\S.*|continues)\s*-->$")
+_MARKER: Final = re.compile(r"^<!--\s*(not-tested:\s*\S.*|not-run:\s*\S.*|continues)\s*-->$")
 _LINK: Final = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _EXTERNAL: Final = re.compile(r"^[a-z][a-z0-9+.-]*:")
 
@@ -34,16 +34,17 @@ class Snippet:
     """The 1-based line of the block's first code line."""
     code: str
     marker: str | None
-    """``continues``, ``not-tested: ...`` or ``None``."""
+    """``continues``, ``not-tested: ...``, ``not-run: ...`` (command blocks) or ``None``."""
 
     @property
     def where(self) -> str:
-        page = self.page.relative_to(DOCS.parent) if self.page.is_relative_to(DOCS) else self.page
+        root = DOCS.parent
+        page = self.page.relative_to(root) if self.page.is_relative_to(root) else self.page
         return f"{page}:{self.line}"
 
     @property
     def skipped(self) -> bool:
-        return self.marker is not None and self.marker.startswith("not-tested")
+        return self.marker is not None and self.marker.startswith(("not-tested", "not-run"))
 
 
 class SnippetError(Exception):

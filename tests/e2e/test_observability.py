@@ -1,9 +1,11 @@
-"""`--log-format json` on `serve --http` and `worker`: JSON log lines, and `/metrics`."""
+"""`--log-format json` on `serve --http` and `worker`: JSON log lines, and `/metrics` (on
+`serve --http`, and on `worker --metrics HOST:PORT`)."""
 
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from taskloom.workflows.countdown import countdown
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
 from tests.helpers import eventually
-from tests.observability.test_prometheus import assert_valid
+from tests.observability.scrape import value
 from tests.server.http_support import ANN, BOB, http_client
 
 
@@ -63,18 +65,17 @@ async def test_metrics_and_json_logs_of_a_served_workflow(tmp_path: Path) -> Non
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert posted.status_code == 405
-    text = scraped.text
-    assert_valid(text)
-    assert 'taskloom_tasks_created_total{workflow="countdown"} 2\n' in text
-    assert 'taskloom_tasks_finished_total{workflow="countdown",state="completed"} 1\n' in text
-    assert 'taskloom_tasks_finished_total{workflow="countdown",state="failed"} 1\n' in text
-    assert 'taskloom_task_duration_seconds_count{workflow="countdown",state="failed"} 1\n' in text
-    assert 'taskloom_node_errors_total{workflow="countdown",error_type=' in text
+    text = scraped.text  # parsed by prometheus_client's own parser
+    countdown = {"workflow": "countdown"}
+    assert value(text, "taskloom_tasks_created_total", **countdown) == 2
+    assert value(text, "taskloom_tasks_finished_total", **countdown, state="completed") == 1
+    assert value(text, "taskloom_tasks_finished_total", **countdown, state="failed") == 1
+    assert value(text, "taskloom_task_duration_seconds_count", **countdown, state="failed") == 1
+    assert 'taskloom_node_errors_total{error_type="RuntimeError",workflow="countdown"}' in text
     assert "taskloom_node_attempt_duration_seconds_bucket{" in text
     # a run ends (lease released) just after its result is readable: 1 or already 0
-    assert re.search(
-        r'^taskloom_runs_in_progress\{workflow="countdown"\} [01]$', text, re.MULTILINE
-    )
+    assert value(text, "taskloom_runs_in_progress", **countdown) in (0, 1)
+    assert value(text, "process_cpu_seconds_total") is not None  # the library's own
 
     log = (tmp_path / "stderr.log").read_text()
     assert ANN not in log
@@ -122,3 +123,62 @@ async def test_a_json_worker_writes_only_json_lines(tmp_path: Path) -> None:
     attempts = [line for line in lines if line["message"] == "node attempt ended"]
     assert {line["node"] for line in attempts} >= {"plan", "report"}
     assert any(line.get("signal") == "SIGTERM" for line in lines)
+
+
+@pytest.mark.slow
+async def test_a_worker_serves_its_metrics_when_asked(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    async with open_store(db, create=True):
+        pass  # created and migrated
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    command = [sys.executable, "-m", "taskloom", "worker", "--db", str(db)]
+    command += ["--metrics", "127.0.0.1:0"]
+    errlog_path = tmp_path / "stderr.log"
+    with errlog_path.open("w") as errlog:
+        process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
+        try:
+            url = ""
+
+            async def announced() -> bool:
+                nonlocal url
+                found = re.search(r"metrics at (http://\S+/metrics)", errlog_path.read_text())
+                url = found.group(1) if found else ""
+                return bool(found)
+
+            await eventually(announced, within_s=30, every_s=0.05)
+            async with open_database(db) as local:
+                task = await submit(local.manager, countdown, {"start": 3, "tick_s": 0})
+                with anyio.fail_after(30):
+                    await local.manager.wait_until_terminal(task.id, recheck_every=0.05)
+            async with httpx2.AsyncClient(timeout=5) as http:
+                finished = "taskloom_tasks_finished_total"
+                scraped = ""
+
+                async def counted() -> bool:  # the worker counts just after it commits
+                    nonlocal scraped
+                    scraped = (await http.get(url)).text
+                    labels = {"workflow": "countdown", "state": "completed"}
+                    return value(scraped, finished, **labels) == 1
+
+                await eventually(counted, within_s=10, every_s=0.05)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(20):
+                await process.wait()
+    assert process.returncode == 0
+    attempts = "taskloom_node_attempts_total"
+    assert value(scraped, attempts, workflow="countdown", phase="plan", outcome="completed") == 1
+    assert value(scraped, "process_resident_memory_bytes")
+    assert value(scraped, "python_gc_collections_total", generation="0") is not None
+
+
+def test_a_bad_metrics_address_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    command = [sys.executable, "-m", "taskloom", "worker", "--db", str(tmp_path / "w.db")]
+    refused = [*command, "--metrics", "9464"]
+    done = subprocess.run(refused, check=False, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "taskloom: error: --metrics wants HOST:PORT, e.g. 127.0.0.1:9464, not '9464'"
+    ]
+    assert not (tmp_path / "w.db").exists()  # refused before anything was opened

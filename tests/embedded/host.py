@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 from taskloom.bootstrap import durable_tasks
 from taskloom.config import TaskloomSettings
@@ -13,7 +13,7 @@ from taskloom.persistence.sqlite import SqliteSettings
 from tests.server.flows import gate
 
 
-@durable()
+@durable
 async def slow_sum(a: int, b: int = 1, ctx: NodeContext | None = None) -> int:  # type: ignore[type-arg]
     """Add two numbers, durably."""
     if ctx is not None:
@@ -47,6 +47,12 @@ def existing_server(database: Path) -> MCPServer[None]:
     def add(a: int, b: int) -> int:
         """Add two numbers at once."""
         return a + b
+
+    @mcp.tool()
+    async def announce(ctx: Context) -> str:
+        """Tell listeners the tool list changed."""
+        await ctx.notify_tools_changed()
+        return "announced"
 
     @mcp.resource("note://readme")
     def readme() -> str:

@@ -74,7 +74,7 @@ async def test_the_hosts_own_tools_resource_and_prompt_answer_as_before(tmp_path
         prompt = await client.get_prompt("greet", {"name": "Ada"})
         assert prompt.messages[0].content.text == "Hello, Ada!"  # type: ignore[union-attr]
         names = [tool.name for tool in (await client.list_tools()).tools]
-        assert names[:3] == ["add", "slow_sum", "wait_gate"]
+        assert names[:4] == ["add", "announce", "slow_sum", "wait_gate"]
         assert "task_status" in names
 
 

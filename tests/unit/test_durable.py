@@ -3,7 +3,7 @@
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from taskloom.engine.dag import NodeContext
+from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.durable import durable
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.retry import RetryPolicy
@@ -58,3 +58,33 @@ def test_an_unannotated_parameter_is_refused() -> None:
 
     with pytest.raises(WorkflowDefinitionError, match="annotate"):
         durable()(loose)
+
+
+@durable
+async def shout(text: str) -> str:
+    """Say it louder."""
+    return text.upper()
+
+
+async def shout_function(text: str) -> str:
+    """Say it louder."""
+    return text.upper()
+
+
+def test_bare_durable_is_the_same_as_durable_with_no_options() -> None:
+    workflow: Workflow[BaseModel] = shout  # typed as a Workflow for mypy, not a decorator
+    with_parentheses = durable()(shout_function)
+    assert workflow.name == "shout"
+    assert workflow.description == "Say it louder."
+    assert workflow.input_schema()["properties"] == with_parentheses.input_schema()["properties"]
+    (node,) = workflow.nodes.values()
+    (same,) = with_parentheses.nodes.values()
+    assert (node.retry, node.timeout_s) == (same.retry, same.timeout_s)
+
+
+def test_bare_durable_refuses_what_durable_refuses() -> None:
+    def plain(x: int) -> int:
+        return x
+
+    with pytest.raises(WorkflowDefinitionError, match="must be an async function"):
+        durable(plain)  # type: ignore[arg-type]  # mypy refuses it as well

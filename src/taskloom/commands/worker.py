@@ -24,6 +24,7 @@ from taskloom.commands.common import (
     add_logging,
     add_settings,
     add_workflows,
+    env,
     env_int,
     settings_from,
     setup_logging,
@@ -32,6 +33,8 @@ from taskloom.commands.render import when
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
+from taskloom.observability import standard_observer
+from taskloom.observability.metrics_server import metrics_endpoint
 from taskloom.persistence.factory import describe_database
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,12 @@ def register(commands: "argparse._SubParsersAction[Any]") -> None:
         default=env_int("MAX_RUNS", WorkerSettings().max_runs),
         help="runs executed at once (env TASKLOOM_MAX_RUNS; default %(default)s)",
     )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        default=env("METRICS"),
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (env TASKLOOM_METRICS)",
+    )
     add_db(parser)
     add_workflows(parser)
     add_settings(parser)
@@ -64,8 +73,15 @@ async def run_worker(args: argparse.Namespace) -> int:
     setup_logging(args)
     settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
     text = args.log_format == "text"
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_engine(settings) as engine, anyio.create_task_group() as task_group:
+    with (
+        anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+        metrics_endpoint(args.metrics) as served,
+    ):
+        observer = standard_observer(served.metrics if served else None)
+        async with (
+            open_engine(settings, observer=observer) as engine,
+            anyio.create_task_group() as task_group,
+        ):
             assert engine.worker is not None
             if text:
                 await task_group.start(log_changes, engine.manager)
@@ -73,7 +89,9 @@ async def run_worker(args: argparse.Namespace) -> int:
             _say(
                 text,
                 f"worker {engine.worker.worker_id} on {database} runs: "
-                f"{', '.join(engine.workflows)} (Ctrl-C stops it)",
+                f"{', '.join(engine.workflows)}"
+                f"{f'; metrics at {served.url}' if served else ''} (Ctrl-C stops it)",
+                metrics=served.url if served else None,
                 worker_id=engine.worker.worker_id,
                 database=database,
                 workflows=list(engine.workflows),

@@ -9,7 +9,7 @@ questions and cancellation checks.
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -20,6 +20,11 @@ from taskloom.engine.retry import RetryPolicy
 AsyncFunction = Callable[..., Awaitable[Any]]
 
 
+@overload
+def durable(function: AsyncFunction, /) -> Workflow[BaseModel]: ...
+
+
+@overload
 def durable(
     *,
     name: str | None = None,
@@ -28,8 +33,22 @@ def durable(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     task_support: TaskSupport = "optional",
-) -> Callable[[AsyncFunction], Workflow[BaseModel]]:
-    """Make an ``async def`` a workflow of one node, named after it (or *name*).
+) -> Callable[[AsyncFunction], Workflow[BaseModel]]: ...
+
+
+def durable(
+    function: AsyncFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str = "1",
+    title: str | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
+    task_support: TaskSupport = "optional",
+) -> Workflow[BaseModel] | Callable[[AsyncFunction], Workflow[BaseModel]]:
+    """Make an ``async def`` a workflow of one node, named after it (or *name*): as
+    ``@durable`` or ``@durable(...)``.
 
     Its parameters (all but the ``NodeContext`` one) are the tool's arguments, with their
     annotations and defaults; *retry* and *timeout* (seconds, per attempt) are the node's.
@@ -75,7 +94,7 @@ def durable(
         workflow.node(name=workflow_name, retry=retry, timeout=timeout)(run)
         return workflow
 
-    return build
+    return build if function is None else build(function)
 
 
 def _parameters(

@@ -1,92 +1,120 @@
-"""The engine's metrics, counted from its lifecycle events, for ``GET /metrics``.
+"""The engine's metrics, counted from its lifecycle events, in ``prometheus_client``
+(ADR 0034), for ``GET /metrics``.
 
 Counts are this process's: a task is counted as created by the process that created it
 and as finished by the one that moved it to its terminal state (a separate worker, or
 the server for a cancel). Labels are bounded: workflow names, phases, states, outcomes
 and error types, never task ids or node names (a fan-out has thousands of nodes).
+
+Each :class:`Metrics` has a registry of its own (never the library's global one: a host
+program may use it, and tests make many), holding taskloom's metrics and the library's
+process, platform and garbage-collector collectors. ``prometheus_client`` is imported
+only by processes that serve metrics (ADR 0022).
 """
+
+from typing import Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 
 from taskloom.engine.models import Task
 from taskloom.engine.observe import AttemptInfo, RunInfo
 from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
-from taskloom.observability.prometheus import Counter, Gauge, Histogram, render
+
+BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+"""Seconds: node attempts and tasks last from milliseconds to an hour."""
 
 
 class Metrics:
-    """Every taskloom metric, updated as an engine :class:`~taskloom.engine.observe.Observer`."""
+    """Every taskloom metric, updated as an engine :class:`~taskloom.engine.observe.Observer`;
+    thread-safe (a metrics server thread may render while the event loop counts)."""
 
     def __init__(self) -> None:
-        self.tasks_created = Counter("taskloom_tasks_created_total", "Tasks created.", ["workflow"])
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.tasks_created = Counter(
+            "taskloom_tasks_created", "Tasks created.", ["workflow"], registry=self.registry
+        )
         self.tasks_finished = Counter(
-            "taskloom_tasks_finished_total",
+            "taskloom_tasks_finished",
             "Tasks that reached a terminal state, by state.",
             ["workflow", "state"],
+            registry=self.registry,
         )
         self.task_duration = Histogram(
             "taskloom_task_duration_seconds",
             "Time from a task's creation to its terminal state.",
             ["workflow", "state"],
+            buckets=BUCKETS,
+            registry=self.registry,
         )
         self.runs_in_progress = Gauge(
-            "taskloom_runs_in_progress", "Runs this process is executing.", ["workflow"]
+            "taskloom_runs_in_progress",
+            "Runs this process is executing.",
+            ["workflow"],
+            registry=self.registry,
         )
         self.runs_resumed = Counter(
-            "taskloom_runs_resumed_total",
+            "taskloom_runs_resumed",
             "Runs resumed from their checkpoints (after a stop, a crash or a lost lease).",
             ["workflow"],
+            registry=self.registry,
         )
         self.node_attempts = Counter(
-            "taskloom_node_attempts_total",
+            "taskloom_node_attempts",
             "Node attempts ended, by outcome.",
             ["workflow", "phase", "outcome"],
+            registry=self.registry,
         )
         self.node_errors = Counter(
-            "taskloom_node_errors_total",
+            "taskloom_node_errors",
             "Node attempts that failed or timed out, by error type.",
             ["workflow", "error_type"],
+            registry=self.registry,
         )
         self.attempt_duration = Histogram(
             "taskloom_node_attempt_duration_seconds",
             "Duration of node attempts, by outcome.",
             ["workflow", "phase", "outcome"],
+            buckets=BUCKETS,
+            registry=self.registry,
         )
 
     def render(self) -> str:
-        """Every metric in the Prometheus text format."""
-        return render(
-            (
-                self.tasks_created,
-                self.tasks_finished,
-                self.task_duration,
-                self.runs_in_progress,
-                self.runs_resumed,
-                self.node_attempts,
-                self.node_errors,
-                self.attempt_duration,
-            )
-        )
+        """Every metric in the Prometheus text format, version 0.0.4."""
+        return generate_latest(self.registry).decode()
 
     # -- the engine's Observer ------------------------------------------------------------
 
     def task_created(self, task: Task) -> None:
         """Count it."""
-        self.tasks_created.inc(task.name)
+        self.tasks_created.labels(task.name).inc()
 
     def task_finished(self, task: Task) -> None:
         """Count it, and how long it took since its creation."""
-        self.tasks_finished.inc(task.name, task.state.value)
+        self.tasks_finished.labels(task.name, task.state.value).inc()
         seconds = (task.updated_at - task.created_at).total_seconds()
-        self.task_duration.observe(max(seconds, 0.0), task.name, task.state.value)
+        self.task_duration.labels(task.name, task.state.value).observe(max(seconds, 0.0))
 
     def run_started(self, run: RunInfo) -> None:
         """Count it as in progress (and resumed, if it is)."""
-        self.runs_in_progress.inc(run.workflow)
+        self.runs_in_progress.labels(run.workflow).inc()
         if run.resumed:
-            self.runs_resumed.inc(run.workflow)
+            self.runs_resumed.labels(run.workflow).inc()
 
     def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
         """No longer in progress."""
-        self.runs_in_progress.dec(run.workflow)
+        self.runs_in_progress.labels(run.workflow).dec()
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Nothing: attempts are counted as they end."""
@@ -102,7 +130,7 @@ class Metrics:
     ) -> None:
         """Count it, its duration and its error."""
         labels = (attempt.workflow, attempt.phase, outcome.value)
-        self.node_attempts.inc(*labels)
-        self.attempt_duration.observe(duration_s, *labels)
+        self.node_attempts.labels(*labels).inc()
+        self.attempt_duration.labels(*labels).observe(duration_s)
         if error is not None and outcome in FAILURE_OUTCOMES:
-            self.node_errors.inc(attempt.workflow, error.error_type)
+            self.node_errors.labels(attempt.workflow, error.error_type).inc()

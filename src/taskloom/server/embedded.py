@@ -13,7 +13,9 @@ code ``taskloom serve`` runs. The SDK's seams used:
 - one ``Server.middleware``, :meth:`DurableTasks.route` (installed by the lifespan, the
   only hook that is handed the server): it wraps taskloom's requests (and
   ``initialize``, whose 2025-11-25 result must announce ``capabilities.tasks``) in
-  taskloom's middleware stack, and adds taskloom's tools to ``tools/list``.
+  taskloom's middleware stack, adds taskloom's tools to ``tools/list``, and merges
+  taskloom's task changes into the host's ``subscriptions/listen``
+  (:mod:`taskloom.server.host_listen`).
 
 The engine opens when the server's lifespan starts (once per ``run()``; over HTTP, with
 the session manager) and closes when it ends: a run cut short resumes at the next start.
@@ -49,6 +51,7 @@ from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.server.app import TaskServer
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES
 from taskloom.server.generation import TASKS_EXTENSION
+from taskloom.server.host_listen import listen_on_host
 from taskloom.server.modern import UpdateTaskParams
 from taskloom.server.push import TaskFollowers
 from taskloom.server.settings import ServerSettings
@@ -212,6 +215,9 @@ class DurableTasks(Extension):
     async def route(self, ctx: Context, call_next: CallNext) -> HandlerResult:
         """The ``Server.middleware``: taskloom's requests inside taskloom's stack."""
         running = self._running
+        if running is not None and ctx.method == "subscriptions/listen":
+            ours = _compose(running.server.middleware(owner_of()), partial(self._listen, running))
+            return await listen_on_host(ctx, call_next, ours)
         if running is None or not self._is_ours(ctx):
             return await call_next(ctx)
         inner = (
@@ -240,6 +246,13 @@ class DurableTasks(Extension):
             )
         entry = running.handlers(ctx).get_request_handler(method)
         assert entry is not None  # TaskServer registers every method listed here
+        return await entry.handler(ctx, params)
+
+    async def _listen(self, running: _Running, ctx: Context) -> HandlerResult:
+        """taskloom's ``subscriptions/listen`` handler (task changes), on raw params."""
+        entry = running.handlers(ctx).get_request_handler("subscriptions/listen")
+        assert entry is not None  # TaskServer registers it
+        params = types.SubscriptionsListenRequestParams.model_validate(ctx.params or {})
         return await entry.handler(ctx, params)
 
     async def _list_tools(
