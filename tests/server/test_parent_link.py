@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -111,3 +112,24 @@ async def test_a_child_names_its_parent_in_tasks_get_on_2026_07_28(
     ended = await modern.until(child["taskId"])
     assert (ended["status"], ended["_meta"][PARENT_TASK_META_KEY]) == ("completed", parent_id)
     assert ended["result"]["content"][0]["text"] == "kid passed modern"
+
+
+async def test_a_childs_notifications_name_its_parent_next_to_the_subscription(
+    client: LegacyClient, modern: ModernClient
+) -> None:
+    parent_id = await modern.start("family", {"gate": "listen"})
+    child_id = (await _listed_child(client, parent_id))["taskId"]
+
+    async def listen() -> None:
+        params = {"notifications": {"taskIds": [child_id]}}
+        await modern.request("subscriptions/listen", params)
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(listen)
+        await modern.tap.until(lambda: bool(modern.notifications("notifications/tasks")))
+        flows.gate("listen").set()
+    frames = modern.notifications("notifications/tasks")
+    assert frames[-1]["status"] == "completed"
+    for frame in frames:
+        assert frame["_meta"][PARENT_TASK_META_KEY] == parent_id
+        assert "io.modelcontextprotocol/subscriptionId" in frame["_meta"]
