@@ -68,7 +68,7 @@ async def _run(path: Path, kind: str, width: int) -> float:
     arguments = {"items": width} if kind == "map" else {}
     async with SqliteTaskStore.open(path) as store:
         manager = TaskManager(store)
-        worker = Worker(manager, store, {flow.name: flow}, settings=FAST)
+        worker = Worker(manager, {flow.name: flow}, settings=FAST)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             started = time.perf_counter()

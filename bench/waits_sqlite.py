@@ -74,7 +74,6 @@ async def _once(path: Path, waiting: int) -> dict[str, float]:
         manager = TaskManager(store)
         worker = Worker(
             manager,
-            store,
             {asking.name: asking, plain.name: plain},
             settings=WorkerSettings(poll_s=0.2),
         )

@@ -66,7 +66,7 @@ def fan_out(width: int, name: str = "fan") -> Workflow[Empty]:
 async def _run_once(path: Path, flow: Workflow[Empty]) -> float:
     async with SqliteTaskStore.open(path) as store:
         manager = TaskManager(store)
-        worker = Worker(manager, store, {flow.name: flow}, settings=FAST)
+        worker = Worker(manager, {flow.name: flow}, settings=FAST)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             started = time.perf_counter()
@@ -127,7 +127,7 @@ async def _cancel_once(path: Path) -> float:
 
     async with SqliteTaskStore.open(path) as store:
         manager = TaskManager(store)
-        worker = Worker(manager, store, {flow.name: flow}, settings=FAST)
+        worker = Worker(manager, {flow.name: flow}, settings=FAST)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             task = await submit(manager, flow)
@@ -150,7 +150,7 @@ async def _cancel_scan_once(folder: Path, n: int) -> float:
     flow = repo_audit.configure({"allowed_roots": [str(tree)]})
     async with SqliteTaskStore.open(folder / f"s{n}.db") as store:
         manager = TaskManager(store)
-        worker = Worker(manager, store, {flow.name: flow}, settings=FAST)
+        worker = Worker(manager, {flow.name: flow}, settings=FAST)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             arguments = {"path": str(tree), "max_file_bytes": 1 << 40}

@@ -3,7 +3,6 @@
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -13,12 +12,9 @@ from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import (
     InvalidRequestError,
-    PersistenceError,
-    TaskNotFoundError,
     WorkflowDefinitionError,
 )
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import TaskId
 from taskloom.engine.observe import Observer
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
@@ -113,6 +109,7 @@ async def open_engine(
     async with open_store(settings.database) as store:
         manager = TaskManager(
             store,
+            runs=store,
             clock=clock,
             settings=settings.tasks,
             validator=JsonSchemaValidator(),
@@ -123,7 +120,6 @@ async def open_engine(
             if settings.run_worker:
                 worker = Worker(
                     manager,
-                    store,
                     dict(registry),
                     settings=settings.worker,
                     worker_id=worker_id,
@@ -132,7 +128,7 @@ async def open_engine(
             async with anyio.create_task_group() as task_group:
                 if isinstance(settings.database, PostgresSettings):
                     postgres = cast("PostgresTaskStore", store)  # what open_store opens for it
-                    await task_group.start(postgres.watch_changes, partial(_republish, manager))
+                    await task_group.start(postgres.watch_changes, manager.notice)
                 if settings.run_sweeper:
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:
@@ -153,15 +149,6 @@ def _worker_identity(database: DatabaseSettings) -> Iterator[tuple[str, str | No
             yield slot.worker_id, slot.worker_id
     else:
         yield default_worker_id(), None
-
-
-async def _republish(manager: TaskManager, task_id: TaskId) -> None:
-    """Publish in this process a change that another process made."""
-    try:
-        task = await manager.get(task_id)
-    except (TaskNotFoundError, PersistenceError):
-        return  # gone, or the database is away: polls and heartbeats still cover it
-    manager.publish(task)
 
 
 async def serve_stdio(settings: TaskloomSettings | None = None) -> None:

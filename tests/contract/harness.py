@@ -29,7 +29,6 @@ async def running(
     """A worker executing *workflows* until the block ends."""
     worker = Worker(
         manager,
-        run_store(store),
         {workflow.name: workflow for workflow in workflows},
         settings=FAST,
         worker_id="w1",

@@ -9,7 +9,7 @@ call returns the child's result. A cancel of the parent cancels its children, re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from pydantic import BaseModel
@@ -20,6 +20,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.retry import RetryPolicy
+from taskloom.engine.runs import RunStore
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker
@@ -204,7 +205,8 @@ async def _doomed(
     store: TaskStore, clock: FakeClock, flow: Workflow[Number]
 ) -> AsyncIterator[_DiesOnWait]:
     dying = _DiesOnWait(store)
-    worker = Worker(TaskManager(dying, clock=clock), dying, {flow.name: flow}, settings=FAST)
+    manager = TaskManager(dying, runs=cast(RunStore, dying), clock=clock)
+    worker = Worker(manager, {flow.name: flow}, settings=FAST)
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         yield dying

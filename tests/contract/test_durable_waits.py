@@ -9,14 +9,14 @@ call returning what it waited for at once.
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.errors import DatabaseUnavailableError, WaitOverError
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import InputRequest, Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState, RunStore
@@ -72,9 +72,7 @@ async def test_waiting_questions_leave_the_workers_slots_free(
         return 42
 
     settings = FAST.model_copy(update={"max_runs": 2})
-    worker = Worker(
-        manager, run_store(store), {"asking": asking, "plain": plain}, settings=settings
-    )
+    worker = Worker(manager, {"asking": asking, "plain": plain}, settings=settings)
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         first = await submit(manager, asking)
@@ -153,8 +151,8 @@ async def _killed_after(
 ) -> AsyncIterator[_Killable]:
     """A worker that runs until the block ends, then dies without a word."""
     killable = _Killable(store)
-    doomed = TaskManager(killable, clock=clock)
-    worker = Worker(doomed, killable, {flow.name: flow}, settings=FAST, worker_id=worker_id)
+    doomed = TaskManager(killable, runs=cast(RunStore, killable), clock=clock)
+    worker = Worker(doomed, {flow.name: flow}, settings=FAST, worker_id=worker_id)
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         yield killable
@@ -208,7 +206,7 @@ async def test_cancelling_a_waiting_task_ends_it(manager: TaskManager, store: Ta
         now=manager.clock.now() + timedelta(hours=1),
         lease_for=timedelta(seconds=10),
         limit=10,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     assert claimed == []
 
@@ -282,7 +280,7 @@ async def _claim(runs: RunStore, manager: TaskManager, worker: str, flow: str) -
             now=manager.clock.now(),
             lease_for=timedelta(seconds=10),
             limit=10,
-            start=manager.start_mutation(),
+            start=claim_start(manager.clock.now()),
         )
     )
 
@@ -303,9 +301,7 @@ async def test_a_parked_run_has_no_lease_and_an_answer_makes_it_claimable(
         waiting_for=wait.encode(),
     )
     question = InputRequest(message="Which?", requested_schema={"type": "object"})
-    node, asked = await manager.wait_node(
-        runs, end, NodeWaits(wait, question=question), lease=run.lease
-    )
+    node, asked = await manager.wait_node(end, NodeWaits(wait, question=question), lease=run.lease)
     assert (node.state, node.waiting_for) == (NodeState.WAITING, "input:n#1")
     assert asked.state is TaskState.INPUT_REQUIRED
     assert set(asked.input_requests) == {"n#1"}

@@ -7,7 +7,7 @@ import anyio
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import RunStore
 from taskloom.engine.states import TaskState
@@ -40,7 +40,7 @@ async def test_a_hundred_long_tasks_of_one_owner_leave_room_for_anothers_short_o
 ) -> None:
     release = anyio.Event()
     flow = _flow(release)
-    worker = Worker(manager, cast(RunStore, store), {"job": flow}, settings=QUIET)
+    worker = Worker(manager, {"job": flow}, settings=QUIET)
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         hogs = [await submit(manager, flow, owner="hog") for _ in range(100)]
@@ -72,7 +72,7 @@ async def test_a_claim_takes_turns_between_owners_oldest_first(
         now=manager.clock.now(),
         lease_for=_LEASE,
         limit=3,
-        start=manager.start_mutation("started"),
+        start=claim_start(manager.clock.now(), "started"),
     )
     assert {run.task.id for run in claimed} == {ann[0].id, bob[0].id, ann[1].id}
     capped = await cast(RunStore, store).claim_runs(
@@ -81,7 +81,7 @@ async def test_a_claim_takes_turns_between_owners_oldest_first(
         now=manager.clock.now(),
         lease_for=_LEASE,
         limit=5,
-        start=manager.start_mutation("started"),
+        start=claim_start(manager.clock.now(), "started"),
         per_owner=2,
     )
     assert {run.task.id for run in capped} == {bob[1].id}  # ann holds 2 already
@@ -98,7 +98,7 @@ async def test_the_local_user_is_not_capped(manager: TaskManager, store: TaskSto
         now=manager.clock.now(),
         lease_for=_LEASE,
         limit=10,
-        start=manager.start_mutation("started"),
+        start=claim_start(manager.clock.now(), "started"),
         per_owner=2,
     )
     assert {run.task.id for run in claimed} == {task.id for task in local}

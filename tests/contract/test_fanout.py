@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
 from taskloom.engine.fanout import ItemFailure, ItemFailurePolicy, MapResult
 from taskloom.engine.fork import fork
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.retry import RetryPolicy
 from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState, RunStore
@@ -275,7 +275,7 @@ async def test_a_crash_mid_map_resumes_without_rerunning_finished_items(
         now=clock.now(),
         lease_for=timedelta(seconds=FAST.lease_s),
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     lease, now = claimed.lease, clock.now()
 

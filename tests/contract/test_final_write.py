@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Progress, Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.retry import RetryPolicy
@@ -72,14 +72,16 @@ async def _execute(
         now=clock.now(),
         lease_for=LEASE_FOR,
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     spy = Spy(_runs(store))
+    spied = TaskManager(
+        store, runs=cast(RunStore, spy), clock=manager.clock, observer=manager.observer
+    )
     execution = RunExecution(
         claimed=claimed,
         workflow=flow,
-        manager=manager,
-        runs=cast(RunStore, spy),
+        manager=spied,
         node_concurrency=4,
         progress_interval_s=0,
     )
@@ -267,7 +269,7 @@ async def test_a_lease_lost_meanwhile_writes_nothing(
             now=clock.now(),
             lease_for=LEASE_FOR,
             limit=1,
-            start=manager.start_mutation(),
+            start=claim_start(manager.clock.now()),
         )
         assert stolen.task.id == ctx.task_id
         return 1

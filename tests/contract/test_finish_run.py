@@ -7,7 +7,7 @@ from typing import Any, cast
 import pytest
 
 from taskloom.engine.errors import IllegalTransitionError, LeaseLostError, TaskNotFoundError
-from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
+from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager, claim_start
 from taskloom.engine.models import Progress, Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import (
@@ -55,7 +55,7 @@ async def _running_node(
         now=clock.now(),
         lease_for=LEASE_FOR,
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     await _runs(store).start_node(claimed.lease, NodeStart(node="only", attempt=1), clock.now())
     return claimed.lease
@@ -75,7 +75,6 @@ async def _holds(store: TaskStore, clock: FakeClock, worker: str, task_id: str) 
 
 async def _complete(manager: TaskManager, store: TaskStore, lease: Lease, end: NodeEnd) -> Any:
     return await manager.complete_run(
-        _runs(store),
         end,
         {"result": 1},
         status_message="all done",
@@ -144,7 +143,7 @@ async def test_a_lost_lease_writes_nothing(
         now=clock.now(),
         lease_for=LEASE_FOR,
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     before = await _written(store, clock, lease)
     with pytest.raises(LeaseLostError):

@@ -3,7 +3,6 @@ every store: answered at submit, or asked by the task before its first node runs
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import cast
 
 import anyio
 import pytest
@@ -14,7 +13,6 @@ from taskloom.engine.errors import InvalidRequestError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.ports import TaskStore
-from taskloom.engine.runs import RunStore
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
@@ -60,7 +58,7 @@ def manager(store: TaskStore, clock: FakeClock) -> TaskManager:
 async def running(
     manager: TaskManager, store: TaskStore, flow: Workflow[Empty]
 ) -> AsyncIterator[None]:
-    worker = Worker(manager, cast(RunStore, store), {flow.name: flow}, settings=FAST, worker_id="w")
+    worker = Worker(manager, {flow.name: flow}, settings=FAST, worker_id="w")
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         yield

@@ -6,7 +6,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.retry import RetryPolicy
@@ -34,7 +34,7 @@ async def _killed(
             now=clock.now(),
             lease_for=timedelta(seconds=1),
             limit=1,
-            start=manager.start_mutation(),
+            start=claim_start(manager.clock.now()),
         )
         start = NodeStart(
             node="only",

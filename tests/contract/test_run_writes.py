@@ -1,7 +1,5 @@
 """What a trivial run writes to its task: no progress line that its outcome repeats."""
 
-from typing import cast
-
 import anyio
 import pytest
 from pydantic import BaseModel
@@ -9,7 +7,6 @@ from pydantic import BaseModel
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import TaskStore
-from taskloom.engine.runs import RunStore
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
@@ -30,7 +27,7 @@ async def test_a_one_node_run_writes_its_task_only_to_start_and_to_complete_it(
         return "ok"
 
     settings = WorkerSettings(poll_s=0.05, progress_interval_s=0, input_recheck_s=None)
-    worker = Worker(manager, cast(RunStore, store), {flow.name: flow}, settings=settings)
+    worker = Worker(manager, {flow.name: flow}, settings=settings)
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         created = await submit(manager, flow)

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from taskloom.engine.dag import DependencyFailedError, NodeContext, Workflow
 from taskloom.engine.errors import InvalidAnswerError, InvalidRequestError
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.retry import RetryPolicy
@@ -48,7 +48,6 @@ async def running(
 ) -> AsyncIterator[Worker]:
     worker = Worker(
         manager,
-        _runs(store),
         {workflow.name: workflow for workflow in workflows},
         settings=FAST,
         worker_id=worker_id,
@@ -480,7 +479,7 @@ async def test_a_stale_worker_cannot_write_after_losing_its_lease(
         now=clock.now(),
         lease_for=timedelta(seconds=1),
         limit=10,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     clock.advance(2)
     (new,) = await runs.claim_runs(
@@ -489,7 +488,7 @@ async def test_a_stale_worker_cannot_write_after_losing_its_lease(
         now=clock.now(),
         lease_for=timedelta(seconds=10),
         limit=10,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     assert new.resumed
     from taskloom.engine.errors import LeaseLostError
@@ -557,7 +556,7 @@ async def _crashed_mid_node(
         now=clock.now(),
         lease_for=timedelta(seconds=FAST.lease_s),
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     await _runs(store).start_node(claimed.lease, NodeStart(node="only", attempt=1), clock.now())
     return task
@@ -623,7 +622,7 @@ async def test_a_node_whose_worker_keeps_dying_fails(
             now=clock.now(),
             lease_for=timedelta(seconds=1),
             limit=1,
-            start=manager.start_mutation(),
+            start=claim_start(manager.clock.now()),
         )
         start = NodeStart(
             node="only",
@@ -664,7 +663,7 @@ async def test_the_fenced_write_that_ends_a_run_drops_its_lease(
         now=clock.now(),
         lease_for=lease_for,
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     await manager.report_progress(task.id, completed=1, lease=run.lease)
     held = await _runs(store).renew_leases(worker="w", now=clock.now(), lease_for=lease_for)

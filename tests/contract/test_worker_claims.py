@@ -51,9 +51,12 @@ def _noop() -> Workflow[Empty]:
 async def _worker(
     manager: TaskManager, store: TaskStore, flow: Workflow[Empty], max_runs: int
 ) -> tuple[Worker, CountingRuns]:
+    """A worker whose claims are counted, on a manager over *manager*'s store and clock
+    whose run store counts them (use the worker's ``manager`` from then on)."""
     counting = CountingRuns(cast(RunStore, store))
     settings = QUIET.model_copy(update={"max_runs": max_runs})
-    worker = Worker(manager, cast(RunStore, counting), {flow.name: flow}, settings=settings)
+    counted = TaskManager(store, runs=cast(RunStore, counting), clock=manager.clock)
+    worker = Worker(counted, {flow.name: flow}, settings=settings)
     return worker, counting
 
 
@@ -63,6 +66,7 @@ async def test_a_run_that_ends_does_not_send_the_worker_looking_for_work(
 ) -> None:
     flow = _noop()
     worker, counting = await _worker(manager, store, flow, max_runs=10)
+    manager = worker.manager
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         for _ in range(5):
@@ -80,8 +84,9 @@ async def test_work_left_waiting_for_a_free_slot_is_taken_when_one_frees_up(
     manager: TaskManager, store: TaskStore
 ) -> None:
     flow = _noop()
-    tasks = [await submit(manager, flow) for _ in range(4)]  # queued before the worker starts
     worker, counting = await _worker(manager, store, flow, max_runs=1)
+    manager = worker.manager
+    tasks = [await submit(manager, flow) for _ in range(4)]  # queued before the worker starts
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         with anyio.fail_after(20):

@@ -69,9 +69,9 @@ async def test_a_run_claimed_during_a_renewal_keeps_running(
         return 1
 
     runs = RenewalOverlappingAClaim(cast(RunStore, store))
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=manager.clock)
     worker = Worker(
         manager,
-        cast(RunStore, runs),
         {flow.name: flow},
         settings=WorkerSettings(poll_s=60, heartbeat_s=0.01, progress_interval_s=0),
     )

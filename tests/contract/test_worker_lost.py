@@ -12,7 +12,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runner import MAX_INTERRUPTIONS
 from taskloom.engine.runs import AttemptOutcome, NodeStart, NodeState
@@ -51,7 +51,7 @@ async def test_a_run_that_ends_in_worker_lost_closes_every_attempt(
             now=clock.now(),
             lease_for=timedelta(seconds=1),
             limit=1,
-            start=manager.start_mutation(),
+            start=claim_start(manager.clock.now()),
         )
         for node in ("first", "second"):
             start = NodeStart(
@@ -107,7 +107,7 @@ async def test_a_run_that_completes_has_no_attempt_left_open(
         now=clock.now(),
         lease_for=timedelta(seconds=1),
         limit=1,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     await runs.start_node(claimed.lease, NodeStart(node="only", attempt=1), clock.now())
     clock.advance(2)

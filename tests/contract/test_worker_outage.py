@@ -86,7 +86,8 @@ async def test_a_worker_outlives_a_store_outage_and_finishes_the_run(
 
     runs = FlakyRuns(run_store(store))
     settings = WorkerSettings(poll_s=0.01, heartbeat_s=0.01, lease_s=60, progress_interval_s=0)
-    worker = Worker(manager, cast(RunStore, runs), {flow.name: flow}, settings=settings)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=manager.clock)
+    worker = Worker(manager, {flow.name: flow}, settings=settings)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)

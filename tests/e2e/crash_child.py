@@ -38,8 +38,7 @@ from taskloom import bootstrap
 from taskloom.config import TaskloomSettings
 from taskloom.engine.clock import SystemClock
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import Task
-from taskloom.engine.ports import TaskMutation
+from taskloom.engine.models import Task, TaskMutation
 from taskloom.engine.runs import (
     ClaimedRun,
     Lease,
@@ -47,7 +46,6 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
-    StartTask,
 )
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
@@ -121,7 +119,7 @@ class KillingStore(SqliteTaskStore):
         now: datetime,
         lease_for: timedelta,
         limit: int,
-        start: StartTask,
+        start: TaskMutation,
         reclaim_from: str | None = None,
         per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:

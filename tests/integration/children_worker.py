@@ -34,7 +34,7 @@ async def double(ctx: NodeContext[Number]) -> int:
 
 async def main(path: str) -> None:
     async with SqliteTaskStore.open(path) as store:
-        worker = Worker(TaskManager(store), store, {leaf.name: leaf}, settings=SETTINGS)
+        worker = Worker(TaskManager(store), {leaf.name: leaf}, settings=SETTINGS)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             print("ready", flush=True)

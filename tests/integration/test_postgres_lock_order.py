@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task, TaskId
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from taskloom.testing import FakeClock
@@ -49,7 +49,7 @@ async def test_a_renewal_waiting_for_one_lease_holds_none_after_it(
         now=clock.now(),
         lease_for=timedelta(seconds=30),
         limit=2,
-        start=manager.start_mutation(),
+        start=claim_start(manager.clock.now()),
     )
     first, second = sorted(run.task.id for run in claimed)
     schema = store.settings.schema_name

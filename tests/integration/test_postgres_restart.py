@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.errors import DatabaseUnavailableError
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
@@ -71,7 +71,7 @@ async def test_a_run_finishes_after_the_database_restarts_under_it(
     with anyio.fail_after(90):
         async with PostgresTaskStore.open(settings) as store:
             manager = TaskManager(store)
-            worker = Worker(manager, store, {flow.name: flow}, settings=worker_settings)
+            worker = Worker(manager, {flow.name: flow}, settings=worker_settings)
             async with anyio.create_task_group() as task_group:
                 await task_group.start(worker.run)
                 task = await submit(manager, flow, {"n": 20})
@@ -117,13 +117,12 @@ async def test_a_dead_workers_run_is_reclaimed_across_a_restart(cluster: Private
                 now=manager.clock.now(),
                 lease_for=timedelta(seconds=1),
                 limit=1,
-                start=manager.start_mutation("started"),
+                start=claim_start(manager.clock.now(), "started"),
             )
             assert len(claimed) == 1  # and its worker never heard of again
             await anyio.to_thread.run_sync(cluster.stop)
             worker = Worker(
                 manager,
-                store,
                 {flow.name: flow},
                 settings=WorkerSettings(poll_s=0.2, lease_s=3, progress_interval_s=0),
             )
@@ -185,7 +184,7 @@ async def test_a_worker_waits_out_an_outage_longer_than_retry_s(
     with anyio.fail_after(120):
         async with PostgresTaskStore.open(settings) as store:
             manager = TaskManager(store)
-            worker = Worker(manager, store, {flow.name: flow}, settings=worker_settings)
+            worker = Worker(manager, {flow.name: flow}, settings=worker_settings)
             async with anyio.create_task_group() as task_group:
                 await task_group.start(worker.run)
                 task = await submit(manager, flow, {"n": 20})

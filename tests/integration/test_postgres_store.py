@@ -18,7 +18,7 @@ from taskloom.engine.errors import (
     SchemaVersionError,
     StoreClosedError,
 )
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import TaskId
 from taskloom.engine.runs import ClaimedRun
 from taskloom.engine.states import TaskState
@@ -233,7 +233,7 @@ async def test_concurrent_claims_from_many_pools_take_each_run_once(
                     now=clock.now(),
                     lease_for=LEASE,
                     limit=3,
-                    start=manager.start_mutation(),
+                    start=claim_start(manager.clock.now()),
                 )
                 if not claimed:
                     return
@@ -270,7 +270,7 @@ async def test_a_lease_taken_over_by_another_process_fences_the_first(
                     now=clock.now(),
                     lease_for=timedelta(seconds=1),
                     limit=1,
-                    start=manager.start_mutation(),
+                    start=claim_start(manager.clock.now()),
                 )
             )
 
@@ -317,7 +317,7 @@ async def test_the_fenced_write_that_ends_a_run_drops_its_lease(dropped_afterwar
             now=clock.now(),
             lease_for=LEASE,
             limit=1,
-            start=manager.start_mutation(),
+            start=claim_start(manager.clock.now()),
         )
         await manager.report_progress(task.id, completed=1, lease=run.lease)
         assert await _leases(dropped_afterwards) == 1

@@ -26,7 +26,7 @@ async def engine(observer: Observer) -> AsyncIterator[TaskManager]:
     store = InMemoryTaskStore()
     manager = TaskManager(store, clock=FakeClock(), observer=observer)
     flow = flaky_then_broken()
-    worker = Worker(manager, store, {flow.name: flow}, settings=FAST, worker_id="w1")
+    worker = Worker(manager, {flow.name: flow}, settings=FAST, worker_id="w1")
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         yield manager
@@ -100,7 +100,7 @@ async def test_a_run_handed_back_at_shutdown_is_reported_interrupted_then_resume
 
     task = await manager.create("patient", {}, workflow_version="1")
     for worker_id in ("w1", "w2"):
-        worker = Worker(manager, store, {flow.name: flow}, settings=FAST, worker_id=worker_id)
+        worker = Worker(manager, {flow.name: flow}, settings=FAST, worker_id=worker_id)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             with anyio.fail_after(20):
@@ -124,7 +124,7 @@ async def test_a_fork_is_reported_as_created() -> None:
     store = InMemoryTaskStore()
     manager = TaskManager(store, clock=FakeClock(), observer=observer)
     flow = flaky_then_broken()
-    worker = Worker(manager, store, {flow.name: flow}, settings=FAST, worker_id="w1")
+    worker = Worker(manager, {flow.name: flow}, settings=FAST, worker_id="w1")
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         failed = await run_shaky(manager)

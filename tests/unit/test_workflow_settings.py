@@ -101,7 +101,7 @@ async def test_submit_refuses_what_the_settings_forbid_and_nodes_read_them() -> 
     ):
         await submit(manager, flow, {"amount": 6})
     task = await submit(manager, flow, {"amount": 2})
-    worker = Worker(manager, store, {flow.name: flow}, settings=WorkerSettings(poll_s=0.05))
+    worker = Worker(manager, {flow.name: flow}, settings=WorkerSettings(poll_s=0.05))
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         with anyio.fail_after(10):

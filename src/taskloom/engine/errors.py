@@ -30,20 +30,8 @@ class IllegalTransitionError(TaskStateError):
 
 
 class ConcurrencyError(TaskloomError):
-    """A compare-and-set lost a race: the stored row changed under the writer."""
-
-
-class StaleTaskError(ConcurrencyError):
-    """The task's stored version is not the one the write expected."""
-
-    def __init__(self, *, task_id: str, expected_version: int, found_version: int) -> None:
-        super().__init__(
-            f"task {task_id} changed concurrently "
-            f"(expected version {expected_version}, found {found_version})"
-        )
-        self.task_id = task_id
-        self.expected_version = expected_version
-        self.found_version = found_version
+    """A write kept losing a race it could not settle by waiting (e.g. an idempotency key
+    that changed hands repeatedly); trying again later may succeed."""
 
 
 class IdempotencyConflictError(TaskloomError):

@@ -102,9 +102,7 @@ async def fork(
         workflow_version=source.workflow_version,
         status_message=f"resumed from task {source.id}, keeping {len(keep)} completed node(s)",
     )
-    copies = await runs.fork_run(task, source=source.id, nodes=keep, now=manager.clock.now())
-    manager.publish(task)
-    manager.observer.task_created(task)
+    copies = await manager.fork_run(task, source=source.id, nodes=keep)
     order = workflow.order()
     return Fork(
         task=task,

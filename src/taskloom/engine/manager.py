@@ -40,12 +40,13 @@ from taskloom.engine.models import (
     Task,
     TaskFailure,
     TaskId,
+    TaskMutation,
     TaskPage,
     TaskQuery,
 )
 from taskloom.engine.observe import NullObserver, Observer, Observers
-from taskloom.engine.ports import Clock, SchemaValidator, TaskMutation, TaskStore
-from taskloom.engine.runs import Lease, NodeEnd, NodeRun, RunStore
+from taskloom.engine.ports import Clock, SchemaValidator, TaskStore
+from taskloom.engine.runs import ClaimedRun, Lease, NodeEnd, NodeRun, RunStore
 from taskloom.engine.states import TERMINAL_STATES, TaskState, check_transition
 from taskloom.engine.waits import NodeWaits, Wait
 
@@ -100,19 +101,24 @@ class TaskManager:
     """Creates, reads, lists and moves tasks; the only writer of task state.
 
     Every change goes through one store transaction that re-checks the transition
-    table against the stored state, and is then published on :attr:`feed`.
+    table against the stored state, and is then published on :attr:`feed`. That holds
+    for the writes of runs too: claims (queued to running), a run's last checkpoint with
+    its outcome, a node's wait with its question, a fork; workers and runners ask the
+    manager, and write only node checkpoints and leases themselves.
     """
 
     def __init__(
         self,
         store: TaskStore,
         *,
+        runs: RunStore | None = None,
         clock: Clock | None = None,
         settings: TaskManagerSettings | None = None,
         validator: SchemaValidator | None = None,
         observer: Observer | None = None,
     ) -> None:
         self._store = store
+        self._runs = runs if runs is not None else _runs_of(store)
         self._observer: Observer = Observers([observer or NullObserver()])
         self._validator = validator
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -123,6 +129,18 @@ class TaskManager:
     def clock(self) -> Clock:
         """The manager's source of time."""
         return self._clock
+
+    @property
+    def runs(self) -> RunStore:
+        """The run store: *runs* as given, or the task store when it is one too (every
+        built-in store is).
+
+        Raises:
+            TypeError: neither was given.
+        """
+        if self._runs is None:
+            raise TypeError("this TaskManager has no run store: pass runs=")
+        return self._runs
 
     @property
     def observer(self) -> Observer:
@@ -395,7 +413,6 @@ class TaskManager:
 
     async def complete_run(
         self,
-        runs: RunStore,
         end: NodeEnd,
         result: Any = None,
         *,
@@ -413,14 +430,14 @@ class TaskManager:
         """
         changes = _completion(result, status_message, progress)
         mutate = self._moving(TaskState.COMPLETED, ANY_OWNER, changes)
-        run, task = await runs.finish_run(lease, end, self._clock.now(), mutate)
+        run, task = await self.runs.finish_run(lease, end, self._clock.now(), mutate)
         self.feed.publish(task)
         self._observer.task_finished(task)
         await self._announce_relatives(task)
         return run, task
 
     async def wait_node(
-        self, runs: RunStore, end: NodeEnd, waits: NodeWaits, *, lease: Lease
+        self, end: NodeEnd, waits: NodeWaits, *, lease: Lease
     ) -> tuple[NodeRun, Task]:
         """Record *end*, a node's attempt that stopped to wait, together with what the
         wait stores on the task (the question it asks, the time its timer ends), in one
@@ -448,7 +465,7 @@ class TaskManager:
                 changes["timers"] = {**task.timers, key: waits.due}
             return _next_version(task, now, changes)
 
-        run, task = await runs.finish_run(lease, end, now, mutate)
+        run, task = await self.runs.finish_run(lease, end, now, mutate)
         self.feed.publish(task)
         return run, task
 
@@ -499,6 +516,61 @@ class TaskManager:
         return await self._transition(
             task_id, TaskState.CANCELLED, owner, None, status_message=reason or "cancelled"
         )
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def claim(
+        self,
+        *,
+        worker: str,
+        workflows: frozenset[str],
+        lease_for: timedelta,
+        limit: int,
+        reclaim_from: str | None = None,
+        per_owner: int | None = None,
+    ) -> Sequence[ClaimedRun]:
+        """Claim runs for *worker* (``RunStore.claim_runs``): queued tasks move to
+        running, parked runs are held again; each claimed task is published."""
+        now = self._clock.now()
+        claimed = await self.runs.claim_runs(
+            worker=worker,
+            workflows=workflows,
+            now=now,
+            lease_for=lease_for,
+            limit=limit,
+            start=claim_start(now, "started"),
+            reclaim_from=reclaim_from,
+            per_owner=per_owner,
+        )
+        for run in claimed:
+            self.feed.publish(run.task)
+        return claimed
+
+    async def fork_run(
+        self, task: Task, *, source: str, nodes: frozenset[str]
+    ) -> dict[str, NodeRun]:
+        """Store *task* (a :meth:`draft`) with copies of the completed checkpoints of
+        *source* named in *nodes*, in one transaction (``RunStore.fork_run``); publish it.
+
+        Raises:
+            TaskNotFoundError: *source* does not exist or has expired (nothing is stored).
+        """
+        copies = await self.runs.fork_run(
+            task, source=TaskId(source), nodes=nodes, now=self._clock.now()
+        )
+        self.feed.publish(task)
+        self._observer.task_created(task)
+        return copies
+
+    async def notice(self, task_id: str) -> None:
+        """Publish here a change another process made to a task (PostgreSQL's NOTIFY),
+        so this process's workers and waiters react to it; a task gone, or a store that
+        does not answer, is skipped (polls and heartbeats still find it)."""
+        try:
+            task = await self.get(task_id)
+        except (TaskNotFoundError, PersistenceError):
+            return
+        self.feed.publish(task)
 
     # -- waiting and housekeeping ---------------------------------------------------------
 
@@ -611,27 +683,6 @@ class TaskManager:
             return ttl
         return cap if ttl is None else min(ttl, cap)
 
-    def start_mutation(self, status_message: str | None = None) -> TaskMutation:
-        """The change a claim makes: a queued task moves to running, and a parked run is
-        held again (a parked task that still waits for answers stays ``input_required``)."""
-        now = self._clock.now()
-        started: dict[str, Any] = {"state": TaskState.RUNNING}
-        if status_message is not None:
-            started["status_message"] = status_message
-
-        def mutate(task: Task) -> Task:
-            changes: dict[str, Any] = {"parked": False, "wake_at": None}
-            if task.state is not TaskState.INPUT_REQUIRED or not task.parked:
-                check_transition(task.id, task.state, TaskState.RUNNING)
-                changes.update(started)
-            return _next_version(task, now, changes)
-
-        return mutate
-
-    def publish(self, task: Task) -> None:
-        """Announce a change committed outside the manager (e.g. by a claim)."""
-        self.feed.publish(task)
-
     async def _transition(
         self,
         task_id: str,
@@ -692,6 +743,29 @@ class TaskManager:
         task = await self._store.update(TaskId(task_id), self._clock.now(), mutate, lease)
         self.feed.publish(task)
         return task
+
+
+def claim_start(now: datetime, status_message: str | None = None) -> TaskMutation:
+    """The change a claim makes at *now*: a queued task moves to running, and a parked
+    run is held again (a parked task that still waits for answers stays
+    ``input_required``)."""
+    started: dict[str, Any] = {"state": TaskState.RUNNING}
+    if status_message is not None:
+        started["status_message"] = status_message
+
+    def mutate(task: Task) -> Task:
+        changes: dict[str, Any] = {"parked": False, "wake_at": None}
+        if task.state is not TaskState.INPUT_REQUIRED or not task.parked:
+            check_transition(task.id, task.state, TaskState.RUNNING)
+            changes.update(started)
+        return _next_version(task, now, changes)
+
+    return mutate
+
+
+def _runs_of(store: TaskStore) -> RunStore | None:
+    """*store* as a run store, when it is one (it has every method of the port)."""
+    return store if isinstance(store, RunStore) else None
 
 
 def _visible_to(task: Task, owner: OwnerScope) -> bool:

@@ -1,5 +1,6 @@
 """The task as the engine sees it: immutable pydantic models, no wire names."""
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, NewType
 
@@ -132,6 +133,11 @@ _IMMUTABLE_FIELDS: Final = (
     "idempotency_key",
     "parent_id",
 )
+
+
+TaskMutation = Callable[[Task], Task]
+"""A pure function from the stored task to its next version; may raise an engine error.
+Every change of a task's state is one (the TaskManager makes them; stores apply them)."""
 
 
 def ensure_successor(current: Task, new: Task) -> None:

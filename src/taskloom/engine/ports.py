@@ -1,12 +1,12 @@
 """What the engine needs from the outside world, as Protocols. Adapters do not inherit."""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from pydantic import JsonValue
 
-from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery
+from taskloom.engine.models import StorePage, Task, TaskId, TaskMutation, TaskQuery
 from taskloom.engine.runs import Lease
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 
@@ -21,10 +21,6 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Wait *seconds* of this clock's time (retry backoff)."""
         ...
-
-
-TaskMutation = Callable[[Task], Task]
-"""A pure function from the stored task to its next version; may raise an engine error."""
 
 
 class SchemaValidator(Protocol):
@@ -69,10 +65,13 @@ class TaskStore(Protocol):
     ) -> Task:
         """Apply *mutate* to the stored task and commit the result atomically.
 
-        The write is a compare-and-set on the task's version: the new task must carry
-        ``version + 1`` and only lands if the stored version is still the one read. With
-        a *fence*, it lands only while that lease is the task's current lease, and a write
-        that ends the task (a terminal state) ends the lease in the same transaction.
+        The read, *mutate* and the write are one transaction that holds the task's row
+        (or the whole database) locked, so concurrent writers of a task are serialised:
+        each one's *mutate* sees what the previous one wrote, and a refusal (an illegal
+        move) is decided against the stored state (ADR 0032). The new task must carry
+        ``version + 1``. With a *fence*, it lands only while that lease is the task's
+        current lease, and a write that ends the task (a terminal state) ends the lease
+        in the same transaction.
 
         Raises:
             TaskNotFoundError: no live task has this id.

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Final
 
 import anyio
@@ -49,12 +50,41 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
-    RunStore,
 )
 from taskloom.engine.submit import arguments_problem
 from taskloom.engine.waits import NodeWaits, Wait
 
 _FINAL_WRITE_S: Final = 10.0
+
+
+class RunEnd(StrEnum):
+    """How a run's execution ended (or is ending): the one record of it, which decides
+    what happens to the attempts in flight and to the lease, and what is reported."""
+
+    COMPLETED = "completed"
+    """The result is stored; the store dropped the lease with it."""
+    FAILED = "failed"
+    """The failure is stored; the store dropped the lease with it."""
+    PARKED = "parked"
+    """Handed back while its nodes wait (ADR 0021); the lease dropped with that write."""
+    CANCELLED = "cancelled"
+    """The task is over otherwise (cancelled, or a node failed for good): attempts in
+    flight are recorded as cancelled; the lease is handed back."""
+    LEASE_LOST = "lease_lost"
+    """Another worker owns the run now: nothing more is written."""
+    INTERRUPTED = "interrupted"
+    """Stopped without a verdict (the worker shuts down, a final write never returned):
+    attempts in flight are recorded as interrupted and the lease is handed back."""
+
+    @property
+    def is_written(self) -> bool:
+        """True once the run wrote its own end: nothing is left to stop."""
+        return self in (RunEnd.COMPLETED, RunEnd.FAILED, RunEnd.PARKED)
+
+    @property
+    def holds_lease(self) -> bool:
+        """True if the lease is still this run's, to hand back."""
+        return not self.is_written and self is not RunEnd.LEASE_LOST
 
 
 class _NodeFailed(Exception):
@@ -95,7 +125,6 @@ class RunExecution:
         claimed: ClaimedRun,
         workflow: Workflow[Any],
         manager: TaskManager,
-        runs: RunStore,
         node_concurrency: int,
         progress_interval_s: float,
     ) -> None:
@@ -104,7 +133,7 @@ class RunExecution:
         self.workflow = workflow
         self._task = claimed.task
         self._manager = manager
-        self._runs = runs
+        self._runs = manager.runs  # node checkpoints; task state goes through the manager
         self._nodes: dict[str, NodeRun] = dict(claimed.nodes)
         self._outputs: dict[str, JsonValue] = {}
         self._answers: dict[str, JsonValue] = {}
@@ -121,14 +150,10 @@ class RunExecution:
         """``None`` when every node may run at once anyway."""
         self._progress_interval_s = progress_interval_s
         self.cancel_scope = anyio.CancelScope()
-        self.lost_lease = False
-        self._ended_with_lease = False
-        self.task_ended = False
-        self._finished = False
-        """The run's outcome was written (or tried) with its last node's end."""
+        self.end: RunEnd | None = None
+        """How the run ended or is ending; ``None`` while it runs on."""
         self._observer = manager.observer
         self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
-        self._outcome: str | None = None
         self.parked_until: datetime | None = None
         """When the run, parked because its nodes wait, may be claimed again (timers)."""
 
@@ -137,12 +162,10 @@ class RunExecution:
         *lost_lease*, because another worker owns the run now. Cancelling the worker
         without calling this is a shutdown: attempts in flight are recorded as
         interrupted and the run is handed back for another worker to resume."""
-        if self._outcome is not None:
+        if self.end is not None and self.end.is_written:
             return  # the run has written its own end: nothing is left to stop
-        if lost_lease:
-            self.lost_lease = True
-        else:
-            self.task_ended = True
+        lost = lost_lease or self.end is RunEnd.LEASE_LOST
+        self.end = RunEnd.LEASE_LOST if lost else RunEnd.CANCELLED
         self.cancel_scope.cancel()
 
     async def execute(self) -> None:
@@ -154,21 +177,15 @@ class RunExecution:
                 try:
                     await self._execute()
                 except* LeaseLostError:
-                    self.lost_lease = True
+                    self.end = RunEnd.LEASE_LOST
                 except* (TaskStateError, TaskNotFoundError):
                     pass  # the task ended or vanished under us: its state says why
         finally:
-            if not (self.lost_lease or self._ended_with_lease):  # on shutdown: hand it back
+            end = self.end = self.end or RunEnd.INTERRUPTED
+            if end.holds_lease:  # on shutdown, a cancel, an error: hand it back
                 with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
                     await self._runs.release_lease(self.lease)
-            self._observer.run_ended(self._info, self._run_outcome(), time.perf_counter() - started)
-
-    def _run_outcome(self) -> str:
-        if self._outcome is not None:
-            return self._outcome
-        if self.lost_lease:
-            return "lease_lost"
-        return "cancelled" if self.task_ended else "interrupted"
+            self._observer.run_ended(self._info, end.value, time.perf_counter() - started)
 
     async def _execute(self) -> None:
         if self._task.workflow_version != self.workflow.version:
@@ -205,8 +222,8 @@ class RunExecution:
             if failures:
                 await self._fail_node(failures[0])
                 return
-            if self._finished:
-                return
+            if self.end is not None:
+                return  # the last node's end wrote (or tried to write) the outcome
             waits = self._waits()
             if not waits:
                 break
@@ -227,7 +244,7 @@ class RunExecution:
                     progress=self._final_progress(),
                     lease=self.lease,
                 ),
-                "completed",
+                RunEnd.COMPLETED,
             )
 
     async def _ask_first(self) -> dict[str, JsonValue] | None:
@@ -276,10 +293,9 @@ class RunExecution:
             self._task = await self._manager.get(self.task_id)
             return False
         except IllegalTransitionError:
-            self.task_ended = True  # cancelled meanwhile: nothing is left to park
+            self.end = RunEnd.CANCELLED  # cancelled meanwhile: nothing is left to park
             return True
-        self._outcome = "parked"
-        self._ended_with_lease = True  # the store dropped the lease with that write
+        self.end = RunEnd.PARKED  # the store dropped the lease with that write
         self.parked_until = self._task.wake_at
         return True
 
@@ -352,7 +368,7 @@ class RunExecution:
             node = self.workflow.nodes[name]
             if node.may_fail:
                 return True
-            self.task_ended = True
+            self.end = RunEnd.CANCELLED
             raise _NodeFailed(node, run.attempt, run.error or _unknown_error())
         return False
 
@@ -413,7 +429,7 @@ class RunExecution:
         if run is None or run.state not in (NodeState.COMPLETED, NodeState.FAILED):
             return False
         if run.state is NodeState.FAILED and node.on_item_failure == "fail":
-            self.task_ended = True
+            self.end = RunEnd.CANCELLED
             raise _NodeFailed(node, run.attempt, run.error or _unknown_error(), key)
         return True
 
@@ -473,9 +489,7 @@ class RunExecution:
             end, waits = await self._observed_attempt(step, attempt, workflow_input)
             if waits is not None:
                 with anyio.CancelScope(shield=True):
-                    run, self._task = await self._manager.wait_node(
-                        self._runs, end, waits, lease=self.lease
-                    )
+                    run, self._task = await self._manager.wait_node(end, waits, lease=self.lease)
                 self._remember(run)
                 return
             if (
@@ -495,7 +509,7 @@ class RunExecution:
                 continue
             if step.may_fail:
                 return
-            self.task_ended = True  # the siblings stopped now are cancelled, not interrupted
+            self.end = RunEnd.CANCELLED  # the siblings stopped now are cancelled, not interrupted
             raise _NodeFailed(node, attempt, end.error or _unknown_error(), step.key)
 
     def _completes_dag(self, node: Node[Any]) -> bool:
@@ -511,7 +525,7 @@ class RunExecution:
         transaction. An invalid result records the end alone and fails the task; a task
         cancelled meanwhile keeps its cancellation and the end is recorded alone, as when
         the two were separate writes."""
-        self._finished = True
+        self.end = RunEnd.INTERRUPTED  # until the write says otherwise (it may never return)
         with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
             try:
                 result = self.workflow.build_result({**self._outputs, node.name: end.output})
@@ -519,13 +533,12 @@ class RunExecution:
                 self._remember(await self._runs.end_node(self.lease, end, self._now()))
                 await self._fail_invalid_output(error)
                 return
-            await self._final_write(self._complete_with(end, result), "completed")
-            if self._outcome == "cancelled":
+            await self._final_write(self._complete_with(end, result), RunEnd.COMPLETED)
+            if self.end is RunEnd.CANCELLED:
                 self._remember(await self._runs.end_node(self.lease, end, self._now()))
 
     async def _complete_with(self, end: NodeEnd, result: JsonValue) -> None:
         run, _ = await self._manager.complete_run(
-            self._runs,
             end,
             result,
             status_message=self.progress.summary,
@@ -559,7 +572,7 @@ class RunExecution:
             if end is not None:
                 outcome, retrying = end.outcome, end.state is NodeState.RETRYING
             else:  # stopped: cancelled with its task, or handed back (shutdown, lost lease)
-                cancelled = self.task_ended and not self.lost_lease
+                cancelled = self.end is RunEnd.CANCELLED
                 outcome = AttemptOutcome.CANCELLED if cancelled else AttemptOutcome.INTERRUPTED
                 retrying = not cancelled
             self._observer.attempt_ended(
@@ -652,9 +665,9 @@ class RunExecution:
         return MapContext(item=step.item, index=step.index, **common)
 
     async def _record_stopped(self, step: _Step, attempt: int) -> None:
-        if self.lost_lease:
+        if self.end is RunEnd.LEASE_LOST:
             return  # the run is someone else's now: nothing here is ours to record
-        if self.task_ended:
+        if self.end is RunEnd.CANCELLED:
             end = NodeEnd(
                 node=step.key,
                 attempt=attempt,
@@ -700,7 +713,7 @@ class RunExecution:
         )
         self._remember(await self._runs.end_node(self.lease, end, self._now()))
         if not step.may_fail:
-            self.task_ended = True
+            self.end = RunEnd.CANCELLED
             raise _NodeFailed(node, previous.attempt, info, step.key)
 
     async def _sleep_until_due(self, run: NodeRun) -> None:
@@ -743,19 +756,18 @@ class RunExecution:
         )
         with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
             await self._final_write(
-                self._manager.fail(self.task_id, failure, lease=self.lease), "failed"
+                self._manager.fail(self.task_id, failure, lease=self.lease), RunEnd.FAILED
             )
 
-    async def _final_write(self, write: Awaitable[object], outcome: str) -> None:
+    async def _final_write(self, write: Awaitable[object], outcome: RunEnd) -> None:
         try:
             await write
         except IllegalTransitionError:
-            self._outcome = "cancelled"  # cancelled meanwhile: the cancellation stands
+            self.end = RunEnd.CANCELLED  # cancelled meanwhile: the cancellation stands
         except LeaseLostError:
-            self.lost_lease = True
+            self.end = RunEnd.LEASE_LOST
         else:
-            self._outcome = outcome
-            self._ended_with_lease = True  # the store dropped the lease with that write
+            self.end = outcome  # the store dropped the lease with that write
 
     async def _write_progress(self, completed: float, total: float, message: str) -> None:
         with contextlib.suppress(TaskStateError):  # ended meanwhile: its final status says it
@@ -888,4 +900,4 @@ def _unknown_error() -> ErrorInfo:
     return ErrorInfo(error_type="Unknown", message="no error was recorded", fingerprint="unknown")
 
 
-__all__ = ("MAX_INTERRUPTIONS", "RunExecution")
+__all__ = ("MAX_INTERRUPTIONS", "RunEnd", "RunExecution")

@@ -1,13 +1,13 @@
 """The durable state of workflow runs: leases, node checkpoints and node attempts."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from taskloom.engine.models import Task, TaskId, UtcDatetime
+from taskloom.engine.models import Task, TaskId, TaskMutation, UtcDatetime
 
 
 class _Frozen(BaseModel):
@@ -148,10 +148,7 @@ class FailureQuery(_Frozen):
     limit: int = Field(default=100, ge=1, le=10_000)
 
 
-StartTask = Callable[[Task], Task]
-"""How a claim moves a queued task to running (the TaskManager's transition)."""
-
-
+@runtime_checkable
 class RunStore(Protocol):
     """Durable run state. Every method is one atomic transaction; writes that carry a
     lease only land while that lease is the task's current one.
@@ -171,7 +168,7 @@ class RunStore(Protocol):
         now: datetime,
         lease_for: timedelta,
         limit: int,
-        start: StartTask,
+        start: TaskMutation,
         reclaim_from: str | None = None,
         per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
@@ -214,10 +211,10 @@ class RunStore(Protocol):
         ...
 
     async def finish_run(
-        self, lease: Lease, end: NodeEnd, now: datetime, mutate: Callable[[Task], Task]
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
     ) -> tuple[NodeRun, Task]:
         """:meth:`end_node` with *end* and the fenced ``TaskStore.update`` of the task with
-        *mutate* (a ``TaskMutation``; a terminal task drops the lease), in one transaction:
+        *mutate* (a terminal task drops the lease), in one transaction:
         a run's last checkpoint and its outcome commit together. Returns both. If either
         part is refused, nothing is written.
 

@@ -79,7 +79,6 @@ class Worker:
     def __init__(
         self,
         manager: TaskManager,
-        runs: RunStore,
         workflows: dict[str, Workflow[Any]],
         *,
         settings: WorkerSettings | None = None,
@@ -87,7 +86,8 @@ class Worker:
         reclaim_from: str | None = None,
     ) -> None:
         self.manager = manager
-        self.runs = runs
+        self.runs: RunStore = manager.runs
+        """Where node checkpoints and leases go; task state goes through the manager."""
         self.workflows = dict(workflows)
         self.settings = settings or WorkerSettings()
         self.worker_id = worker_id or default_worker_id()
@@ -133,19 +133,16 @@ class Worker:
         if free <= 0:
             self._saturated = True
             return
-        claimed = await self.runs.claim_runs(
+        claimed = await self.manager.claim(
             worker=self.worker_id,
             workflows=frozenset(self.workflows),
-            now=self.manager.clock.now(),
             lease_for=timedelta(seconds=self.settings.lease_s),
             limit=free,
-            start=self.manager.start_mutation("started"),
             reclaim_from=self._reclaim_from,
             per_owner=per_owner_limit(self.settings),
         )
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
-            self.manager.publish(run.task)
             execution = self._execution(run)
             self._executions[run.task.id] = execution
             self._owners[run.task.id] = run.task.owner
@@ -159,7 +156,6 @@ class Worker:
             claimed=claimed,
             workflow=self.workflows[claimed.task.name],
             manager=self.manager,
-            runs=self.runs,
             node_concurrency=self.settings.node_concurrency,
             progress_interval_s=self.settings.progress_interval_s,
         )

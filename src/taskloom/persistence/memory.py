@@ -11,12 +11,17 @@ import anyio
 from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.errors import (
     LeaseLostError,
-    StaleTaskError,
     TaskNotFoundError,
     TaskStateError,
 )
-from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
-from taskloom.engine.ports import TaskMutation
+from taskloom.engine.models import (
+    StorePage,
+    Task,
+    TaskId,
+    TaskMutation,
+    TaskQuery,
+    ensure_successor,
+)
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
@@ -28,7 +33,6 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
-    StartTask,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -183,7 +187,7 @@ class InMemoryTaskStore:
         now: datetime,
         lease_for: timedelta,
         limit: int,
-        start: StartTask,
+        start: TaskMutation,
         reclaim_from: str | None = None,
         per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
@@ -365,13 +369,6 @@ class InMemoryTaskStore:
         """The checked next version of *current* (nothing is stored yet)."""
         new = mutate(current)
         ensure_successor(current, new)
-        stored = self._tasks[self._positions[current.id]]
-        if stored.version != current.version:  # cannot happen here; kept as the CAS verdict
-            raise StaleTaskError(
-                task_id=current.id,
-                expected_version=current.version,
-                found_version=stored.version,
-            )
         return new
 
     def _replace(self, new: Task, fence: Lease | None, now: datetime) -> None:

@@ -197,7 +197,9 @@ class TasksNotification(types.Notification[_AsBuilt, Literal["notifications/task
 def tasks_notification(task: Task, meta: dict[str, Any]) -> TasksNotification:
     """The notification for *task* as it is now, tagged with the stream's *meta*."""
     wire = {key: value for key, value in detailed_task(task).items() if key != "resultType"}
-    return TasksNotification(params=_AsBuilt.of({**wire, "_meta": meta}))
+    return TasksNotification(
+        params=_AsBuilt.of({**wire, "_meta": {**wire.get("_meta", {}), **meta}})
+    )
 
 
 class TaskListen:

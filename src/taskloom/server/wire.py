@@ -17,6 +17,9 @@ would drop the ``ttl``/``ttlMs: null`` the schemas require when retention is unl
 - **2026-07-28** names (``ttlMs``, ``pollIntervalMs``): a flat ``CreateTaskResult``
   with ``resultType: "task"``, and the DetailedTask of ``tasks/get``. No payload carries
   ``requestState`` or related-task ``_meta``.
+- **Children** (ADR 0026): the Task of a child workflow, on both generations, names its
+  parent in ``_meta["io.taskloom/parentTaskId"]`` (a key in taskloom's own namespace; a
+  task with no parent has no ``_meta``).
 - **Results** (ADR 0008): a terminal task's ``CallToolResult``, the same for a plain
   call, ``tasks/result`` and the inlined 2026 result; a cancelled task has none.
 """
@@ -52,6 +55,8 @@ result broke its own output schema, or this process cannot resume the run."""
 RELATED_TASK_META_KEY: Final = "io.modelcontextprotocol/related-task"
 """``_meta`` key tying a message to a task: ``{"taskId": ...}``."""
 ELICITATION_METHOD: Final = "elicitation/create"
+PARENT_TASK_META_KEY: Final = "io.taskloom/parentTaskId"
+"""``_meta`` key of a child task's Task object: the id of the task that started it."""
 
 
 # -- status -------------------------------------------------------------------------
@@ -106,7 +111,7 @@ def legacy_task(task: Task) -> dict[str, Any]:
         wire["statusMessage"] = task.status_message
     if task.poll_interval_ms is not None:
         wire["pollInterval"] = task.poll_interval_ms
-    return wire
+    return _with_parent(wire, task)
 
 
 def legacy_create_task_result(task: Task) -> dict[str, Any]:
@@ -138,6 +143,13 @@ def modern_task(task: Task) -> dict[str, Any]:
         wire["statusMessage"] = task.status_message
     if task.poll_interval_ms is not None:
         wire["pollIntervalMs"] = task.poll_interval_ms
+    return _with_parent(wire, task)
+
+
+def _with_parent(wire: dict[str, Any], task: Task) -> dict[str, Any]:
+    """*wire* with the parent link of a child task in its ``_meta``."""
+    if task.parent_id is not None:
+        wire["_meta"] = {PARENT_TASK_META_KEY: task.parent_id}
     return wire
 
 

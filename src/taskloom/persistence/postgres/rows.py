@@ -17,7 +17,7 @@ INSERT_SQL: Final = (
 UPDATE_SQL: Final = (
     "UPDATE tasks SET state = %s, version = %s, updated_at = %s, parked = %s, wake_at = %s,"
     " body = %s"
-    " WHERE id = %s AND version = %s"
+    " WHERE id = %s"
 )
 LIVE: Final = "(expires_at IS NULL OR expires_at > %s)"
 """A condition that hides expired tasks (one parameter: now)."""
@@ -39,8 +39,9 @@ def insert_row(task: Task) -> tuple[Any, ...]:
     )
 
 
-def update_row(new: Task, expected_version: int) -> tuple[Any, ...]:
-    """Parameters of :data:`UPDATE_SQL`: write *new* if the row is still *expected_version*."""
+def update_row(new: Task) -> tuple[Any, ...]:
+    """Parameters of :data:`UPDATE_SQL`: write *new* over its row (which the writing
+    transaction holds locked: see ADR 0032)."""
     return (
         new.state.value,
         new.version,
@@ -49,7 +50,6 @@ def update_row(new: Task, expected_version: int) -> tuple[Any, ...]:
         new.wake_at,
         new.model_dump_json(),
         new.id,
-        expected_version,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
-from taskloom.engine.models import Task, TaskId, ensure_successor
+from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
@@ -27,7 +27,6 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
-    StartTask,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.postgres import rows
@@ -58,7 +57,7 @@ async def claim_runs(
     now: datetime,
     lease_for: timedelta,
     limit: int,
-    start: StartTask,
+    start: TaskMutation,
     reclaim_from: str | None,
     per_owner: int | None = None,
 ) -> list[ClaimedRun]:
@@ -137,7 +136,7 @@ async def claim_runs(
         if task.state is TaskState.QUEUED or task.parked:
             started = start(task)
             ensure_successor(task, started)
-            await connection.execute(rows.UPDATE_SQL, rows.update_row(started, task.version))
+            await connection.execute(rows.UPDATE_SQL, rows.update_row(started))
         resumed = bool(had_lease) or bool(nodes) or task.state is not TaskState.QUEUED
         claimed.append(ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed))
     oldest_first = {task.id: index for index, (task, _) in enumerate(candidates)}

@@ -14,11 +14,16 @@ from anyio.abc import TaskStatus
 from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.errors import (
     ConcurrencyError,
-    StaleTaskError,
     TaskNotFoundError,
 )
-from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
-from taskloom.engine.ports import TaskMutation
+from taskloom.engine.models import (
+    StorePage,
+    Task,
+    TaskId,
+    TaskMutation,
+    TaskQuery,
+    ensure_successor,
+)
 from taskloom.engine.runs import (
     ClaimedRun,
     FailureQuery,
@@ -27,7 +32,6 @@ from taskloom.engine.runs import (
     NodeEnd,
     NodeRun,
     NodeStart,
-    StartTask,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -42,8 +46,9 @@ _CREATE_TRIES: Final = 5
 class PostgresTaskStore:
     """Tasks in one PostgreSQL schema, shared by any number of servers and workers.
 
-    Every method is one transaction on a pooled connection; every state change is a
-    compare-and-set on the row's version (and lease token when fenced). Open it with
+    Every method is one transaction on a pooled connection; a state change locks the
+    task's row, reads it, applies the engine's mutation and writes it (fenced by the
+    lease token when a worker writes; ADR 0032). Open it with
     :meth:`open`.
     """
 
@@ -168,7 +173,7 @@ class PostgresTaskStore:
         now: datetime,
         lease_for: timedelta,
         limit: int,
-        start: StartTask,
+        start: TaskMutation,
         reclaim_from: str | None = None,
         per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
@@ -363,18 +368,12 @@ async def _write(
     now: datetime,
     connection: Connection,
 ) -> Task:
-    """Store ``mutate(current)`` if the row still holds *current* (compare-and-set)."""
+    """Store ``mutate(current)``. *current* was read in this transaction with the row
+    locked (``FOR NO KEY UPDATE``): every other writer of the task waits for this
+    transaction to end and then reads what it wrote (ADR 0032)."""
     new = mutate(current)
     ensure_successor(current, new)
-    written = await connection.execute(rows.UPDATE_SQL, rows.update_row(new, current.version))
-    if written.rowcount != 1:
-        cursor = await connection.execute("SELECT version FROM tasks WHERE id = %s", (current.id,))
-        found = await cursor.fetchone()
-        if found is None:
-            raise TaskNotFoundError(current.id)
-        raise StaleTaskError(
-            task_id=current.id, expected_version=current.version, found_version=found[0]
-        )
+    await connection.execute(rows.UPDATE_SQL, rows.update_row(new))
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
         # must not leave the row behind (claims never look at ended tasks again), nor

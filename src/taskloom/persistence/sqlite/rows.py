@@ -18,12 +18,12 @@ INSERT_SQL: Final = (
 )
 UPDATE_SQL: Final = (
     "UPDATE tasks SET state = ?, version = ?, updated_at = ?, parked = ?, wake_at = ?, body = ?"
-    " WHERE id = ? AND version = ?"
+    " WHERE id = ?"
 )
 LIVE: Final = "(expires_at IS NULL OR expires_at > ?)"
 
 InsertRow = tuple[str, str, str | None, str, int, int, int | None, str | None, str | None, str]
-UpdateRow = tuple[str, int, int, int, int | None, str, str, int]
+UpdateRow = tuple[str, int, int, int, int | None, str, str]
 
 
 def from_micros(value: int) -> datetime:
@@ -54,8 +54,9 @@ def insert_row(task: Task) -> InsertRow:
     )
 
 
-def update_row(new: Task, expected_version: int) -> UpdateRow:
-    """Parameters of :data:`UPDATE_SQL`: write *new* if the row is still *expected_version*."""
+def update_row(new: Task) -> UpdateRow:
+    """Parameters of :data:`UPDATE_SQL`: write *new* over its row (which the writing
+    transaction holds locked: see ADR 0032)."""
     return (
         new.state.value,
         new.version,
@@ -64,7 +65,6 @@ def update_row(new: Task, expected_version: int) -> UpdateRow:
         micros(new.wake_at) if new.wake_at is not None else None,
         new.model_dump_json(),
         new.id,
-        expected_version,
     )
 
 

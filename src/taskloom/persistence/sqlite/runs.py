@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
-from taskloom.engine.models import Task, TaskId, ensure_successor
+from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
@@ -25,7 +25,6 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
-    StartTask,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.sqlite import rows
@@ -48,7 +47,7 @@ def claim_runs(
     now: datetime,
     lease_for: timedelta,
     limit: int,
-    start: StartTask,
+    start: TaskMutation,
     reclaim_from: str | None,
     per_owner: int | None = None,
 ) -> list[ClaimedRun]:
@@ -95,7 +94,7 @@ def claim_runs(
         if task.state is TaskState.QUEUED or task.parked:
             started = start(task)
             ensure_successor(task, started)
-            raw.execute(rows.UPDATE_SQL, rows.update_row(started, task.version))
+            raw.execute(rows.UPDATE_SQL, rows.update_row(started))
         else:
             started = task
         lease = Lease(

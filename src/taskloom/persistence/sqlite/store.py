@@ -15,11 +15,16 @@ from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
-    StaleTaskError,
     TaskNotFoundError,
 )
-from taskloom.engine.models import StorePage, Task, TaskId, TaskQuery, ensure_successor
-from taskloom.engine.ports import TaskMutation
+from taskloom.engine.models import (
+    StorePage,
+    Task,
+    TaskId,
+    TaskMutation,
+    TaskQuery,
+    ensure_successor,
+)
 from taskloom.engine.runs import (
     ClaimedRun,
     FailureQuery,
@@ -28,7 +33,6 @@ from taskloom.engine.runs import (
     NodeEnd,
     NodeRun,
     NodeStart,
-    StartTask,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -192,7 +196,7 @@ class SqliteTaskStore:
         now: datetime,
         lease_for: timedelta,
         limit: int,
-        start: StartTask,
+        start: TaskMutation,
         reclaim_from: str | None = None,
         per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
@@ -487,16 +491,12 @@ def _current(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task:
 def _write(
     current: Task, mutate: TaskMutation, fence: Lease | None, now: int, raw: sqlite3.Connection
 ) -> Task:
-    """Store ``mutate(current)`` if the row still holds *current* (compare-and-set)."""
+    """Store ``mutate(current)``. *current* was read in this transaction, which holds the
+    database's write lock (``BEGIN IMMEDIATE``): no other write can come between the read
+    and this one, in this process or another (ADR 0032)."""
     new = mutate(current)
     ensure_successor(current, new)
-    if raw.execute(rows.UPDATE_SQL, rows.update_row(new, current.version)).rowcount != 1:
-        found = raw.execute("SELECT version FROM tasks WHERE id = ?", (current.id,)).fetchone()
-        if found is None:
-            raise TaskNotFoundError(current.id)
-        raise StaleTaskError(
-            task_id=current.id, expected_version=current.version, found_version=found[0]
-        )
+    raw.execute(rows.UPDATE_SQL, rows.update_row(new))
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
         # must not leave the row behind (claims never look at ended tasks again), nor
