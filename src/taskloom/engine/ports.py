@@ -59,6 +59,14 @@ class TaskStore(Protocol):
         """A page of tasks, newest first, stable under concurrent inserts."""
         ...
 
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime
+    ) -> Mapping[TaskState, int]:
+        """How many tasks are in each state (states with none are left out): all tasks, or
+        only *owner*'s when *match_owner*. Tasks that expired since the last purge may
+        still be counted (reading each row's expiry would cost a million rows' reads)."""
+        ...
+
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:

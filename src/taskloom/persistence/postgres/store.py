@@ -37,6 +37,8 @@ from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
 
 _CREATE_TRIES: Final = 5
+_LAST_CHARACTER: Final = "\U0010ffff"
+_MAX_POSITION: Final = 2**63 - 1
 
 
 class PostgresTaskStore:
@@ -128,6 +130,12 @@ class PostgresTaskStore:
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
         return await self._db.read(partial(_list, query, now))
+
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime
+    ) -> dict[TaskState, int]:
+        """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
+        return await self._db.read(partial(_count_by_state, owner, match_owner))
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
@@ -296,6 +304,19 @@ async def _list(query: TaskQuery, now: datetime, connection: Connection) -> Stor
     if query.parent_id is not None:
         where.append("parent_id = %s")
         params.append(query.parent_id)
+    if query.names is not None:
+        where.append("name = ANY(%s)")
+        params.append(sorted(query.names))
+    if query.id_prefix is not None:
+        where.append("id >= %s AND id < %s")
+        params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
+    for bound, condition in (
+        (query.created_after, "position >= %s"),
+        (query.created_before, "position < %s"),
+    ):
+        if bound is not None:
+            where.append(condition)
+            params.append(await _first_created_at(bound, connection))
     params.append(query.limit + 1)
     cursor = await connection.execute(
         f"SELECT position, body FROM tasks WHERE {' AND '.join(where)}"
@@ -307,6 +328,31 @@ async def _list(query: TaskQuery, now: datetime, connection: Connection) -> Stor
     tasks = tuple(rows.task_from_body(body) for _, body in page)
     next_before = page[-1][0] if len(found) > query.limit else None
     return StorePage(tasks=tasks, next_before=next_before)
+
+
+async def _first_created_at(moment: datetime, connection: Connection) -> int:
+    """The position of the first task created at or after *moment* (past the last one if
+    none): positions follow creation order, so a time bound is a position bound."""
+    cursor = await connection.execute(
+        "SELECT position FROM tasks WHERE created_at >= %s ORDER BY created_at, position LIMIT 1",
+        (moment,),
+    )
+    found = await cursor.fetchone()
+    return int(found[0]) if found is not None else _MAX_POSITION
+
+
+async def _count_by_state(
+    owner: str | None, match_owner: bool, connection: Connection
+) -> dict[TaskState, int]:
+    if not match_owner:
+        cursor = await connection.execute("SELECT state, count(*) FROM tasks GROUP BY state")
+    elif owner is None:
+        sql = "SELECT state, count(*) FROM tasks WHERE owner IS NULL GROUP BY state"
+        cursor = await connection.execute(sql)
+    else:
+        sql = "SELECT state, count(*) FROM tasks WHERE owner = %s GROUP BY state"
+        cursor = await connection.execute(sql, (owner,))
+    return {TaskState(state): int(count) for state, count in await cursor.fetchall()}
 
 
 async def _update(

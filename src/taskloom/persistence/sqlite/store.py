@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import Final, Self, TypeVar
 
 import aiosqlite
 import anyio
@@ -46,6 +46,7 @@ from taskloom.persistence.sqlite.settings import SqliteSettings
 from taskloom.persistence.sqlite.writer import BOOKKEEPING_LEVEL, GroupCommitWriter
 
 _T = TypeVar("_T")
+_LAST_CHARACTER: Final = "\U0010ffff"
 _MAX_POSITION = 2**63 - 1
 
 
@@ -144,6 +145,12 @@ class SqliteTaskStore:
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
         return await self._read(partial(_list, query, rows.micros(now)))
+
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime
+    ) -> dict[TaskState, int]:
+        """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
+        return await self._read(partial(_count_by_state, owner, match_owner))
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
@@ -426,6 +433,17 @@ def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
     if query.parent_id is not None:
         where.append("parent_id = ?")
         params.append(query.parent_id)
+    if query.names is not None:
+        names = sorted(query.names)
+        where.append(f"name IN ({', '.join('?' * len(names))})")
+        params.extend(names)
+    if query.id_prefix is not None:
+        where.append("id >= ? AND id < ?")
+        params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
+    for bound, condition in ((query.created_after, "seq >= ?"), (query.created_before, "seq < ?")):
+        if bound is not None:
+            where.append(condition)
+            params.append(_first_created_at(bound, raw))
     params.append(query.limit + 1)
     found = raw.execute(
         f"SELECT seq, body FROM tasks WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
@@ -435,6 +453,30 @@ def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
     tasks = tuple(rows.task_from_body(body) for _, body in page)
     next_before = page[-1][0] if len(found) > query.limit else None
     return StorePage(tasks=tasks, next_before=next_before)
+
+
+def _first_created_at(moment: datetime, raw: sqlite3.Connection) -> int:
+    """The position of the first task created at or after *moment* (past the last one if
+    none): positions follow creation order, so a time bound is a position bound."""
+    found = raw.execute(
+        "SELECT seq FROM tasks WHERE created_ms >= ? ORDER BY created_ms, seq LIMIT 1",
+        (rows.micros(moment) // 1000,),
+    ).fetchone()
+    return int(found[0]) if found is not None else _MAX_POSITION
+
+
+def _count_by_state(
+    owner: str | None, match_owner: bool, raw: sqlite3.Connection
+) -> dict[TaskState, int]:
+    if not match_owner:
+        found = raw.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall()
+    elif owner is None:
+        sql = "SELECT state, count(*) FROM tasks WHERE owner IS NULL GROUP BY state"
+        found = raw.execute(sql).fetchall()
+    else:
+        sql = "SELECT state, count(*) FROM tasks WHERE owner = ? GROUP BY state"
+        found = raw.execute(sql, (owner,)).fetchall()
+    return {TaskState(state): int(count) for state, count in found}
 
 
 def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:
