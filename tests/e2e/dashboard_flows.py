@@ -7,7 +7,6 @@ moment (so a browser sees nodes change state); ``approval`` asks a question firs
 """
 
 import os
-from pathlib import Path
 
 import anyio
 from pydantic import BaseModel
@@ -87,7 +86,7 @@ async def download(ctx: NodeContext[Empty]) -> int:
 
 @fragile.node(phase="work", deps=[download], retry=RetryPolicy(max_attempts=2, initial_delay_s=0.1))
 async def parse(ctx: NodeContext[Empty]) -> int:
-    if Path(os.environ["TASKLOOM_E2E_BROKEN"]).exists():
+    if await anyio.Path(os.environ["TASKLOOM_E2E_BROKEN"]).exists():
         raise RuntimeError("the input file is truncated")
     return ctx.output(download) + 1
 

@@ -27,7 +27,7 @@ from taskloom.server.audit import LOCAL_PRINCIPAL
 from taskloom.server.http.authentication import Authenticator, Refusal
 
 COOKIE: Final = "taskloom_token"
-CSRF_FIELD: Final = "csrf"
+CSRF_FIELD: Final = "taskloom_csrf"
 OPERATOR: Final = "operator"
 
 

@@ -27,6 +27,7 @@ from taskloom.server.http.authentication import Refusal
 
 MAX_FORM_FIELDS: Final = 200
 TOKEN_FIELD: Final = "token"
+QUESTION_FIELD: Final = "taskloom_question"
 
 
 async def _checked_form(
@@ -69,10 +70,11 @@ async def cancel(dashboard: Dashboard, viewer: Viewer, request: Request) -> Resp
 async def answer(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
     """Answer the question *key*: checked against its schema by the engine, as every
     answer is; a bad answer shows the problems and the question stays pending."""
-    task_id, key = request.path_params["task_id"], request.path_params["key"]
+    task_id = request.path_params["task_id"]
     form = await _checked_form(dashboard, viewer, request, "answer")
     if isinstance(form, Response):
         return form
+    key = form.get(QUESTION_FIELD, "")
     manager = dashboard.manager
     try:
         task = await manager.get(task_id, owner=viewer.owner)

@@ -38,11 +38,7 @@ def dashboard_app(dashboard: Dashboard) -> Starlette:
         Route(f"{PREFIX}/tasks/{{task_id}}/events", viewed(_task_events)),
         Route(f"{PREFIX}/tasks/{{task_id}}/cancel", viewed(actions.cancel), methods=["POST"]),
         Route(f"{PREFIX}/tasks/{{task_id}}/resume", viewed(actions.resume), methods=["POST"]),
-        Route(
-            f"{PREFIX}/tasks/{{task_id}}/answer/{{key}}",
-            viewed(actions.answer),
-            methods=["POST"],
-        ),
+        Route(f"{PREFIX}/tasks/{{task_id}}/answer", viewed(actions.answer), methods=["POST"]),
         Route(f"{PREFIX}/login", partial(actions.login, dashboard), methods=["GET", "POST"]),
         Route(f"{PREFIX}/logout", actions.logout, methods=["POST"]),
         Mount(

@@ -47,6 +47,7 @@ def _when(moment: datetime | None) -> str:
 _templates.filters["when"] = _when
 _templates.globals["prefix"] = PREFIX
 _templates.globals["csrf_field"] = CSRF_FIELD
+_templates.globals["question_field"] = "taskloom_question"  # actions.QUESTION_FIELD
 
 
 def page(name: str, viewer: Viewer | None, status_code: int = 200, **values: Any) -> HTMLResponse:

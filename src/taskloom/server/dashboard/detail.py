@@ -150,8 +150,7 @@ def _history(task: Task, attempts: tuple[NodeAttempt, ...]) -> tuple[tuple[datet
             if attempt.error is not None:
                 text += f": {attempt.error.message}"
             events.append((attempt.ended_at, text))
-    for request in task.input_requests.values():
-        events.append((task.updated_at, f"asks: {request.message}"))
+    events += [(task.updated_at, f"asks: {each.message}") for each in task.input_requests.values()]
     last = f"now {task.state}"
     if task.status_message:
         last += f": {task.status_message}"
