@@ -129,7 +129,9 @@ async def test_two_principals_use_the_dashboard_in_a_real_browser(tmp_path: Path
             ann = await sign_in(browser, server, ANN, viewport={"width": 1200, "height": 800})
             rows = ann.locator("tbody tr[data-task]")
             assert {await row.get_attribute("data-task") for row in await rows.all()} == {
-                crawl, fragile, approval
+                crawl,
+                fragile,
+                approval,
             }
 
             # A new task appears on the open list, then its nodes change state on its

@@ -154,5 +154,4 @@ def _history(task: Task, attempts: tuple[NodeAttempt, ...]) -> tuple[tuple[datet
     last = f"now {task.state}"
     if task.status_message:
         last += f": {task.status_message}"
-    events.append((task.updated_at, last))
-    return tuple(sorted(events, key=lambda event: event[0]))
+    return (*sorted(events, key=lambda event: event[0]), (task.updated_at, last))

@@ -10,7 +10,7 @@ from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.runs import NodeRun
 
-COLUMN_WIDTH: Final = 190
+COLUMN_WIDTH: Final = 236
 COLUMN_GAP: Final = 50
 BOX_HEIGHT: Final = 46
 BOX_GAP: Final = 14
@@ -40,12 +40,21 @@ class Box:
 
 @dataclass(frozen=True)
 class Edge:
-    """A dependency: from the right middle of one box to the left middle of another."""
+    """A dependency, as an SVG path: from the right of the needed box to the left of the
+    needing one, or, within one column, a curve on their left."""
 
-    x1: int
-    y1: int
-    x2: int
-    y2: int
+    path: str
+
+    @classmethod
+    def between(cls, needed: Box, needing: Box) -> "Edge":
+        """The edge from *needed* to *needing*."""
+        y1, y2 = needed.y + BOX_HEIGHT // 2, needing.y + BOX_HEIGHT // 2
+        if needed.x == needing.x:
+            x = needed.x
+            bend = x - PAD + 2
+            return cls(f"M{x},{y1} C{bend},{y1} {bend},{y2} {x},{y2}")
+        x1, x2 = needed.x + needed.width, needing.x
+        return cls(f"M{x1},{y1} C{x1 + 25},{y1} {x2 - 25},{y2} {x2},{y2}")
 
 
 @dataclass(frozen=True)
@@ -93,12 +102,7 @@ def layout(workflow: Workflow[Any] | None, nodes: Mapping[str, NodeRun]) -> Grap
                 detail = _attempts(found)
             boxes[name] = Box(name, state, x + PAD, y, name in maps, detail)
     edges = tuple(
-        Edge(
-            boxes[dep].x + boxes[dep].width,
-            boxes[dep].y + BOX_HEIGHT // 2,
-            boxes[name].x,
-            boxes[name].y + BOX_HEIGHT // 2,
-        )
+        Edge.between(boxes[dep], boxes[name])
         for name, needs in deps.items()
         for dep in needs
         if name in boxes and dep in boxes
