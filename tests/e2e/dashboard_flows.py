@@ -9,7 +9,7 @@ moment (so a browser sees nodes change state); ``approval`` asks a question firs
 import os
 
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
 from taskloom.engine.retry import RetryPolicy
@@ -45,7 +45,8 @@ async def score(ctx: MapContext[Empty, int]) -> int:
 @pipeline.node(phase="report", deps=[score, settings])
 async def report(ctx: NodeContext[Empty]) -> int:
     await anyio.sleep(STEP_S)
-    return sum(ctx.output(score)) + ctx.output(settings)
+    scores: list[int] = ctx.output(score)
+    return sum(scores) + ctx.output(settings)
 
 
 approval = Workflow("approval", version="1", input=Empty)
@@ -53,7 +54,7 @@ approval = Workflow("approval", version="1", input=Empty)
 
 @approval.node(phase="ask")
 async def decide(ctx: NodeContext[Empty]) -> str:
-    schema = {
+    schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": {
             "approve": {"type": "boolean", "title": "Approve the release"},
