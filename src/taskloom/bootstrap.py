@@ -228,17 +228,19 @@ async def serve_ui(
     database = settings.database
     if isinstance(database, SqliteSettings) and not allow_actions:
         database = database.model_copy(update={"read_only": True})
-    settings = settings.model_copy(
-        update={"database": database, "run_worker": False, "run_sweeper": False}
-    )
+    registry = load_workflows(settings)
     hub = ChangeHub()
-    async with open_engine(settings, observer=hub) as engine:
+    async with open_store(database) as store:  # no worker, no slot: it runs nothing
+        manager = TaskManager(
+            store, settings=settings.tasks, validator=JsonSchemaValidator(), observer=hub
+        )
+        engine = Engine(manager=manager, runs=store, workflows=registry, worker=None, tokens=store)
         stored = await _stored_tokens(engine, http)
         authenticator = Authenticator(http, stored)
         ui = ui_app(
-            engine.manager,
-            engine.runs,
-            engine.workflows,
+            manager,
+            store,
+            registry,
             hub,
             authenticator=authenticator,
             allow_actions=allow_actions,
@@ -246,7 +248,10 @@ async def serve_ui(
             recheck_s=UI_RECHECK_S,
         )
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(hub.follow, engine.manager)
+            task_group.start_soon(hub.follow, manager)
+            if isinstance(database, PostgresSettings):
+                postgres = cast("PostgresTaskStore", store)
+                await task_group.start(postgres.watch_changes, partial(_republish, manager))
             await serve_ui_alone(ui, http.host, http.port, task_status=task_status)
             task_group.cancel_scope.cancel()
 
