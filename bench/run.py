@@ -31,6 +31,7 @@ MODULES = (
     "waits_sqlite",
     "startup",
     "fanout_sqlite",
+    "dashboard_sqlite",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -41,6 +42,7 @@ TITLES = {
     "waits_sqlite": "Durable waits: 1,000 tasks waiting for answers (SQLite)",
     "startup": "Start-up of the taskloom command (SQLite)",
     "fanout_sqlite": "Dynamic fan-out: a 10,000-item map against the static fan-out (SQLite)",
+    "dashboard_sqlite": "The dashboard's task list at 1,000,000 tasks (SQLite)",
 }
 
 
