@@ -94,6 +94,20 @@ async def test_counts_by_state_per_owner(manager: TaskManager, clock: FakeClock)
     assert sum(everything.values()) == 7
 
 
+async def test_counts_stop_at_a_cap(manager: TaskManager, clock: FakeClock) -> None:
+    tasks = await _tasks(manager, clock, ["a"] * 5, "ann")
+    await manager.cancel(tasks[0].id)
+    assert await manager.count_by_state(owner="ann", at_most=3) == {
+        TaskState.QUEUED: 3,
+        TaskState.CANCELLED: 1,
+    }
+    assert await manager.count_by_state(at_most=10) == {
+        TaskState.QUEUED: 4,
+        TaskState.CANCELLED: 1,
+    }
+    assert await manager.count_by_state(owner=None, at_most=3) == {}
+
+
 async def test_a_filtered_cursor_is_still_checked(manager: TaskManager) -> None:
     with pytest.raises(InvalidCursorError):
         await manager.list(names=["a"], cursor="not-a-cursor")

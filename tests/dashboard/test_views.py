@@ -192,6 +192,17 @@ async def test_filters_search_and_pages() -> None:
             assert (await shown.page(f"/ui/?{bad}")).status_code == 400, bad
 
 
+async def test_counts_stop_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("taskloom.server.dashboard.listing.COUNT_LIMIT", 2)
+    async with site() as shown:
+        for _ in range(3):
+            await shown.manager.create("job", owner="ann")
+        await shown.manager.cancel((await shown.manager.create("job", owner="ann")).id)
+        page = (await shown.page("/ui/")).text
+        assert re.search(r"queued</span> 2\+</a>", page)
+        assert re.search(r"cancelled</span> 1</a>", page)
+
+
 async def test_without_tokens_the_local_user_sees_its_tasks_and_the_operator_all() -> None:
     async with site(tokens=None) as shown:
         local = await shown.manager.create("job", owner=None)

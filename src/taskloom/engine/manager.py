@@ -271,12 +271,16 @@ class TaskManager:
         next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None
         return TaskPage(tasks=page.tasks, next_cursor=next_cursor)
 
-    async def count_by_state(self, *, owner: OwnerScope = ANY_OWNER) -> dict[TaskState, int]:
-        """How many tasks *owner* has in each state (see ``TaskStore.count_by_state``)."""
+    async def count_by_state(
+        self, *, owner: OwnerScope = ANY_OWNER, at_most: int | None = None
+    ) -> dict[TaskState, int]:
+        """How many tasks *owner* has in each state, each count stopping at *at_most* if
+        given (see ``TaskStore.count_by_state``)."""
         counts = await self._store.count_by_state(
             owner=None if owner is ANY_OWNER else owner,
             match_owner=owner is not ANY_OWNER,
             now=self._clock.now(),
+            at_most=at_most,
         )
         return dict(counts)
 

@@ -60,11 +60,13 @@ class TaskStore(Protocol):
         ...
 
     async def count_by_state(
-        self, *, owner: str | None, match_owner: bool, now: datetime
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
     ) -> Mapping[TaskState, int]:
         """How many tasks are in each state (states with none are left out): all tasks, or
-        only *owner*'s when *match_owner*. Tasks that expired since the last purge may
-        still be counted (reading each row's expiry would cost a million rows' reads)."""
+        only *owner*'s when *match_owner*; each count stops at *at_most* if given (so a
+        count costs at most that many index reads). Tasks that expired since the last
+        purge may still be counted (reading each row's expiry would cost a million rows'
+        reads)."""
         ...
 
     async def update(

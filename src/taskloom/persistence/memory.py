@@ -122,7 +122,7 @@ class InMemoryTaskStore:
         return StorePage(tasks=tuple(found), next_before=None)
 
     async def count_by_state(
-        self, *, owner: str | None, match_owner: bool, now: datetime
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
     ) -> dict[TaskState, int]:
         """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
         await anyio.lowlevel.checkpoint()
@@ -130,7 +130,9 @@ class InMemoryTaskStore:
         for task in self._tasks.values():
             if not task.is_expired(now) and (not match_owner or task.owner == owner):
                 counts[task.state] = counts.get(task.state, 0) + 1
-        return counts
+        if at_most is None:
+            return counts
+        return {state: min(count, at_most) for state, count in counts.items()}
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None

@@ -132,10 +132,10 @@ class PostgresTaskStore:
         return await self._db.read(partial(_list, query, now))
 
     async def count_by_state(
-        self, *, owner: str | None, match_owner: bool, now: datetime
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
     ) -> dict[TaskState, int]:
         """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
-        return await self._db.read(partial(_count_by_state, owner, match_owner))
+        return await self._db.read(partial(_count_by_state, owner, match_owner, at_most))
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
@@ -342,17 +342,27 @@ async def _first_created_at(moment: datetime, connection: Connection) -> int:
 
 
 async def _count_by_state(
-    owner: str | None, match_owner: bool, connection: Connection
+    owner: str | None, match_owner: bool, at_most: int | None, connection: Connection
 ) -> dict[TaskState, int]:
-    if not match_owner:
-        cursor = await connection.execute("SELECT state, count(*) FROM tasks GROUP BY state")
-    elif owner is None:
-        sql = "SELECT state, count(*) FROM tasks WHERE owner IS NULL GROUP BY state"
-        cursor = await connection.execute(sql)
-    else:
-        sql = "SELECT state, count(*) FROM tasks WHERE owner = %s GROUP BY state"
-        cursor = await connection.execute(sql, (owner,))
-    return {TaskState(state): int(count) for state, count in await cursor.fetchall()}
+    mine, params = "", []
+    if match_owner:
+        mine = " AND owner IS NULL" if owner is None else " AND owner = %s"
+        params = [] if owner is None else [owner]
+    if at_most is None:
+        condition = mine.removeprefix(" AND ")
+        sql = f"SELECT state, count(*) FROM tasks {'WHERE ' if condition else ''}{condition}"
+        cursor = await connection.execute(f"{sql} GROUP BY state", params)
+        return {TaskState(state): int(count) for state, count in await cursor.fetchall()}
+    counts = {}
+    for state in TaskState:  # one capped count each, read from the (owner, state) index
+        cursor = await connection.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state = %s{mine} LIMIT %s) AS capped",
+            [state.value, *params, at_most],
+        )
+        found = await cursor.fetchone()
+        if found is not None and found[0]:
+            counts[state] = int(found[0])
+    return counts
 
 
 async def _update(

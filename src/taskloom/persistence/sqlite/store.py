@@ -147,10 +147,10 @@ class SqliteTaskStore:
         return await self._read(partial(_list, query, rows.micros(now)))
 
     async def count_by_state(
-        self, *, owner: str | None, match_owner: bool, now: datetime
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
     ) -> dict[TaskState, int]:
         """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
-        return await self._read(partial(_count_by_state, owner, match_owner))
+        return await self._read(partial(_count_by_state, owner, match_owner, at_most))
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
@@ -459,24 +459,33 @@ def _first_created_at(moment: datetime, raw: sqlite3.Connection) -> int:
     """The position of the first task created at or after *moment* (past the last one if
     none): positions follow creation order, so a time bound is a position bound."""
     found = raw.execute(
-        "SELECT seq FROM tasks WHERE created_ms >= ? ORDER BY created_ms, seq LIMIT 1",
-        (rows.micros(moment) // 1000,),
+        "SELECT seq FROM tasks WHERE created_us >= ? ORDER BY created_us, seq LIMIT 1",
+        (rows.micros(moment),),
     ).fetchone()
     return int(found[0]) if found is not None else _MAX_POSITION
 
 
 def _count_by_state(
-    owner: str | None, match_owner: bool, raw: sqlite3.Connection
+    owner: str | None, match_owner: bool, at_most: int | None, raw: sqlite3.Connection
 ) -> dict[TaskState, int]:
-    if not match_owner:
-        found = raw.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall()
-    elif owner is None:
-        sql = "SELECT state, count(*) FROM tasks WHERE owner IS NULL GROUP BY state"
-        found = raw.execute(sql).fetchall()
-    else:
-        sql = "SELECT state, count(*) FROM tasks WHERE owner = ? GROUP BY state"
-        found = raw.execute(sql, (owner,)).fetchall()
-    return {TaskState(state): int(count) for state, count in found}
+    mine, params = "", []
+    if match_owner:
+        mine = " AND owner IS NULL" if owner is None else " AND owner = ?"
+        params = [] if owner is None else [owner]
+    if at_most is None:
+        condition = mine.removeprefix(" AND ")
+        sql = f"SELECT state, count(*) FROM tasks {'WHERE ' if condition else ''}{condition}"
+        found = raw.execute(f"{sql} GROUP BY state", params).fetchall()
+        return {TaskState(state): int(count) for state, count in found}
+    counts = {}
+    for state in TaskState:  # one capped count each, read from the (owner, state) index
+        (count,) = raw.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state = ?{mine} LIMIT ?)",
+            [state.value, *params, at_most],
+        ).fetchone()
+        if count:
+            counts[state] = int(count)
+    return counts
 
 
 def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:

@@ -14,6 +14,9 @@ from taskloom.server.dashboard.access import Viewer
 from taskloom.server.dashboard.context import Dashboard
 
 PAGE_SIZE: Final = 50
+COUNT_LIMIT: Final = 10_000
+"""Counts by state stop here (shown as "10,000+"): a count costs at most this many index
+reads, whatever the number of tasks."""
 SINCE: Final = {
     "1h": ("last hour", timedelta(hours=1)),
     "24h": ("last 24 hours", timedelta(days=1)),
@@ -77,6 +80,8 @@ class Listing:
     counts: dict[str, int]
     next_cursor: str | None
     workflows: tuple[str, ...]
+    count_limit: int
+    """Counts stop here: a count equal to it means at least that many."""
 
     def fingerprint(self) -> tuple[object, ...]:
         """What a live list compares to tell whether it changed."""
@@ -118,9 +123,10 @@ async def listing(dashboard: Dashboard, viewer: Viewer, filters: Filters) -> Lis
         )
     except InvalidCursorError as error:
         raise BadFilter(str(error)) from None
-    counts = await manager.count_by_state(owner=viewer.owner)
+    limit = COUNT_LIMIT
+    counts = await manager.count_by_state(owner=viewer.owner, at_most=limit)
     ordered = {state.value: counts.get(state, 0) for state in TaskState}
     workflows = set(dashboard.workflows)
     if filters.workflow:
         workflows.add(filters.workflow)
-    return Listing(page.tasks, ordered, page.next_cursor, tuple(sorted(workflows)))
+    return Listing(page.tasks, ordered, page.next_cursor, tuple(sorted(workflows)), limit)
