@@ -13,7 +13,8 @@ anyone who can reach the loopback address. It is not rate-limited (scrapes are f
 With OAuth, the protected resource metadata (RFC 9728) is served to anyone, unlimited.
 
 ``/ui`` and below go to the dashboard, when the service has one (ADR 0030): it
-authenticates its own requests (a bearer token or its sign-in cookie).
+authenticates its own requests (a bearer token or its sign-in cookie); bodies are
+bounded as the MCP endpoint's.
 """
 
 import logging
@@ -54,7 +55,7 @@ class HttpEndpoint:
         """*stored_tokens*, if given, checks the database's tokens (then every request
         must present a token, static or stored); *ui*, if given, serves ``/ui``."""
         self._sessions = sessions
-        self._ui = ui
+        self._ui = BodyLimit(ui, settings.max_body_bytes) if ui is not None else None
         self._metrics = metrics
         self._path = settings.path
         self._auth = Authenticator(settings, stored_tokens)
