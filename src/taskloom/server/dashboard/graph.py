@@ -25,6 +25,7 @@ class Box:
     """One node as drawn."""
 
     name: str
+    phase: str
     state: str
     x: int
     y: int
@@ -100,7 +101,7 @@ def layout(workflow: Workflow[Any] | None, nodes: Mapping[str, NodeRun]) -> Grap
                 found = nodes.get(name)
                 state = str(found.state) if found is not None else PENDING
                 detail = _attempts(found)
-            boxes[name] = Box(name, state, x + PAD, y, name in maps, detail)
+            boxes[name] = Box(name, phase, state, x + PAD, y, name in maps, detail)
     edges = tuple(
         Edge.between(boxes[dep], boxes[name])
         for name, needs in deps.items()
