@@ -29,15 +29,21 @@ async def serving_ui(engine: Engine, task_server: TaskServer) -> AsyncIterator[s
         authenticator=Authenticator(settings),
     )
     service = HttpService(task_server, settings, ui=ui)
+    following = anyio.CancelScope()
+
+    async def follow() -> None:
+        with following:
+            await hub.follow(engine.manager)
+
     async with anyio.create_task_group() as group:
-        group.start_soon(hub.follow, engine.manager)
+        group.start_soon(follow)
         with anyio.fail_after(10):
             port = await group.start(service.serve)
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
-            service.stop()
-            group.cancel_scope.cancel()
+            service.stop()  # uvicorn closes its socket on the way out
+            following.cancel()
 
 
 async def test_ui_is_served_beside_mcp_with_bounded_bodies(
