@@ -17,7 +17,7 @@ from taskloom.engine.errors import (
     TaskStateError,
 )
 from taskloom.engine.fork import fork
-from taskloom.server.audit import Action
+from taskloom.server.audit import Action, Outcome
 from taskloom.server.audit import write as audit
 from taskloom.server.dashboard.access import COOKIE, CSRF_FIELD, Viewer
 from taskloom.server.dashboard.context import PREFIX, Dashboard, page
@@ -182,11 +182,13 @@ def _not_found(viewer: Viewer) -> Response:
     return page("message.html", viewer, 404, title="Not found", message="No such task.")
 
 
-def _audit(viewer: Viewer, action: Action, outcome: str, task_id: str, reason: str = "") -> None:
+def _audit(
+    viewer: Viewer, action: Action, outcome: Outcome, task_id: str, reason: str = ""
+) -> None:
     audit(
         viewer.name,
         action,
-        "ok" if outcome == "ok" else "error" if outcome == "error" else "refused",
+        outcome,
         task_id=task_id[:200],
         method="ui",
         via="dashboard",

@@ -2,7 +2,7 @@
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -16,7 +16,7 @@ from taskloom.server.dashboard import actions
 from taskloom.server.dashboard.access import COOKIE, Viewer
 from taskloom.server.dashboard.context import PREFIX, Dashboard, page
 from taskloom.server.dashboard.detail import detail
-from taskloom.server.dashboard.listing import BadFilter, Filters, exact_match, listing
+from taskloom.server.dashboard.listing import SINCE, BadFilter, Filters, exact_match, listing
 from taskloom.server.dashboard.live import event_stream
 from taskloom.server.http.authentication import Refusal
 
@@ -128,7 +128,5 @@ def not_found(viewer: Viewer, task_id: str) -> Response:
     return page("message.html", viewer, 404, title="Not found", message="No such task.")
 
 
-def _since_choices() -> list[tuple[str, Any]]:
-    from taskloom.server.dashboard.listing import SINCE
-
+def _since_choices() -> list[tuple[str, str]]:
     return [(key, label) for key, (label, _) in SINCE.items()]
