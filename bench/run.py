@@ -32,6 +32,7 @@ MODULES = (
     "startup",
     "fanout_sqlite",
     "tokens_sqlite",
+    "dashboard_sqlite",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -43,6 +44,7 @@ TITLES = {
     "startup": "Start-up of the taskloom command (SQLite)",
     "fanout_sqlite": "Dynamic fan-out: a 10,000-item map against the static fan-out (SQLite)",
     "tokens_sqlite": "Telling a principal: static and stored tokens, and the quota at create",
+    "dashboard_sqlite": "The dashboard's task list at 1,000,000 tasks (SQLite)",
 }
 
 

@@ -15,7 +15,7 @@ from taskloom.engine.errors import (
     WorkflowDefinitionError,
 )
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.observe import Observer
+from taskloom.engine.observe import Observer, Observers
 from taskloom.engine.ports import Clock
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.runs import RunStore
@@ -172,16 +172,87 @@ async def serve_http(
     workflows are configured for ``network`` callers, whatever ``settings.exposure`` says."""
     from taskloom.observability.metrics import Metrics  # prometheus_client: only to serve
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
+    from taskloom.server.dashboard.hub import ChangeHub
+    from taskloom.server.dashboard.mount import ui_app
+    from taskloom.server.http.authentication import Authenticator
     from taskloom.server.http.service import HttpService
 
     settings = settings if settings is not None else TaskloomSettings()
     settings = settings.model_copy(update={"exposure": "network"})
     metrics = Metrics()
-    async with open_engine(settings, observer=standard_observer(metrics)) as engine:
+    hub = ChangeHub()
+    observer = Observers([standard_observer(metrics), hub])
+    async with open_engine(settings, observer=observer) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
         stored = await _stored_tokens(engine, http)
-        service = HttpService(server, http, metrics=metrics.render, stored_tokens=stored)
-        await service.serve(task_status=task_status)
+        ui = ui_app(
+            engine.manager,
+            engine.runs,
+            engine.workflows,
+            hub,
+            authenticator=Authenticator(http, stored),
+            recheck_s=None if settings.run_worker else settings.server.recheck_s,
+        )
+        service = HttpService(server, http, metrics=metrics.render, stored_tokens=stored, ui=ui)
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(hub.follow, engine.manager)
+            await service.serve(task_status=task_status)
+            task_group.cancel_scope.cancel()
+
+
+UI_RECHECK_S = 1.0
+"""How often ``taskloom ui`` re-reads what a live page shows: the processes that change
+the database are others, whose events do not reach it (on SQLite)."""
+
+
+async def serve_ui(
+    settings: TaskloomSettings,
+    http: HttpSettings,
+    *,
+    allow_actions: bool,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the dashboard alone for the database of *settings* (no worker, no MCP):
+    read-only unless *allow_actions*. Without tokens (static or stored), it serves
+    loopback only and its viewer is the operator, who sees every task.
+
+    Raises:
+        InvalidRequestError: a non-loopback address, and no token at all.
+    """
+    from taskloom.server.dashboard.hub import ChangeHub
+    from taskloom.server.dashboard.mount import ui_app
+    from taskloom.server.dashboard.standalone import serve_ui_alone
+    from taskloom.server.http.authentication import Authenticator
+
+    database = settings.database
+    if isinstance(database, SqliteSettings) and not allow_actions:
+        database = database.model_copy(update={"read_only": True})
+    registry = load_workflows(settings)
+    hub = ChangeHub()
+    async with open_store(database) as store:  # no worker, no slot: it runs nothing
+        manager = TaskManager(
+            store, settings=settings.tasks, validator=JsonSchemaValidator(), observer=hub
+        )
+        engine = Engine(manager=manager, runs=store, workflows=registry, worker=None, tokens=store)
+        stored = await _stored_tokens(engine, http)
+        authenticator = Authenticator(http, stored)
+        ui = ui_app(
+            manager,
+            store,
+            registry,
+            hub,
+            authenticator=authenticator,
+            allow_actions=allow_actions,
+            operator=not authenticator,
+            recheck_s=UI_RECHECK_S,
+        )
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(hub.follow, manager)
+            if isinstance(database, PostgresSettings):
+                postgres = cast("PostgresTaskStore", store)
+                await task_group.start(postgres.watch_changes, manager.notice)
+            await serve_ui_alone(ui, http.host, http.port, task_status=task_status)
+            task_group.cancel_scope.cancel()
 
 
 async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | None":

@@ -64,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     add_settings(serve)
     add_http_options(serve)
     add_logging(serve)
+    ui = commands.add_parser("ui", help="serve the web dashboard of a database (read-only)")
+    add_db(ui)
+    ui.add_argument("--host", default=os.environ.get("TASKLOOM_UI_HOST", "127.0.0.1"))
+    ui.add_argument("--port", type=int, default=int(os.environ.get("TASKLOOM_UI_PORT", "8780")))
+    ui.add_argument("--allow-actions", action="store_true", help="cancel, answer and resume too")
+    ui.add_argument(
+        "--workflows", nargs="+", default=_split(os.environ.get("TASKLOOM_WORKFLOWS", ""))
+    )
     register(commands)
     add_version(parser)
     return parser
@@ -88,6 +96,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error(f"choose a command: {', '.join(('serve', *NAMES))}")
+    if args.command == "ui":
+        from taskloom.commands.ui import serve_dashboard
+
+        tokens = os.environ.get("TASKLOOM_TOKENS", "")
+        sys.exit(
+            serve_dashboard(
+                args.db,
+                host=args.host,
+                port=args.port,
+                allow_actions=args.allow_actions,
+                workflows=args.workflows,
+                tokens=tokens,
+            )
+        )
     if args.command != "serve":
         dispatch(args, parser)
     http = http_settings(parser, args)

@@ -14,15 +14,17 @@ import sys
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from taskloom.persistence.postgres.extra import MISSING
+from taskloom.server.dashboard.extra import MISSING_UI
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
 from tests.helpers import until_http_listening
 from tests.server.client import open_client
-from tests.server.http_support import ANN, http_client
+from tests.server.http_support import ANN, bearer, http_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -150,9 +152,12 @@ async def test_the_core_serves_http(core: Path, tmp_path: Path) -> None:
                 async with http_client(url, ANN) as ann:
                     task_id = await ann.start("countdown", {"start": 2, "tick_s": 0})
                     result = await ann.result(task_id)
+                async with httpx2.AsyncClient(timeout=20) as http:
+                    ui = await http.get(f"http://{address}/ui/", headers=bearer(ANN))
         finally:
             process.send_signal(signal.SIGINT)
             with anyio.fail_after(20):
                 await process.wait()
     assert result["structuredContent"] == {"counted": 2, "lanes": 4}
+    assert (ui.status_code, ui.text) == (503, MISSING_UI + "\n")  # no jinja2 in the core
     assert "Traceback" not in (tmp_path / "stderr.log").read_text()

@@ -252,9 +252,15 @@ class TaskManager:
         limit: int | None = None,
         cursor: str | None = None,
         parent_id: str | None = None,
+        names: Iterable[str] | None = None,
+        id_prefix: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> TaskPage:
         """A page of tasks, newest first; pass ``next_cursor`` back for the next page.
-        With *parent_id*, only that task's children (ADR 0026).
+        With *parent_id*, only that task's children (ADR 0026); with *names*, only tasks
+        of these workflows; with *id_prefix*, only ids starting so; with the time bounds,
+        only tasks created in ``[created_after, created_before)`` (ADR 0030).
 
         Paging is stable under concurrent inserts: no task is skipped or repeated.
 
@@ -272,6 +278,10 @@ class TaskManager:
             match_owner=owner is not ANY_OWNER,
             states=frozenset(states) if states is not None else None,
             parent_id=TaskId(parent_id) if parent_id is not None else None,
+            names=frozenset(names) if names is not None else None,
+            id_prefix=id_prefix,
+            created_after=created_after,
+            created_before=created_before,
             before=decode_cursor(cursor) if cursor is not None else None,
             limit=size,
         )
@@ -287,6 +297,19 @@ class TaskManager:
             states=frozenset(states),
         )
         return await self._store.count(query, self._clock.now())
+
+    async def count_by_state(
+        self, *, owner: OwnerScope = ANY_OWNER, at_most: int | None = None
+    ) -> dict[TaskState, int]:
+        """How many tasks *owner* has in each state, each count stopping at *at_most* if
+        given (see ``TaskStore.count_by_state``)."""
+        counts = await self._store.count_by_state(
+            owner=None if owner is ANY_OWNER else owner,
+            match_owner=owner is not ANY_OWNER,
+            now=self._clock.now(),
+            at_most=at_most,
+        )
+        return dict(counts)
 
     # -- moving ---------------------------------------------------------------------------
 

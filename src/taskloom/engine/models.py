@@ -165,6 +165,15 @@ class TaskQuery(_Frozen):
     states: frozenset[TaskState] | None = None
     parent_id: TaskId | None = None
     """Only the children of this task, when set."""
+    names: frozenset[str] | None = None
+    """Only tasks of these workflows (or tools), when set."""
+    id_prefix: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_LENGTH)
+    """Only tasks whose id starts with this, when set."""
+    created_after: UtcDatetime | None = None
+    """Only tasks created at or after this time, when set."""
+    created_before: UtcDatetime | None = None
+    """Only tasks created before this time, when set. Stores may turn both time bounds
+    into bounds on their positions, which follow creation order."""
     before: int | None = None
     """Store position to continue from (exclusive); ``None`` starts at the newest task."""
     limit: int = Field(default=50, ge=1, le=1000)

@@ -58,6 +58,15 @@ class TaskStore(Protocol):
     async def count(self, query: TaskQuery, now: datetime) -> int:
         """How many live tasks match *query*'s owner, states and parent (its position
         and limit do not apply)."""
+
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
+    ) -> Mapping[TaskState, int]:
+        """How many tasks are in each state (states with none are left out): all tasks, or
+        only *owner*'s when *match_owner*; each count stops at *at_most* if given (so a
+        count costs at most that many index reads). Tasks that expired since the last
+        purge may still be counted (reading each row's expiry would cost a million rows'
+        reads)."""
         ...
 
     async def update(

@@ -132,6 +132,19 @@ class InMemoryTaskStore:
             1 for task in self._tasks.values() if not task.is_expired(now) and _matches(task, query)
         )
 
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
+    ) -> dict[TaskState, int]:
+        """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
+        await anyio.lowlevel.checkpoint()
+        counts: dict[TaskState, int] = {}
+        for task in self._tasks.values():
+            if not task.is_expired(now) and (not match_owner or task.owner == owner):
+                counts[task.state] = counts.get(task.state, 0) + 1
+        if at_most is None:
+            return counts
+        return {state: min(count, at_most) for state, count in counts.items()}
+
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:
@@ -485,5 +498,13 @@ def _matches(task: Task, query: TaskQuery) -> bool:
     if query.match_owner and task.owner != query.owner:
         return False
     if query.parent_id is not None and task.parent_id != query.parent_id:
+        return False
+    if query.names is not None and task.name not in query.names:
+        return False
+    if query.id_prefix is not None and not task.id.startswith(query.id_prefix):
+        return False
+    if query.created_after is not None and task.created_at < query.created_after:
+        return False
+    if query.created_before is not None and task.created_at >= query.created_before:
         return False
     return query.states is None or task.state in query.states

@@ -41,6 +41,8 @@ from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
 
 _CREATE_TRIES: Final = 5
+_LAST_CHARACTER: Final = "\U0010ffff"
+_MAX_POSITION: Final = 2**63 - 1
 
 
 class PostgresTaskStore:
@@ -137,6 +139,12 @@ class PostgresTaskStore:
     async def count(self, query: TaskQuery, now: datetime) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.count`."""
         return await self._db.read(partial(_count, query, now))
+
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
+    ) -> dict[TaskState, int]:
+        """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
+        return await self._db.read(partial(_count_by_state, owner, match_owner, at_most))
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
@@ -288,7 +296,7 @@ async def _get(
 
 
 async def _list(query: TaskQuery, now: datetime, connection: Connection) -> StorePage:
-    where, params = _matching(query, now)
+    where, params = await _matching(query, now, connection)
     if query.before is not None:
         where.append("position < %s")
         params.append(query.before)
@@ -306,7 +314,7 @@ async def _list(query: TaskQuery, now: datetime, connection: Connection) -> Stor
 
 
 async def _count(query: TaskQuery, now: datetime, connection: Connection) -> int:
-    where, params = _matching(query, now)
+    where, params = await _matching(query, now, connection)
     cursor = await connection.execute(
         f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", params
     )
@@ -314,7 +322,9 @@ async def _count(query: TaskQuery, now: datetime, connection: Connection) -> int
     return int(row[0]) if row is not None else 0
 
 
-def _matching(query: TaskQuery, now: datetime) -> tuple[list[str], list[object]]:
+async def _matching(
+    query: TaskQuery, now: datetime, connection: Connection
+) -> tuple[list[str], list[object]]:
     """The conditions (and their values) of the live tasks *query* filters for."""
     where = [rows.LIVE]
     params: list[object] = [now]
@@ -330,7 +340,55 @@ def _matching(query: TaskQuery, now: datetime) -> tuple[list[str], list[object]]
     if query.parent_id is not None:
         where.append("parent_id = %s")
         params.append(query.parent_id)
+    if query.names is not None:
+        where.append("name = ANY(%s)")
+        params.append(sorted(query.names))
+    if query.id_prefix is not None:
+        where.append("id >= %s AND id < %s")
+        params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
+    for bound, condition in (
+        (query.created_after, "position >= %s"),
+        (query.created_before, "position < %s"),
+    ):
+        if bound is not None:
+            where.append(condition)
+            params.append(await _first_created_at(bound, connection))
     return where, params
+
+
+async def _first_created_at(moment: datetime, connection: Connection) -> int:
+    """The position of the first task created at or after *moment* (past the last one if
+    none): positions follow creation order, so a time bound is a position bound."""
+    cursor = await connection.execute(
+        "SELECT position FROM tasks WHERE created_at >= %s ORDER BY created_at, position LIMIT 1",
+        (moment,),
+    )
+    found = await cursor.fetchone()
+    return int(found[0]) if found is not None else _MAX_POSITION
+
+
+async def _count_by_state(
+    owner: str | None, match_owner: bool, at_most: int | None, connection: Connection
+) -> dict[TaskState, int]:
+    mine, params = "", []
+    if match_owner:
+        mine = " AND owner IS NULL" if owner is None else " AND owner = %s"
+        params = [] if owner is None else [owner]
+    if at_most is None:
+        condition = mine.removeprefix(" AND ")
+        sql = f"SELECT state, count(*) FROM tasks {'WHERE ' if condition else ''}{condition}"
+        cursor = await connection.execute(f"{sql} GROUP BY state", params)
+        return {TaskState(state): int(count) for state, count in await cursor.fetchall()}
+    counts = {}
+    for state in TaskState:  # one capped count each, read from the (owner, state) index
+        cursor = await connection.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state = %s{mine} LIMIT %s) AS capped",
+            [state.value, *params, at_most],
+        )
+        found = await cursor.fetchone()
+        if found is not None and found[0]:
+            counts[state] = int(found[0])
+    return counts
 
 
 async def _update(

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import Final, Self, TypeVar
 
 import aiosqlite
 import anyio
@@ -50,6 +50,7 @@ from taskloom.persistence.sqlite.settings import SqliteSettings
 from taskloom.persistence.sqlite.writer import BOOKKEEPING_LEVEL, GroupCommitWriter
 
 _T = TypeVar("_T")
+_LAST_CHARACTER: Final = "\U0010ffff"
 _MAX_POSITION = 2**63 - 1
 
 
@@ -152,6 +153,12 @@ class SqliteTaskStore:
     async def count(self, query: TaskQuery, now: datetime) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.count`."""
         return await self._read(partial(_count, query, rows.micros(now)))
+
+    async def count_by_state(
+        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
+    ) -> dict[TaskState, int]:
+        """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
+        return await self._read(partial(_count_by_state, owner, match_owner, at_most))
 
     async def update(
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
@@ -419,7 +426,7 @@ def _get(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task | None:
 
 
 def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
-    where, params = _matching(query, now)
+    where, params = _matching(query, now, raw)
     where.insert(0, "seq < ?")
     params.insert(0, query.before if query.before is not None else _MAX_POSITION)
     params.append(query.limit + 1)
@@ -434,12 +441,14 @@ def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
 
 
 def _count(query: TaskQuery, now: int, raw: sqlite3.Connection) -> int:
-    where, params = _matching(query, now)
+    where, params = _matching(query, now, raw)
     found = raw.execute(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", params)
     return int(found.fetchone()[0])
 
 
-def _matching(query: TaskQuery, now: int) -> tuple[list[str], list[object]]:
+def _matching(
+    query: TaskQuery, now: int, raw: sqlite3.Connection
+) -> tuple[list[str], list[object]]:
     """The conditions (and their values) of the live tasks *query* filters for."""
     where = [rows.LIVE]
     params: list[object] = [now]
@@ -456,7 +465,51 @@ def _matching(query: TaskQuery, now: int) -> tuple[list[str], list[object]]:
     if query.parent_id is not None:
         where.append("parent_id = ?")
         params.append(query.parent_id)
+    if query.names is not None:
+        names = sorted(query.names)
+        where.append(f"name IN ({', '.join('?' * len(names))})")
+        params.extend(names)
+    if query.id_prefix is not None:
+        where.append("id >= ? AND id < ?")
+        params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
+    for bound, condition in ((query.created_after, "seq >= ?"), (query.created_before, "seq < ?")):
+        if bound is not None:
+            where.append(condition)
+            params.append(_first_created_at(bound, raw))
     return where, params
+
+
+def _first_created_at(moment: datetime, raw: sqlite3.Connection) -> int:
+    """The position of the first task created at or after *moment* (past the last one if
+    none): positions follow creation order, so a time bound is a position bound."""
+    found = raw.execute(
+        "SELECT seq FROM tasks WHERE created_us >= ? ORDER BY created_us, seq LIMIT 1",
+        (rows.micros(moment),),
+    ).fetchone()
+    return int(found[0]) if found is not None else _MAX_POSITION
+
+
+def _count_by_state(
+    owner: str | None, match_owner: bool, at_most: int | None, raw: sqlite3.Connection
+) -> dict[TaskState, int]:
+    mine, params = "", []
+    if match_owner:
+        mine = " AND owner IS NULL" if owner is None else " AND owner = ?"
+        params = [] if owner is None else [owner]
+    if at_most is None:
+        condition = mine.removeprefix(" AND ")
+        sql = f"SELECT state, count(*) FROM tasks {'WHERE ' if condition else ''}{condition}"
+        found = raw.execute(f"{sql} GROUP BY state", params).fetchall()
+        return {TaskState(state): int(count) for state, count in found}
+    counts = {}
+    for state in TaskState:  # one capped count each, read from the (owner, state) index
+        (count,) = raw.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state = ?{mine} LIMIT ?)",
+            [state.value, *params, at_most],
+        ).fetchone()
+        if count:
+            counts[state] = int(count)
+    return counts
 
 
 def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:

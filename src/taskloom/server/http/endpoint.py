@@ -11,6 +11,10 @@ callers as the MCP endpoint: any valid bearer token when tokens are configured, 
 anyone who can reach the loopback address. It is not rate-limited (scrapes are few).
 
 With OAuth, the protected resource metadata (RFC 9728) is served to anyone, unlimited.
+
+``/ui`` and below go to the dashboard, when the service has one (ADR 0030): it
+authenticates its own requests (a bearer token or its sign-in cookie); bodies are
+bounded as the MCP endpoint's.
 """
 
 import logging
@@ -31,6 +35,7 @@ from taskloom.server.http.tokens import StoredTokens
 
 logger = logging.getLogger(__name__)
 WELL_KNOWN_PREFIX = "/.well-known/"
+UI_PATH = "/ui"
 METRICS_PATH = "/metrics"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -45,10 +50,12 @@ class HttpEndpoint:
         *,
         metrics: Callable[[], str] | None = None,
         stored_tokens: StoredTokens | None = None,
+        ui: ASGIApp | None = None,
     ) -> None:
         """*stored_tokens*, if given, checks the database's tokens (then every request
-        must present a token, static or stored)."""
+        must present a token, static or stored); *ui*, if given, serves ``/ui``."""
         self._sessions = sessions
+        self._ui = BodyLimit(ui, settings.max_body_bytes) if ui is not None else None
         self._metrics = metrics
         self._path = settings.path
         self._auth = Authenticator(settings, stored_tokens)
@@ -67,6 +74,9 @@ class HttpEndpoint:
         path, mcp = scope["path"].rstrip("/"), self._path.rstrip("/")
         if self._well_known is not None and path.startswith(WELL_KNOWN_PREFIX):
             await self._well_known(scope, receive, send)
+            return
+        if self._ui is not None and mcp != UI_PATH and _under(path, UI_PATH):
+            await self._ui(scope, receive, send)
             return
         metrics = self._metrics if path == METRICS_PATH != mcp else None  # MCP comes first
         if path != mcp and metrics is None:
@@ -96,6 +106,10 @@ class HttpEndpoint:
                 return
         serve = BodyLimit(partial(self._sessions.handle, grant), self._max_body)
         await serve(scope, receive, send)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
 
 
 async def _serve_metrics(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
+from starlette.types import ASGIApp
 
 from taskloom.engine.errors import TaskloomError
 from taskloom.server.app import TaskServer
@@ -34,16 +35,23 @@ class HttpService:
         *,
         metrics: Callable[[], str] | None = None,
         stored_tokens: StoredTokens | None = None,
+        ui: ASGIApp | None = None,
     ) -> None:
         """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
         *stored_tokens*, if given, checks the database's tokens (every caller then needs
-        a token)."""
+        a token); *ui*, if given, is the dashboard served under ``/ui``."""
         self._stored = stored_tokens
         self.settings = settings
         self.sessions = HttpSessions(task_server, settings)
         self._uvicorn = uvicorn.Server(
             uvicorn.Config(
-                HttpEndpoint(self.sessions, settings, metrics=metrics, stored_tokens=stored_tokens),
+                HttpEndpoint(
+                    self.sessions,
+                    settings,
+                    metrics=metrics,
+                    stored_tokens=stored_tokens,
+                    ui=ui,
+                ),
                 host=settings.host,
                 port=settings.port,
                 http=with_header_timeout(settings.header_timeout_s),
@@ -57,7 +65,7 @@ class HttpService:
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen, report the bound port (``task_status``), serve until :meth:`stop`."""
-        sock = _listen(self.settings.host, self.settings.port)
+        sock = listen(self.settings.host, self.settings.port)
         port: int = sock.getsockname()[1]
         if not self.settings.authenticates and self._stored is None:
             logger.warning(
@@ -73,7 +81,7 @@ class HttpService:
         self._uvicorn.should_exit = True
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on *host*:*port* (port 0: any free one).
 
     Raises:

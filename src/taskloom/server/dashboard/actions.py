@@ -1,0 +1,196 @@
+"""What the dashboard changes: cancel, answer, resume (each written to the audit trail),
+and signing in and out."""
+
+from typing import Final
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from taskloom.engine.errors import (
+    IllegalTransitionError,
+    InputNotRequestedError,
+    InvalidAnswerError,
+    InvalidRequestError,
+    TaskloomError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from taskloom.engine.fork import fork
+from taskloom.server.audit import Action, Outcome
+from taskloom.server.audit import write as audit
+from taskloom.server.dashboard.access import COOKIE, CSRF_FIELD, Viewer
+from taskloom.server.dashboard.context import PREFIX, Dashboard, page
+from taskloom.server.dashboard.detail import detail
+from taskloom.server.dashboard.forms import answer as form_answer
+from taskloom.server.http.authentication import Refusal
+
+MAX_FORM_FIELDS: Final = 200
+TOKEN_FIELD: Final = "token"
+QUESTION_FIELD: Final = "taskloom_question"
+
+
+async def _checked_form(
+    dashboard: Dashboard, viewer: Viewer, request: Request, action: Action
+) -> dict[str, str] | Response:
+    """The POSTed form, or the refusal: no CSRF token, read-only viewer."""
+    task_id = request.path_params["task_id"][:200]
+    async with request.form(max_files=0, max_fields=MAX_FORM_FIELDS) as form:
+        values = {key: value for key, value in form.items() if isinstance(value, str)}
+    if not dashboard.access.csrf_ok(viewer, values.get(CSRF_FIELD)):
+        _audit(viewer, action, "refused", task_id, "csrf")
+        return page("message.html", viewer, 403, title="Refused", message="Reload the page.")
+    if not viewer.may_act:
+        _audit(viewer, action, "refused", task_id, "read-only")
+        message = "This dashboard is read-only for you."
+        return page("message.html", viewer, 403, title="Refused", message=message)
+    return values
+
+
+async def cancel(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
+    """Cancel the task, then show it."""
+    task_id = request.path_params["task_id"]
+    form = await _checked_form(dashboard, viewer, request, "cancel")
+    if isinstance(form, Response):
+        return form
+    try:
+        await dashboard.manager.cancel(
+            task_id, reason="cancelled from the dashboard", owner=viewer.owner
+        )
+    except TaskNotFoundError:
+        _audit(viewer, "cancel", "refused", task_id, "not found")
+        return _not_found(viewer)
+    except IllegalTransitionError:
+        _audit(viewer, "cancel", "refused", task_id, "already ended")
+        return _back(task_id, "The task had already ended.")
+    _audit(viewer, "cancel", "ok", task_id)
+    return _back(task_id, "Cancelled.")
+
+
+async def answer(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
+    """Answer the question *key*: checked against its schema by the engine, as every
+    answer is; a bad answer shows the problems and the question stays pending."""
+    task_id = request.path_params["task_id"]
+    form = await _checked_form(dashboard, viewer, request, "answer")
+    if isinstance(form, Response):
+        return form
+    key = form.get(QUESTION_FIELD, "")
+    manager = dashboard.manager
+    try:
+        task = await manager.get(task_id, owner=viewer.owner)
+        request_ = task.input_requests.get(key)
+        if request_ is None:
+            raise InputNotRequestedError(task_id=task.id, key=key)
+        value = form_answer(request_.requested_schema, form)
+        await manager.provide_input(task_id, key, value, owner=viewer.owner)
+    except TaskNotFoundError:
+        _audit(viewer, "answer", "refused", task_id, "not found")
+        return _not_found(viewer)
+    except InvalidAnswerError as error:
+        _audit(viewer, "answer", "refused", task_id, "invalid answer")
+        shown = await detail(dashboard, viewer, task_id)
+        return page(
+            "task.html", viewer, 422, detail=shown, notice="", problems=tuple(error.problems)
+        )
+    except (InputNotRequestedError, TaskStateError):
+        _audit(viewer, "answer", "refused", task_id, "not asked")
+        return _back(task_id, "That question is no longer pending.")
+    _audit(viewer, "answer", "ok", task_id)
+    return _back(task_id, "Answer stored.")
+
+
+async def resume(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
+    """Resume a failed (or cancelled) run from its failed nodes: a new task keeping the
+    completed nodes (ADR 0012's fork); show the new task."""
+    task_id = request.path_params["task_id"]
+    form = await _checked_form(dashboard, viewer, request, "create")
+    if isinstance(form, Response):
+        return form
+    try:
+        task = await dashboard.manager.get(task_id, owner=viewer.owner)
+        workflow = dashboard.workflows.get(task.name)
+        if workflow is None:
+            raise InvalidRequestError(f"this server does not run the workflow {task.name}")
+        forked = await fork(
+            dashboard.manager, dashboard.runs, workflow, task_id, owner=viewer.owner
+        )
+    except TaskNotFoundError:
+        _audit(viewer, "create", "refused", task_id, "not found")
+        return _not_found(viewer)
+    except (TaskStateError, InvalidRequestError) as error:
+        _audit(viewer, "create", "refused", task_id, "not resumable")
+        return _back(task_id, str(error))
+    except TaskloomError:
+        _audit(viewer, "create", "error", task_id, "resume failed")
+        raise
+    audit(
+        viewer.name,
+        "create",
+        "ok",
+        task_id=forked.task.id,
+        method="ui/resume",
+        via="dashboard",
+        source=forked.source.id,
+    )
+    return _back(
+        forked.task.id,
+        f"Resumed from {forked.source.id}: {len(forked.rerun)} "
+        f"node(s) run again, {len(forked.kept)} kept.",
+    )
+
+
+async def login(dashboard: Dashboard, request: Request) -> Response:
+    """The sign-in form; a valid token is stored in an HttpOnly, SameSite=Strict cookie."""
+    access = dashboard.access
+    if not access.needs_login:
+        return RedirectResponse(f"{PREFIX}/", status_code=303)
+    if request.method == "GET":
+        return page("login.html", None, error="")
+    async with request.form(max_files=0, max_fields=4) as form:
+        token = form.get(TOKEN_FIELD)
+    token = token.strip() if isinstance(token, str) else ""
+    found = await access.grant(f"Bearer {token}") if token else Refusal(401, "", "")
+    if isinstance(found, Refusal):
+        message = found.message if found.status == 503 else "That token is not valid."
+        return page("login.html", None, 401 if found.status != 503 else 503, error=message)
+    response = RedirectResponse(f"{PREFIX}/", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        token,
+        path=PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    """Forget the cookie (a cross-site POST cannot: it carries no cookie, SameSite)."""
+    response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+    response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
+    return response
+
+
+def _back(task_id: str, notice: str) -> Response:
+    return RedirectResponse(
+        f"{PREFIX}/tasks/{quote(task_id, safe='')}?notice={quote(notice)}", status_code=303
+    )
+
+
+def _not_found(viewer: Viewer) -> Response:
+    return page("message.html", viewer, 404, title="Not found", message="No such task.")
+
+
+def _audit(
+    viewer: Viewer, action: Action, outcome: Outcome, task_id: str, reason: str = ""
+) -> None:
+    audit(
+        viewer.name,
+        action,
+        outcome,
+        task_id=task_id[:200],
+        method="ui",
+        via="dashboard",
+        reason=reason or None,
+    )

@@ -1,0 +1,65 @@
+"""What the dashboard's pages read and act on, and how they render."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from starlette.responses import HTMLResponse
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.runs import RunStore
+from taskloom.server.dashboard.access import CSRF_FIELD, Access, Viewer
+from taskloom.server.dashboard.hub import ChangeHub
+
+PREFIX = "/ui"
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """The engine a dashboard shows, who may look, and where changes come from."""
+
+    manager: TaskManager
+    runs: RunStore
+    workflows: Mapping[str, Workflow[Any]]
+    access: Access
+    hub: ChangeHub
+    recheck_s: float | None = None
+    """Also re-read what a live page shows at this period (changes made by processes
+    whose events do not reach this one); ``None``: only on events."""
+
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("taskloom.server.dashboard", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment is not None else ""
+
+
+_templates.filters["when"] = _when
+_templates.globals["prefix"] = PREFIX
+_templates.globals["csrf_field"] = CSRF_FIELD
+_templates.globals["question_field"] = "taskloom_question"  # actions.QUESTION_FIELD
+
+
+def page(name: str, viewer: Viewer | None, status_code: int = 200, **values: Any) -> HTMLResponse:
+    """The template *name* rendered for *viewer* (no-store: pages show private data)."""
+    html = _templates.get_template(name).render(viewer=viewer, **values)
+    headers = {
+        "Cache-Control": "no-store",
+        "Content-Security-Policy": (
+            "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
+            "frame-ancestors 'none'; form-action 'self'"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }
+    return HTMLResponse(html, status_code=status_code, headers=headers)

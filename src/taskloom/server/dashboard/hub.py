@@ -1,0 +1,87 @@
+"""Which open pages a change concerns: the engine's change feed and node events, fanned
+out to the dashboard's Server-Sent Event streams.
+
+Task changes come from the manager's change feed (every committed change of this
+process, and of others on PostgreSQL); node attempts starting and ending come from the
+engine's observer events (the runner writes no task change when a node starts). A
+listener is only woken: its stream then reads what it shows and sends it if it changed.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import anyio
+
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.observe import AttemptInfo, NullObserver, RunInfo
+from taskloom.engine.runs import AttemptOutcome, ErrorInfo
+
+
+@dataclass(eq=False)
+class Listener:
+    """One open stream: the task it follows (``None``: any task), woken on a change."""
+
+    task_id: str | None
+    _woken: anyio.Event = field(default_factory=anyio.Event)
+
+    def wake(self) -> None:
+        """Something it may show changed."""
+        self._woken.set()
+
+    async def wait(self) -> None:
+        """Until woken (since the last wait)."""
+        await self._woken.wait()
+        self._woken = anyio.Event()
+
+
+class ChangeHub(NullObserver):
+    """Wakes the listeners a task change or a node event concerns."""
+
+    def __init__(self) -> None:
+        self._listeners: set[Listener] = set()
+
+    @contextmanager
+    def listen(self, task_id: str | None = None) -> Iterator[Listener]:
+        """A listener for *task_id*'s changes (or every task's), while the block runs."""
+        listener = Listener(task_id)
+        self._listeners.add(listener)
+        try:
+            yield listener
+        finally:
+            self._listeners.discard(listener)
+
+    def changed(self, task_id: str) -> None:
+        """Wake the listeners of *task_id* and of every task."""
+        for listener in self._listeners:
+            if listener.task_id is None or listener.task_id == task_id:
+                listener.wake()
+
+    async def follow(self, manager: TaskManager) -> None:
+        """Relay every change of *manager*'s feed, until cancelled."""
+        with manager.subscribe() as changes:
+            while True:
+                task = await changes.receive()
+                self.changed(task.id)
+                if task.parent_id is not None:
+                    self.changed(task.parent_id)
+
+    def run_started(self, run: RunInfo) -> None:
+        """A run started: its page shows it."""
+        self.changed(run.task_id)
+
+    def attempt_started(self, attempt: AttemptInfo) -> None:
+        """A node started: its task's page shows it."""
+        self.changed(attempt.task_id)
+
+    def attempt_ended(
+        self,
+        attempt: AttemptInfo,
+        outcome: AttemptOutcome,
+        *,
+        retrying: bool,
+        duration_s: float,
+        error: ErrorInfo | None,
+    ) -> None:
+        """A node attempt ended: its task's page shows it."""
+        self.changed(attempt.task_id)

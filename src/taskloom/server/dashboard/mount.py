@@ -1,0 +1,38 @@
+"""The one entry point the composition root calls: the ``/ui`` app for an open engine,
+or the one-line answer naming the ``ui`` extra when it is not installed."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.types import ASGIApp
+
+from taskloom.engine.dag import Workflow
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.runs import RunStore
+from taskloom.server.dashboard.extra import missing_extra_app, ui_available
+from taskloom.server.dashboard.hub import ChangeHub
+from taskloom.server.http.authentication import Authenticator
+
+
+def ui_app(
+    manager: TaskManager,
+    runs: RunStore,
+    workflows: Mapping[str, Workflow[Any]],
+    hub: ChangeHub,
+    *,
+    authenticator: Authenticator | None,
+    allow_actions: bool = True,
+    operator: bool = False,
+    recheck_s: float | None = None,
+) -> ASGIApp:
+    """The dashboard of this engine (see ``Access`` for *authenticator*, *allow_actions*
+    and *operator*, ``Dashboard`` for *recheck_s*); start ``hub.follow(manager)`` too."""
+    if not ui_available():
+        return missing_extra_app
+    from taskloom.server.dashboard.access import Access  # the ui extra from here on
+    from taskloom.server.dashboard.app import dashboard_app
+    from taskloom.server.dashboard.context import Dashboard
+
+    access = Access(authenticator, allow_actions=allow_actions, operator=operator)
+    dashboard = Dashboard(manager, runs, workflows, access, hub, recheck_s)
+    return dashboard_app(dashboard)

@@ -1,0 +1,150 @@
+"""The dashboard's parts: the graph's layout, the question forms, the live stream."""
+
+from datetime import UTC, datetime
+
+import anyio
+import pytest
+from pydantic import BaseModel, JsonValue
+
+from taskloom.engine.dag import MapContext, NodeContext, Workflow
+from taskloom.engine.runs import NodeRun, NodeState
+from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
+from taskloom.server.dashboard.graph import PENDING, layout
+from taskloom.server.dashboard.hub import ChangeHub
+from taskloom.server.dashboard.live import event_stream
+
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
+
+
+class Empty(BaseModel):
+    pass
+
+
+def _flow() -> Workflow[Empty]:
+    flow = Workflow("flow", version="1", input=Empty)
+
+    @flow.node(phase="get")
+    async def fetch(ctx: NodeContext[Empty]) -> list[int]:
+        return [1, 2, 3]
+
+    @flow.map(over=fetch, phase="work")
+    async def score(ctx: MapContext[Empty, int]) -> int:
+        return ctx.item
+
+    @flow.node(phase="work", deps=[score])
+    async def total(ctx: NodeContext[Empty]) -> int:
+        return 0
+
+    return flow
+
+
+def _run(node: str, state: NodeState, attempt: int = 1, failures: int = 0) -> NodeRun:
+    return NodeRun(node=node, state=state, attempt=attempt, failures=failures, updated_at=NOW)
+
+
+def test_phases_are_columns_and_a_map_is_one_box_with_its_items_counted() -> None:
+    nodes = {
+        "fetch": _run("fetch", NodeState.COMPLETED),
+        "score[0]": _run("score[0]", NodeState.COMPLETED),
+        "score[1]": _run("score[1]", NodeState.RUNNING),
+        "score[2]": _run("score[2]", NodeState.RETRYING, attempt=2, failures=1),
+    }
+    graph = layout(_flow(), nodes)
+    assert [phase for phase, _ in graph.phases] == ["get", "work"]
+    boxes = {box.name: box for box in graph.boxes}
+    assert set(boxes) == {"fetch", "score", "total"}
+    assert boxes["score"].is_map
+    assert (boxes["score"].state, boxes["score"].detail) == (
+        "running",
+        "3 items: 1 completed, 1 retrying, 1 running",
+    )
+    assert (boxes["total"].state, boxes["total"].detail) == (PENDING, "not started")
+    assert boxes["fetch"].x < boxes["score"].x == boxes["total"].x
+    assert len(graph.edges) == 2
+    assert graph.width > 0
+    assert graph.height > 0
+
+
+def test_without_the_workflow_the_checkpoints_are_drawn() -> None:
+    graph = layout(
+        None,
+        {"a": _run("a", NodeState.FAILED, failures=1), "m[0]": _run("m[0]", NodeState.COMPLETED)},
+    )
+    boxes = {box.name: box for box in graph.boxes}
+    assert boxes["a"].detail == "attempt 1, 1 failed"
+    assert boxes["m"].is_map
+
+
+def test_a_flat_object_schema_becomes_one_field_per_property() -> None:
+    schema: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": "Name", "description": "Who"},
+            "size": {"type": "number"},
+            "count": {"type": "integer"},
+            "ok": {"type": "boolean"},
+            "level": {"type": "string", "enum": ["low", "high"]},
+        },
+        "required": ["name"],
+    }
+    made = fields(schema)
+    assert [(f.name, f.kind, f.required) for f in made] == [
+        ("name", "text", True),
+        ("size", "number", False),
+        ("count", "integer", False),
+        ("ok", "checkbox", False),
+        ("level", "select", False),
+    ]
+    assert made[0].help == "Who"
+    assert made[4].choices == ("low", "high")
+    form = {"name": "x", "size": "1.5", "count": "2", "level": "", "ok": "on"}
+    assert answer(schema, form) == {"name": "x", "size": 1.5, "count": 2, "ok": True}
+    assert answer(schema, {"name": "x", "count": "two"}) == {
+        "name": "x",
+        "count": "two",
+        "ok": False,
+    }
+
+
+def test_any_other_schema_is_answered_as_json() -> None:
+    schema: dict[str, JsonValue] = {"type": "array", "items": {"type": "integer"}}
+    assert [f.name for f in fields(schema)] == [JSON_FIELD]
+    assert answer(schema, {JSON_FIELD: "[1, 2]"}) == [1, 2]
+    assert answer(schema, {JSON_FIELD: "[1,"}) == "[1,"
+
+
+async def test_the_stream_sends_a_change_when_what_it_shows_changed_then_ends() -> None:
+    hub = ChangeHub()
+    shown = {"value": 1, "ended": False}
+
+    async def read() -> tuple[tuple[object, ...], bool]:
+        return (shown["value"],), bool(shown["ended"])
+
+    stream = event_stream(hub, "t1", read, None)
+    chunks = aiter(stream.body_iterator)
+    assert await anext(chunks) == "retry: 2000\n\n"
+    async with anyio.create_task_group() as group:
+
+        async def change() -> None:
+            await anyio.wait_all_tasks_blocked()
+            hub.changed("other")  # not this stream's task: no wake
+            shown["value"] = 2
+            hub.changed("t1")
+
+        group.start_soon(change)
+        with anyio.fail_after(5):
+            assert await anext(chunks) == "event: change\ndata: {}\n\n"
+    shown["ended"] = True
+    hub.changed("t1")
+    with anyio.fail_after(5):
+        rest = [chunk async for chunk in chunks]
+    assert rest == [": keepalive\n\n", "event: end\ndata: {}\n\n"]
+
+
+@pytest.mark.parametrize("task_id", [None, "t1"])
+def test_a_listener_of_every_task_and_of_one_task_are_woken(task_id: str | None) -> None:
+    hub = ChangeHub()
+    with hub.listen(task_id) as listener:
+        hub.changed("t1")
+        assert listener._woken.is_set()
+    assert not hub._listeners

@@ -1,0 +1,82 @@
+"""The dashboard mounted on the real HTTP endpoint (ADR 0030): /ui beside /mcp, bodies
+bounded, and a live list's Server-Sent Events woken by the engine's change feed."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import httpx2
+
+from taskloom.bootstrap import Engine
+from taskloom.server import TaskServer
+from taskloom.server.dashboard.hub import ChangeHub
+from taskloom.server.dashboard.mount import ui_app
+from taskloom.server.http import HttpService, HttpSettings
+from taskloom.server.http.authentication import Authenticator
+from tests.server.http_support import ANN, TOKENS, bearer
+
+
+@asynccontextmanager
+async def serving_ui(engine: Engine, task_server: TaskServer) -> AsyncIterator[str]:
+    """The endpoint with its dashboard; yields the base URL."""
+    settings = HttpSettings(port=0, tokens=TOKENS, max_body_bytes=2_000)
+    hub = ChangeHub()
+    ui = ui_app(
+        engine.manager,
+        engine.runs,
+        engine.workflows,
+        hub,
+        authenticator=Authenticator(settings),
+    )
+    service = HttpService(task_server, settings, ui=ui)
+    following = anyio.CancelScope()
+
+    async def follow() -> None:
+        with following:
+            await hub.follow(engine.manager)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(follow)
+        with anyio.fail_after(10):
+            port = await group.start(service.serve)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            service.stop()  # uvicorn closes its socket on the way out
+            following.cancel()
+
+
+async def test_ui_is_served_beside_mcp_with_bounded_bodies(
+    engine: Engine, task_server: TaskServer
+) -> None:
+    async with serving_ui(engine, task_server) as base, httpx2.AsyncClient(timeout=10) as http:
+        assert (await http.get(f"{base}/ui/")).status_code == 303
+        assert (await http.get(f"{base}/ui/", headers=bearer(ANN))).status_code == 200
+        assert (await http.get(f"{base}/ui")).status_code == 308
+        assert (await http.post(f"{base}/mcp", json={})).status_code == 401
+        assert (await http.get(f"{base}/uix")).status_code == 404
+        big = await http.post(f"{base}/ui/login", data={"token": "x" * 5_000})
+        assert big.status_code == 413
+
+
+async def test_a_live_list_hears_of_a_new_task_from_the_change_feed(
+    engine: Engine, task_server: TaskServer
+) -> None:
+    async with serving_ui(engine, task_server) as base, httpx2.AsyncClient(timeout=10) as http:
+        headers = {"Authorization": f"Bearer {ANN}"}
+        with anyio.fail_after(10):
+            async with http.stream("GET", f"{base}/ui/events", headers=headers) as events:
+                assert events.headers["content-type"].startswith("text/event-stream")
+                lines = events.aiter_lines()
+                assert await anext(lines) == "retry: 2000"
+                await engine.manager.create("countdown", {"start": 1}, owner="bob")  # not ann's
+                await engine.manager.create("countdown", {"start": 1}, owner="ann")
+                received = [line async for line in _until(lines, "event: change")]
+        assert "event: change" in received
+
+
+async def _until(lines: AsyncIterator[str], wanted: str) -> AsyncIterator[str]:
+    async for line in lines:
+        yield line
+        if line == wanted:
+            return
