@@ -98,4 +98,4 @@ def test_durations() -> None:
     assert duration("90s") == timedelta(seconds=90)
     assert duration("2w") == timedelta(days=14)
     assert duration("1.5h") == timedelta(minutes=90)
-    assert retention("forever") is None
+    assert retention("forever") == "forever"

@@ -1,15 +1,15 @@
 """HTTP settings from flags and the environment; tokens; the rate limiter."""
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from taskloom.cli import main
-from taskloom.cli_http import add_http_options, server_settings
+from taskloom.cli_http import server_settings
 from taskloom.server.http import parse_tokens
 from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.tokens import TokenTable
+from tests.unit.test_oauth_options import parse
 
 SECRET = "s3cret-token-of-ann-1234"
 
@@ -85,13 +85,12 @@ def test_the_rate_limiter_bursts_then_refills_per_key() -> None:
 
 
 def test_the_plain_wait_comes_from_a_flag_or_the_environment(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    parser = argparse.ArgumentParser()
-    add_http_options(parser, env={"TASKLOOM_PLAIN_WAIT_S": "20"})
-    assert server_settings(parser, parser.parse_args([])).plain_wait_s == 20
-    assert server_settings(parser, parser.parse_args(["--plain-wait-s", "5"])).plain_wait_s == 5
-    assert server_settings(parser, parser.parse_args(["--plain-wait-s", "0"])).plain_wait_s is None
+    monkeypatch.setenv("TASKLOOM_PLAIN_WAIT_S", "20")
+    assert server_settings(parse([])).plain_wait_s == 20
+    assert server_settings(parse(["--plain-wait-s", "5"])).plain_wait_s == 5
+    assert server_settings(parse(["--plain-wait-s", "0"])).plain_wait_s is None
     assert _mistake(capsys, "--plain-wait-s", "-1") == (
         "plain_wait_s: Input should be greater than 0"
     )

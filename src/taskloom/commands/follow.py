@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 import anyio
 
-from taskloom.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from taskloom.commands.progress_view import ProgressView
 from taskloom.commands.prompt import Prompter
 from taskloom.engine.dag import Workflow

@@ -2,7 +2,7 @@
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from taskloom.engine.dag import MapNode, Workflow
@@ -14,6 +14,27 @@ from taskloom.engine.runs import NodeAttempt, NodeRun
 def when(moment: datetime | None) -> str:
     """A UTC time to the second, or ``never``."""
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "never"
+
+
+def span(seconds: float) -> str:
+    """A duration for people: ``0.4 s``, ``12 s``, ``3 min 05 s``, ``2 h 10 min``."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes:02d} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def took(task: Task, now: datetime | None = None) -> str:
+    """How long *task* ran: from its creation to its end, or to *now* (running)."""
+    end = task.updated_at if task.is_terminal else (now or datetime.now(UTC))
+    return span(max((end - task.created_at).total_seconds(), 0.0))
 
 
 def short_json(value: Any, limit: int = 200) -> str:

@@ -1,85 +1,40 @@
 """``taskloom tasks list|show|result|watch``: reading tasks from the database."""
 
-import argparse
 import sys
 from contextlib import aclosing
+from datetime import UTC, datetime
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.common import (
-    EXIT_CANCELLED,
-    EXIT_FAILED,
-    EXIT_OK,
-    CommandError,
-    Local,
-    env,
-    env_flag,
-    env_int,
-    open_database,
-    print_json,
-    settings_from,
-    task_json,
-)
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Args, CommandError
+from taskloom.commands.common import Local, open_database, print_json, settings_from, task_json
+from taskloom.commands.durations import since
 from taskloom.commands.follow import RECHECK_S, exit_code, follow
-from taskloom.commands.render import node_lines, node_rows, table, task_lines, when
+from taskloom.commands.render import node_lines, node_rows, task_lines, took, when
+from taskloom.commands.screen import print_table
 from taskloom.engine.dag import Workflow
-from taskloom.engine.models import Task
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task, TaskPage
 from taskloom.engine.states import TaskState
 
 
-def register(actions: "argparse._SubParsersAction[Any]") -> None:
-    """Add the reading actions of ``tasks``."""
-    listing = actions.add_parser("list", help="tasks, newest first")
-    listing.add_argument(
-        "--state",
-        action="append",
-        choices=[state.value for state in TaskState],
-        default=[state for state in (env("STATE") or "").replace(",", " ").split() if state],
-        help="only tasks in this state; repeat for several (env TASKLOOM_STATE, comma-separated)",
-    )
-    listing.add_argument(
-        "--limit",
-        type=int,
-        default=env_int("LIMIT", 50),
-        help="at most this many (1-1000; env TASKLOOM_LIMIT; default %(default)s)",
-    )
-    listing.add_argument(
-        "--cursor",
-        default=env("CURSOR"),
-        help="continue after the page that gave this next_cursor (env TASKLOOM_CURSOR)",
-    )
-    listing.set_defaults(handler=list_tasks)
-    show = actions.add_parser("show", help="a task, its nodes and their attempts")
-    show.set_defaults(handler=show_task)
-    result = actions.add_parser(
-        "result",
-        help="a finished task's result (exit 1 if it failed, 130 if cancelled)",
-    )
-    result.add_argument(
-        "--wait",
-        action="store_true",
-        default=env_flag("WAIT"),
-        help="wait for the task to finish (env TASKLOOM_WAIT=1)",
-    )
-    result.set_defaults(handler=task_result)
-    watch = actions.add_parser(
-        "watch",
-        help="follow a task's progress until it ends (Ctrl-C stops watching, not the task)",
-    )
-    watch.set_defaults(handler=watch_task)
-    for parser in (show, result, watch):
-        parser.add_argument("task_id", metavar="ID", help="the task's id")
-
-
-def _workflows(args: argparse.Namespace) -> dict[str, Workflow[Any]]:
+def _workflows(args: Args) -> dict[str, Workflow[Any]]:
     return dict(load_workflows(settings_from(args)))
 
 
-async def list_tasks(args: argparse.Namespace) -> int:
+SCAN_PAGE = 1000
+"""Tasks read per page while filtering by workflow or time (the store filters states)."""
+
+
+async def list_tasks(args: Args) -> int:
     """Print a page of tasks."""
     async with open_database(args.db, read_only=True) as local:
         states = [TaskState(state) for state in args.state] if args.state else None
-        page = await local.manager.list(states=states, limit=args.limit, cursor=args.cursor)
+        since = _since(args.since)
+        if args.workflow is None and since is None:
+            page = await local.manager.list(states=states, limit=args.limit, cursor=args.cursor)
+        else:
+            page = await _filtered(local.manager, states, args, since)
     if args.json:
         tasks = [task_json(task) for task in page.tasks]
         print_json({"tasks": tasks, "next_cursor": page.next_cursor})
@@ -87,22 +42,64 @@ async def list_tasks(args: argparse.Namespace) -> int:
     if not page.tasks:
         print("no tasks")
         return EXIT_OK
-    rows = [["ID", "WORKFLOW", "STATE", "UPDATED", "STATUS"]]
-    rows += [
-        [task.id, task.name, task.state, when(task.updated_at), _cut(task.status_message or "")]
-        for task in page.tasks
-    ]
-    print("\n".join(table(rows)))
+    print_table(
+        ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"],
+        [
+            [
+                task.id,
+                task.name,
+                str(task.state),
+                when(task.created_at),
+                took(task),
+                task.status_message or "",
+            ]
+            for task in page.tasks
+        ],
+        wrap={"STATUS"},
+    )
     if page.next_cursor is not None:
         print(f"(more: --cursor {page.next_cursor})")
     return EXIT_OK
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return since(text, datetime.now(UTC))
+    except ValueError as error:
+        raise CommandError(f"--since: {error}") from None
+
+
+async def _filtered(
+    manager: TaskManager, states: list[TaskState] | None, args: Args, since: datetime | None
+) -> TaskPage:
+    """A page of the tasks of ``--workflow`` created ``--since``, newest first. The store
+    pages by position, so the next cursor is the one after the last task shown: that
+    page is read again up to it."""
+    found: list[Task] = []
+    cursor = args.cursor
+    while True:
+        page = await manager.list(states=states, limit=SCAN_PAGE, cursor=cursor)
+        for index, task in enumerate(page.tasks):
+            if since is not None and task.created_at < since:
+                return TaskPage(tasks=found, next_cursor=None)  # older ones follow
+            if args.workflow is not None and task.name != args.workflow:
+                continue
+            found.append(task)
+            if len(found) == args.limit:
+                upto = await manager.list(states=states, limit=index + 1, cursor=cursor)
+                return TaskPage(tasks=found, next_cursor=upto.next_cursor)
+        if page.next_cursor is None:
+            return TaskPage(tasks=found, next_cursor=None)
+        cursor = page.next_cursor
 
 
 def _cut(text: str, limit: int = 72) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-async def show_task(args: argparse.Namespace) -> int:
+async def show_task(args: Args) -> int:
     """Print a task, its nodes and (with ``--json``) every attempt."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
@@ -120,7 +117,7 @@ async def show_task(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def task_result(args: argparse.Namespace) -> int:
+async def task_result(args: Args) -> int:
     """Print a finished task's result; say why there is none otherwise."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
@@ -154,7 +151,7 @@ async def task_result(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def watch_task(args: argparse.Namespace) -> int:
+async def watch_task(args: Args) -> int:
     """Follow a task (run by any process on this database) until it ends."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)

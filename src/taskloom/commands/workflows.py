@@ -1,36 +1,15 @@
 """``taskloom workflows list|show``: the workflows this process can run, and their DAGs."""
 
-import argparse
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.common import (
-    EXIT_OK,
-    add_json,
-    add_workflows,
-    find_workflow,
-    print_json,
-    settings_from,
-)
+from taskloom.commands.base import EXIT_OK, Args
+from taskloom.commands.common import find_workflow, print_json, settings_from
 from taskloom.commands.render import table
 from taskloom.engine.dag import Node, Workflow
 
 
-def register(commands: "argparse._SubParsersAction[Any]") -> None:
-    """Add ``workflows`` to the command line."""
-    group = commands.add_parser("workflows", help="the workflows that can run, and their DAGs")
-    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="every loaded workflow")
-    listing.set_defaults(handler=list_workflows)
-    show = actions.add_parser("show", help="a workflow's DAG by phase, and its input")
-    show.add_argument("name", metavar="WORKFLOW")
-    show.set_defaults(handler=show_workflow)
-    for parser in (listing, show):
-        add_json(parser)
-        add_workflows(parser)
-
-
-async def list_workflows(args: argparse.Namespace) -> int:
+async def list_workflows(args: Args) -> int:
     """One line per workflow."""
     workflows = load_workflows(settings_from(args))
     if args.json:
@@ -51,7 +30,7 @@ async def list_workflows(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def show_workflow(args: argparse.Namespace) -> int:
+async def show_workflow(args: Args) -> int:
     """The DAG, phase by phase, and the input fields."""
     workflow = find_workflow(load_workflows(settings_from(args)), args.name)
     if args.json:

@@ -1,0 +1,159 @@
+"""The project's configuration: ``taskloom.toml``, or ``[tool.taskloom]`` in
+``pyproject.toml``, found from the current directory upwards (or named by
+``TASKLOOM_CONFIG``). It gives the defaults of the flags; a flag or a ``TASKLOOM_*``
+variable overrides it. Relative paths in it are relative to the file's folder, so every
+command finds the same database and workflows from any subfolder.
+"""
+
+import os
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from taskloom.commands.base import CommandError
+
+CONFIG_FILE: Final = "taskloom.toml"
+PYPROJECT: Final = "pyproject.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServeConfig(_Section):
+    """``[serve]``: the HTTP endpoint and the server's limits (the ``serve`` flags)."""
+
+    http: str | None = Field(default=None, description="HOST:PORT to serve HTTP at")
+    tokens_file: str | None = None
+    max_body_bytes: int | None = None
+    max_result_bytes: int | None = None
+    plain_wait_s: float | None = None
+    rate_limit: float | None = None
+    oauth_issuer: str | None = None
+    oauth_audience: str | None = None
+    oauth_jwks_url: str | None = None
+    oauth_algorithms: str | None = None
+    oauth_leeway_s: float | None = None
+    oauth_scopes: str | None = None
+
+
+class WorkerConfig(_Section):
+    """``[worker]``: the ``worker`` flags."""
+
+    max_runs: int | None = None
+
+
+class ProjectConfig(_Section):
+    """What a project file may say; every key is optional."""
+
+    db: str | None = None
+    workflows: list[str] = Field(default_factory=list)
+    """Modules (``mypkg.flows``) or ``.py`` files whose workflows to load."""
+    ttl: str | None = None
+    log_format: str | None = None
+    log_level: str | None = None
+    settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    """Operator settings by workflow: ``[settings.repo_audit]``."""
+    serve: ServeConfig = ServeConfig()
+    worker: WorkerConfig = WorkerConfig()
+
+
+class Project(BaseModel):
+    """A configuration and the file it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    config: ProjectConfig
+
+    def value(self, name: str) -> Any:
+        """The value for the flag *name* (``db``, ``http``, ``max_runs``...), or ``None``;
+        paths are made absolute against the file's folder."""
+        for section in (self.config, self.config.serve, self.config.worker):
+            if name in type(section).model_fields:
+                value = getattr(section, name)
+                if name in ("db", "tokens_file") and value is not None:
+                    return _beside(self.path, value)
+                if name == "workflows":
+                    return [_workflow_beside(self.path, entry) for entry in value] or None
+                return value
+        return None
+
+
+def _beside(config: Path, value: str) -> str:
+    if "://" in value:
+        return value
+    return str((config.parent / Path(value).expanduser()).resolve())
+
+
+def _workflow_beside(config: Path, entry: str) -> str:
+    return _beside(config, entry) if entry.endswith(".py") else entry
+
+
+def find(start: Path) -> Path | None:
+    """The nearest ``taskloom.toml``, or ``pyproject.toml`` with ``[tool.taskloom]``, in
+    *start* or a folder above it."""
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+        pyproject = folder / PYPROJECT
+        if pyproject.is_file() and "tool" in _read(pyproject) and _taskloom_table(pyproject):
+            return pyproject
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommandError(f"cannot read {path}: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise CommandError(f"{path} is not valid TOML: {error}") from None
+
+
+def _taskloom_table(pyproject: Path) -> dict[str, Any] | None:
+    tool = _read(pyproject).get("tool", {})
+    table = tool.get("taskloom") if isinstance(tool, dict) else None
+    return table if isinstance(table, dict) else None
+
+
+def load(path: Path) -> Project:
+    """The configuration in *path*.
+
+    Raises:
+        CommandError: unreadable, not TOML, or a key that is unknown or of the wrong type
+            (the message names the file and the key).
+    """
+    table = _taskloom_table(path) if path.name == PYPROJECT else _read(path)
+    try:
+        return Project(path=path, config=ProjectConfig.model_validate(table or {}))
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise CommandError(f"{path}: {where}: {problem['msg']}") from None
+
+
+@cache
+def _project_at(cwd: str, named: str | None) -> Project | None:
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise CommandError(f"TASKLOOM_CONFIG names {named}, which is not a file")
+        return load(path.resolve())
+    found = find(Path(cwd))
+    return load(found) if found is not None else None
+
+
+def current() -> Project | None:
+    """The configuration of the current directory (cached per directory)."""
+    return _project_at(os.getcwd(), os.environ.get("TASKLOOM_CONFIG") or None)
+
+
+def configured(name: str) -> Any:
+    """The project's value for the flag *name*, or ``None``."""
+    project = current()
+    return project.value(name) if project is not None else None
