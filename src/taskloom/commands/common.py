@@ -2,6 +2,7 @@
 database without a worker, reading JSON arguments and printing JSON."""
 
 import json
+import shlex
 import sys
 import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -215,3 +216,20 @@ def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow
             f"no workflow is named {name!r} (known: {known}; load others with --workflows MODULE)"
         )
     return workflows[name]
+
+
+def again_flags(args: Args) -> str:
+    """The flags a printed command needs to work when copied as it is: ``--db`` and
+    ``--workflows`` when they are not what the project file (or the default) gives."""
+    from taskloom.commands.options import DEFAULT_DATABASE, from_project
+
+    flags = ""
+    db = getattr(args, "db", None)
+    if db is not None and db != from_project("db", DEFAULT_DATABASE)():
+        flags += f" --db {shlex.quote(str(db))}"
+    entries = list(getattr(args, "workflows", ()) or ())
+    if entries != list(from_project("workflows")() or ()):
+        for entry in entries:
+            shown = str(Path(entry).resolve()) if entry.endswith(".py") else entry
+            flags += f" --workflows {shlex.quote(shown)}"
+    return flags

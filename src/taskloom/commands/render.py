@@ -2,13 +2,53 @@
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
-from taskloom.engine.runs import NodeAttempt, NodeRun
+from taskloom.engine.runs import NodeAttempt, NodeRun, NodeState
+from taskloom.engine.states import TaskState
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A node (or map item) as an operator reads it."""
+
+    label: str
+    """``completed``, ``failed`` (it failed itself), ``stopped`` (the task ended, e.g.
+    because another node failed, while it ran), ``cancelled`` (the task was cancelled
+    while it ran), ``running``, ``retrying``, ``waiting`` or ``not started``."""
+    settled: bool
+    busy: bool
+
+
+def stopped_by_the_end(run: NodeRun) -> bool:
+    """The runner stopped *run* because its task ended (it did not fail itself)."""
+    return (
+        run.state is NodeState.FAILED
+        and run.error is not None
+        and run.error.error_type == "Cancelled"
+    )
+
+
+def node_view(task: Task, run: NodeRun | None) -> NodeView:
+    """How *run* reads within *task*: a node stopped because the task ended is
+    ``cancelled`` if the task was cancelled, else ``stopped``, never ``failed``."""
+    if run is None:
+        return NodeView("not started", settled=False, busy=False)
+    if stopped_by_the_end(run):
+        label = "cancelled" if task.state is TaskState.CANCELLED else "stopped"
+        return NodeView(label, settled=True, busy=False)
+    if run.state in (NodeState.COMPLETED, NodeState.FAILED):
+        return NodeView(str(run.state), settled=True, busy=False)
+    if task.is_terminal:  # the task ended while it ran or waited
+        label = "cancelled" if task.state is TaskState.CANCELLED else "stopped"
+        return NodeView(label, settled=True, busy=False)
+    busy = run.state in (NodeState.RUNNING, NodeState.RETRYING)
+    return NodeView(str(run.state), settled=False, busy=busy)
 
 
 def when(moment: datetime | None) -> str:

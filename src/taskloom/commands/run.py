@@ -5,7 +5,12 @@ from typing import Literal
 
 from taskloom.bootstrap import load_workflows, open_engine
 from taskloom.commands.base import Args, CommandError
-from taskloom.commands.common import find_workflow, read_json_object, settings_from
+from taskloom.commands.common import (
+    again_flags,
+    find_workflow,
+    read_json_object,
+    settings_from,
+)
 from taskloom.commands.follow import follow
 from taskloom.engine.manager import DEFAULT, Sentinel
 from taskloom.engine.registry import WorkflowRegistry
@@ -29,11 +34,16 @@ async def run(args: Args) -> int:
             DEFAULT if args.ttl is None else _milliseconds(args.ttl)
         )
         task = await submit(engine.manager, workflow, arguments, ttl_ms=ttl)
-        print(
-            f"Running {workflow.name} as task {task.id} in {describe_database(args.db)} "
-            "(Ctrl-C cancels it)"
+        print(f"Running {workflow.name} as task {task.id} in {describe_database(args.db)}")
+        print("  Ctrl-C cancels it.")
+        return await follow(
+            engine.manager,
+            engine.runs,
+            workflow,
+            task,
+            on_interrupt="cancel",
+            flags=again_flags(args),
         )
-        return await follow(engine.manager, engine.runs, workflow, task, on_interrupt="cancel")
 
 
 def _milliseconds(ttl: timedelta | Literal["forever"]) -> int | None:

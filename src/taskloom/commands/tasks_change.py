@@ -8,6 +8,7 @@ from taskloom.bootstrap import load_workflows, open_engine
 from taskloom.commands.base import EXIT_OK, Args, CommandError
 from taskloom.commands.common import (
     Local,
+    again_flags,
     open_database,
     print_json,
     read_json,
@@ -102,7 +103,15 @@ async def resume_task(args: Args) -> int:
         print(f"  kept (not run again): {', '.join(forked.kept) or 'none'}")
         print(f"  runs again:           {', '.join(forked.rerun)}")
         if not args.run:
-            print("  A worker on this database runs it (taskloom worker, or taskloom serve);")
-            print(f"  follow it with: taskloom tasks watch {forked.task.id}")
+            flags = again_flags(args)
+            print(f"  A worker on this database runs it (taskloom worker{flags});")
+            print(f"  follow it with: taskloom tasks watch {forked.task.id}{flags}")
             return EXIT_OK
-        return await follow(local.manager, local.runs, workflow, forked.task, on_interrupt="cancel")
+        return await follow(
+            local.manager,
+            local.runs,
+            workflow,
+            forked.task,
+            on_interrupt="cancel",
+            flags=again_flags(args),
+        )

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from taskloom.commands.base import EXIT_OK, Args, CommandError
-from taskloom.commands.common import open_store, print_json
+from taskloom.commands.common import again_flags, open_store, print_json
 from taskloom.commands.render import when
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.states import TERMINAL_STATES, TaskState
@@ -24,7 +24,7 @@ async def delete_tasks(args: Args) -> int:
             if not task.is_terminal:
                 raise CommandError(
                     f"task {task_id} has not finished ({task.state}); "
-                    f"cancel it first: taskloom tasks cancel {task_id}"
+                    f"cancel it first: taskloom tasks cancel {task_id}{again_flags(args)}"
                 )
         deleted = await store.delete_finished(task_ids=ids, limit=len(ids))
     if args.json:

@@ -7,7 +7,14 @@ from typing import Any
 
 from taskloom.bootstrap import load_workflows
 from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Args, CommandError
-from taskloom.commands.common import Local, open_database, print_json, settings_from, task_json
+from taskloom.commands.common import (
+    Local,
+    again_flags,
+    open_database,
+    print_json,
+    settings_from,
+    task_json,
+)
 from taskloom.commands.durations import since
 from taskloom.commands.follow import RECHECK_S, exit_code, follow
 from taskloom.commands.render import node_lines, node_rows, task_lines, took, when
@@ -158,7 +165,14 @@ async def watch_task(args: Args) -> int:
         workflow = _workflows(args).get(task.name)
         if args.json:
             return await _watch_json(local, task)
-        return await follow(local.manager, local.runs, workflow, task, on_interrupt="detach")
+        return await follow(
+            local.manager,
+            local.runs,
+            workflow,
+            task,
+            on_interrupt="detach",
+            flags=again_flags(args),
+        )
 
 
 async def _watch_json(local: Local, task: Task) -> int:
