@@ -138,19 +138,25 @@ def load(path: Path) -> Project:
 
 
 @cache
-def _project_at(cwd: str, named: str | None) -> Project | None:
-    if named:
-        path = Path(named).expanduser()
-        if not path.is_file():
-            raise CommandError(f"TASKLOOM_CONFIG names {named}, which is not a file")
-        return load(path.resolve())
-    found = find(Path(cwd))
-    return load(found) if found is not None else None
+def _load_version(path: Path, _mtime_ns: int, _size: int) -> Project:
+    return load(path)
 
 
 def current() -> Project | None:
-    """The configuration of the current directory (cached per directory)."""
-    return _project_at(os.getcwd(), os.environ.get("TASKLOOM_CONFIG") or None)
+    """The configuration of the current directory: the file ``TASKLOOM_CONFIG`` names, or
+    the nearest one found (each version of a file is read once)."""
+    named = os.environ.get("TASKLOOM_CONFIG")
+    if named:
+        path: Path | None = Path(named).expanduser().resolve()
+        assert path is not None
+        if not path.is_file():
+            raise CommandError(f"TASKLOOM_CONFIG names {named}, which is not a file")
+    else:
+        path = find(Path.cwd())
+    if path is None:
+        return None
+    stat = path.stat()
+    return _load_version(path, stat.st_mtime_ns, stat.st_size)
 
 
 def configured(name: str) -> Any:
