@@ -12,6 +12,7 @@ from taskloom.commands.common import (
     settings_from,
 )
 from taskloom.commands.follow import follow
+from taskloom.commands.workflows import starts_children
 from taskloom.engine.manager import DEFAULT, Sentinel
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.submit import submit
@@ -26,8 +27,11 @@ async def run(args: Args) -> int:
     text = args.input_text if args.input_text is not None else args.input_flag
     arguments = read_json_object(text if text is not None else "{}", "--input")
     settings = settings_from(args, run_sweeper=False)
-    workflow = find_workflow(load_workflows(settings), args.workflow)
+    loaded = load_workflows(settings)
+    workflow = find_workflow(loaded, args.workflow)
     only = WorkflowRegistry({workflow.name: workflow})
+    if any(starts_children(node) for node in workflow.nodes.values()):
+        only = loaded  # its children run here too
     quiet = standard_observer(logs=False)  # the progress view says it all
     async with open_engine(settings, workflows=only, observer=quiet) as engine:
         ttl: int | Literal[Sentinel.DEFAULT] | None = (

@@ -17,7 +17,7 @@ from taskloom.commands.common import (
 )
 from taskloom.commands.durations import since
 from taskloom.commands.follow import RECHECK_S, exit_code, follow
-from taskloom.commands.render import node_lines, node_rows, task_lines, took, when
+from taskloom.commands.render import node_rows, node_table, task_facts, timeline, took, when
 from taskloom.commands.screen import print_table
 from taskloom.engine.dag import Workflow
 from taskloom.engine.manager import TaskManager
@@ -49,6 +49,7 @@ async def list_tasks(args: Args) -> int:
     if not page.tasks:
         print("no tasks")
         return EXIT_OK
+    narrow = sys.stdout.isatty()  # a terminal: fit the width; a pipe: every detail
     print_table(
         ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"],
         [
@@ -56,13 +57,13 @@ async def list_tasks(args: Args) -> int:
                 task.id,
                 task.name,
                 str(task.state),
-                when(task.created_at),
+                when(task.created_at) if not narrow else f"{task.created_at:%m-%d %H:%M}",
                 took(task),
                 task.status_message or "",
             ]
             for task in page.tasks
         ],
-        wrap={"STATUS"},
+        squeeze={"STATUS"},
     )
     if page.next_cursor is not None:
         print(f"(more: --cursor {page.next_cursor})")
@@ -107,21 +108,79 @@ def _cut(text: str, limit: int = 72) -> str:
 
 
 async def show_task(args: Args) -> int:
-    """Print a task, its nodes and (with ``--json``) every attempt."""
+    """Print a task, its phases and nodes, its child tasks and a timeline; ``--json``
+    adds every attempt."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
         nodes = await local.runs.checkpoints(task.id)
         attempts = await local.runs.attempts(task.id)
-    records = node_rows(_workflows(args).get(task.name), nodes, attempts)
+        children = await _children(local.manager, task)
+    records = node_rows(_workflows(args).get(task.name), task, nodes, attempts)
     if args.json:
         history = [attempt.model_dump(mode="json") for attempt in attempts]
-        print_json({"task": task_json(task), "nodes": records, "attempts": history})
+        print_json(
+            {
+                "task": task_json(task),
+                "nodes": records,
+                "attempts": history,
+                "children": [_child_json(task, child) for child in children],
+            }
+        )
         return EXIT_OK
-    print("\n".join(task_lines(task)))
+    facts = task_facts(task)
+    print_table(["", ""], [[key, value] for key, value in facts], wrap={""}, show_header=False)
     if records:
         print()
-        print("\n".join(node_lines(records)))
+        print_table(*node_table(records), wrap={"NOTE"})
+    if children:
+        print()
+        print(f"children ({len(children)}):")
+        print_table(
+            ["  NODE", "TASK", "WORKFLOW", "STATE", "TOOK"],
+            [
+                [
+                    f"  {_child_node(task, child)}",
+                    child.id,
+                    child.name,
+                    str(child.state),
+                    took(child),
+                ]
+                for child in children
+            ],
+        )
+    events = timeline(task, records)
+    if len(events) > 1:
+        print()
+        print("timeline:")
+        print_table(["  AFTER", "EVENT"], [[f"  {at}", what] for at, what in events])
     return EXIT_OK
+
+
+CHILDREN_SHOWN = 200
+"""Child tasks listed by ``tasks show`` (the rest: ``tasks list --json``)."""
+
+
+async def _children(manager: TaskManager, task: Task) -> list[Task]:
+    page = await manager.list(parent_id=task.id, limit=CHILDREN_SHOWN)
+    return sorted(page.tasks, key=lambda child: child.created_at)
+
+
+def _child_node(parent: Task, child: Task) -> str:
+    """The parent's node that started *child*, from its idempotency key (ADR 0026)."""
+    key = child.idempotency_key or ""
+    _, found, call = key.partition(f"{parent.id}:")
+    return call.split("#child", 1)[0] if found and "#child" in call else "?"
+
+
+def _child_json(parent: Task, child: Task) -> dict[str, Any]:
+    return {
+        "id": child.id,
+        "workflow": child.name,
+        "state": str(child.state),
+        "node": _child_node(parent, child),
+        "created_at": child.created_at.isoformat(),
+        "updated_at": child.updated_at.isoformat(),
+    }
 
 
 async def task_result(args: Args) -> int:

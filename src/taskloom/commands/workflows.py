@@ -1,12 +1,13 @@
 """``taskloom workflows list|show``: the workflows this process can run, and their DAGs."""
 
+from types import CodeType
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
 from taskloom.commands.base import EXIT_OK, Args
 from taskloom.commands.common import find_workflow, print_json, settings_from
 from taskloom.commands.render import table
-from taskloom.engine.dag import Node, Workflow
+from taskloom.engine.dag import MapNode, Node, Workflow
 
 
 async def list_workflows(args: Args) -> int:
@@ -88,8 +89,34 @@ def _in_phase(workflow: Workflow[Any], phase: str) -> list[Node[Any]]:
     ]
 
 
+def starts_children(node: Node[Any]) -> bool:
+    """Whether *node*'s function calls ``ctx.child`` (read from its code: a child workflow
+    is started at run time, not declared)."""
+    code = getattr(node.function, "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        if "child" in current.co_names:
+            return True
+        stack += [const for const in current.co_consts if isinstance(const, CodeType)]
+    return False
+
+
+def _kind(node: Node[Any]) -> str:
+    if isinstance(node, MapNode):
+        return "map"
+    return "children" if starts_children(node) else "node"
+
+
 def _policies(workflow: Workflow[Any], node: Node[Any]) -> str:
     notes = []
+    if isinstance(node, MapNode):
+        at_once = f", {node.concurrency} at once" if node.concurrency else ""
+        notes.append(f"map: an item per element of the output of {node.over}{at_once}")
+        if str(node.on_item_failure) != "fail":
+            notes.append(f"failed items: {node.on_item_failure}")
+    elif starts_children(node):
+        notes.append("starts child workflows")
     if node.retry.max_attempts > 1:
         notes.append(f"up to {node.retry.max_attempts} attempts")
     if node.timeout_s is not None:
@@ -102,8 +129,16 @@ def _policies(workflow: Workflow[Any], node: Node[Any]) -> str:
 
 
 def _node_json(node: Node[Any]) -> dict[str, Any]:
+    shape: dict[str, Any] = {"kind": _kind(node)}
+    if isinstance(node, MapNode):
+        shape |= {
+            "over": node.over,
+            "concurrency": node.concurrency,
+            "on_item_failure": str(node.on_item_failure),
+        }
     return {
         "name": node.name,
+        **shape,
         "deps": list(node.deps),
         "max_attempts": node.retry.max_attempts,
         "timeout_s": node.timeout_s,
