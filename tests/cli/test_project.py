@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from taskloom.commands.project import load as load_project
 from tests.cli.test_commands import cli, mistake
 
 FLOWS_SOURCE = Path(__file__).with_name("flows.py")
@@ -161,4 +162,35 @@ def test_watching_a_task_no_worker_runs_says_so(
     finally:
         if watcher.poll() is None:
             watcher.kill()
-            watcher.wait(timeout=30)
+        watcher.communicate(timeout=30)  # closes the pipe
+
+
+def test_the_example_in_the_docs_is_a_valid_project_file(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    section = page.split("### The project file", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "taskloom.toml").write_text(example)
+    loaded = load_project(tmp_path / "taskloom.toml")
+    assert loaded.value("db") == str(tmp_path / "var" / "tasks.db")
+    assert loaded.value("workflows") == [
+        "myproject.flows",
+        str(tmp_path / "scripts" / "nightly.py"),
+    ]
+    assert loaded.value("http") == "127.0.0.1:8765"
+    assert loaded.value("max_runs") == 20
+    assert loaded.value("tokens_file") == str(tmp_path / "secrets" / "tokens.txt")
+
+
+def test_taskloom_config_names_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    named = tmp_path / "elsewhere.toml"
+    named.write_text('db = "named.db"\n')
+    monkeypatch.setenv("TASKLOOM_CONFIG", str(named))
+    monkeypatch.delenv("TASKLOOM_DB", raising=False)
+    assert (
+        cli(capsys, "db", "migrate")[1]
+        == f"{tmp_path / 'named.db'}: schema version 5 (the latest)\n"
+    )
+    monkeypatch.setenv("TASKLOOM_CONFIG", str(tmp_path / "none.toml"))
+    assert "TASKLOOM_CONFIG names" in mistake(capsys, "db", "migrate")
