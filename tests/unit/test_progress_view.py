@@ -1,6 +1,7 @@
 """Drawing progress and reading answers at the terminal: the pure parts."""
 
 import io
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -131,3 +132,25 @@ def test_answers_at_the_terminal() -> None:
     assert parse_answer('{"name": "Ada"}', free) == {"name": "Ada"}
     with pytest.raises(ValueError, match="JSON"):
         parse_answer("Ada", free)
+
+
+def _drawn(monkeypatch: pytest.MonkeyPatch, **variables: str) -> str:
+    """What the live view writes to a stream rich takes for a colour terminal
+    (``FORCE_COLOR``), with *variables* set."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    out = io.StringIO()
+    view = ProgressView(countdown, out, live=True)
+    view.update(_task(TaskState.RUNNING, "phase 2/3 count: 6/12 numbers", 3), _done("plan"))
+    view.close()
+    return out.getvalue()
+
+
+def test_colour_unless_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    sgr_colour = re.compile(r"\x1b\[[0-9;]*(3[0-7]|9[0-7]|38;)")
+    assert sgr_colour.search(_drawn(monkeypatch))
+    plain = _drawn(monkeypatch, NO_COLOR="1")
+    assert not sgr_colour.search(plain)
+    assert "plan   ████████████████████████ 1/1 nodes" in plain
