@@ -138,7 +138,7 @@ def tasks_result(**params: Any) -> None:
 def tasks_watch(**params: Any) -> None:
     """Follow a task's progress until it ends, whichever process runs it. Ctrl-C stops
     watching, not the task."""
-    dispatch("tasks_read:watch_task", params)
+    dispatch("tasks_watch:watch_task", params)
 
 
 @_task_command("cancel", "cancel a task that has not finished")

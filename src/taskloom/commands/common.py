@@ -118,6 +118,10 @@ class Local:
     runs: RunStore
 
 
+RECHECK_S: Final = 0.2
+"""How often a command that waits reads the store again for changes made by another
+process."""
+
 LOCK_WAIT_MS: Final = 1_000
 """How long a command's SQLite connection waits for another process's lock..."""
 LOCK_RETRY_S: Final = 1.0

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 import anyio
 
 from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from taskloom.commands.common import RECHECK_S
 from taskloom.commands.progress_view import ProgressView
 from taskloom.commands.prompt import Prompter
 from taskloom.commands.render import node_view
@@ -24,8 +25,6 @@ from taskloom.engine.states import TaskState
 
 OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"
-RECHECK_S: Final = 0.2
-"""How often the store is read again for changes made by another process."""
 
 UNCLAIMED_NOTE_S: Final = 5.0
 """How long ``tasks watch`` waits for a queued task to be claimed before saying that no

@@ -1,96 +1,24 @@
-"""The project's configuration: ``taskloom.toml``, or ``[tool.taskloom]`` in
+"""Finding the project's configuration: ``taskloom.toml``, or ``[tool.taskloom]`` in
 ``pyproject.toml``, found from the current directory upwards (or named by
 ``TASKLOOM_CONFIG``). It gives the defaults of the flags; a flag or a ``TASKLOOM_*``
 variable overrides it. Relative paths in it are relative to the file's folder, so every
-command finds the same database and workflows from any subfolder.
+command finds the same database and workflows from any subfolder. What it may say is in
+:mod:`taskloom.commands.project_model` (imported only when a file is found).
 """
 
 import os
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
-
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from typing import TYPE_CHECKING, Any, Final
 
 from taskloom.commands.base import CommandError
 
+if TYPE_CHECKING:
+    from taskloom.commands.project_model import Project
+
 CONFIG_FILE: Final = "taskloom.toml"
 PYPROJECT: Final = "pyproject.toml"
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ServeConfig(_Section):
-    """``[serve]``: the HTTP endpoint and the server's limits (the ``serve`` flags)."""
-
-    http: str | None = Field(default=None, description="HOST:PORT to serve HTTP at")
-    tokens_file: str | None = None
-    max_body_bytes: int | None = None
-    max_result_bytes: int | None = None
-    plain_wait_s: float | None = None
-    rate_limit: float | None = None
-    oauth_issuer: str | None = None
-    oauth_audience: str | None = None
-    oauth_jwks_url: str | None = None
-    oauth_algorithms: str | None = None
-    oauth_leeway_s: float | None = None
-    oauth_scopes: str | None = None
-
-
-class WorkerConfig(_Section):
-    """``[worker]``: the ``worker`` flags."""
-
-    max_runs: int | None = None
-
-
-class ProjectConfig(_Section):
-    """What a project file may say; every key is optional."""
-
-    db: str | None = None
-    workflows: list[str] = Field(default_factory=list)
-    """Modules (``mypkg.flows``) or ``.py`` files whose workflows to load."""
-    ttl: str | None = None
-    log_format: str | None = None
-    log_level: str | None = None
-    settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
-    """Operator settings by workflow: ``[settings.repo_audit]``."""
-    serve: ServeConfig = ServeConfig()
-    worker: WorkerConfig = WorkerConfig()
-
-
-class Project(BaseModel):
-    """A configuration and the file it came from."""
-
-    model_config = ConfigDict(frozen=True)
-
-    path: Path
-    config: ProjectConfig
-
-    def value(self, name: str) -> Any:
-        """The value for the flag *name* (``db``, ``http``, ``max_runs``...), or ``None``;
-        paths are made absolute against the file's folder."""
-        for section in (self.config, self.config.serve, self.config.worker):
-            if name in type(section).model_fields:
-                value = getattr(section, name)
-                if name in ("db", "tokens_file") and value is not None:
-                    return _beside(self.path, value)
-                if name == "workflows":
-                    return [_workflow_beside(self.path, entry) for entry in value] or None
-                return value
-        return None
-
-
-def _beside(config: Path, value: str) -> str:
-    if "://" in value:
-        return value
-    return str((config.parent / Path(value).expanduser()).resolve())
-
-
-def _workflow_beside(config: Path, entry: str) -> str:
-    return _beside(config, entry) if entry.endswith(".py") else entry
 
 
 def find(start: Path) -> Path | None:
@@ -121,13 +49,17 @@ def _taskloom_table(pyproject: Path) -> dict[str, Any] | None:
     return table if isinstance(table, dict) else None
 
 
-def load(path: Path) -> Project:
+def load(path: Path) -> "Project":
     """The configuration in *path*.
 
     Raises:
         CommandError: unreadable, not TOML, or a key that is unknown or of the wrong type
             (the message names the file and the key).
     """
+    from pydantic import ValidationError
+
+    from taskloom.commands.project_model import Project, ProjectConfig
+
     table = _taskloom_table(path) if path.name == PYPROJECT else _read(path)
     try:
         return Project(path=path, config=ProjectConfig.model_validate(table or {}))
@@ -138,11 +70,11 @@ def load(path: Path) -> Project:
 
 
 @cache
-def _load_version(path: Path, _mtime_ns: int, _size: int) -> Project:
+def _load_version(path: Path, _mtime_ns: int, _size: int) -> "Project":
     return load(path)
 
 
-def current() -> Project | None:
+def current() -> "Project | None":
     """The configuration of the current directory: the file ``TASKLOOM_CONFIG`` names, or
     the nearest one found (each version of a file is read once)."""
     named = os.environ.get("TASKLOOM_CONFIG")

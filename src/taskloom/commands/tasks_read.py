@@ -1,22 +1,19 @@
 """``taskloom tasks list|show|result|watch``: reading tasks from the database."""
 
 import sys
-from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
 from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Args, CommandError
 from taskloom.commands.common import (
-    Local,
-    again_flags,
+    RECHECK_S,
     open_database,
     print_json,
     settings_from,
     task_json,
 )
 from taskloom.commands.durations import since
-from taskloom.commands.follow import RECHECK_S, exit_code, follow
 from taskloom.commands.render import node_rows, node_table, task_facts, timeline, took, when
 from taskloom.commands.screen import print_table
 from taskloom.engine.dag import Workflow
@@ -215,29 +212,3 @@ async def task_result(args: Args) -> int:
         )
         return EXIT_CANCELLED
     return EXIT_OK
-
-
-async def watch_task(args: Args) -> int:
-    """Follow a task (run by any process on this database) until it ends."""
-    async with open_database(args.db, read_only=True) as local:
-        task = await local.manager.get(args.task_id)
-        workflow = _workflows(args).get(task.name)
-        if args.json:
-            return await _watch_json(local, task)
-        return await follow(
-            local.manager,
-            local.runs,
-            workflow,
-            task,
-            on_interrupt="detach",
-            flags=again_flags(args),
-        )
-
-
-async def _watch_json(local: Local, task: Task) -> int:
-    """One JSON object per line for each new version of the task."""
-    async with aclosing(local.manager.watch(task.id, recheck_every=RECHECK_S)) as versions:
-        async for current in versions:
-            print(current.model_dump_json(), flush=True)
-            task = current
-    return exit_code(task)
