@@ -62,7 +62,7 @@ async def follow(
     """
     view = ProgressView(workflow, sys.stdout, live=sys.stdout.isatty())
     final: Task | None = None
-    prompter = Prompter(manager, task.id, view) if sys.stdin.isatty() else None
+    prompter = Prompter(manager, task.id, view, flags) if sys.stdin.isatty() else None
     async with anyio.create_task_group() as task_group:
         watching = anyio.CancelScope()
         task_group.start_soon(_signals, manager, task.id, on_interrupt, watching, view)

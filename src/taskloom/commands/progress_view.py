@@ -117,7 +117,6 @@ class ProgressView:
         self._live: Live | None = None
         self._last_line: str | None = None
         self._paused = False
-        self._drawn: RenderableType | None = None
 
     def update(self, task: Task, nodes: Mapping[str, NodeRun]) -> None:
         """Show *task* and its node checkpoints."""
