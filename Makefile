@@ -26,6 +26,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	scripts/ensure-postgres.sh
 	scripts/ensure-chromium.sh
+	scripts/ensure-tmux.sh
 	$(PY) -m pytest
 
 test: lint typecheck unit bench-quick

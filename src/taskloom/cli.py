@@ -1,147 +1,165 @@
-"""The ``taskloom`` command. Every flag can also be set by a ``TASKLOOM_*`` variable.
+"""The ``taskloom`` command (click). Every flag can also be set by a ``TASKLOOM_*``
+variable, and by the project file (``taskloom.toml`` or ``[tool.taskloom]``) below both.
 
-``taskloom serve [--db PATH|URL] [--workflows MODULE ...] [--settings JSON|@FILE]
-[--http HOST:PORT]`` serves MCP over stdio or Streamable HTTP; the other
-commands (run, tasks, workflows, db, worker) are in :mod:`taskloom.commands`. A user
+``taskloom serve [--db PATH|URL] [--workflows MODULE|FILE.py] [--settings JSON|@FILE]
+[--http HOST:PORT]`` serves MCP over stdio or Streamable HTTP; the other commands (run,
+tasks, workflows, db, worker, tokens) are in :mod:`taskloom.commands.app`. A user
 mistake (a bad flag, a module that does not import, a file that is not a taskloom
 database) is one line on stderr and exit code 2, never a traceback.
 """
 
-import argparse
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-import anyio
+import click
 
 from taskloom import __version__
-from taskloom.bootstrap import serve_http, serve_stdio
-from taskloom.cli_http import add_http_options, http_settings, server_settings
-from taskloom.commands import NAMES, dispatch, register
-from taskloom.commands.common import (
-    CommandError,
-    add_db,
-    add_logging,
-    add_settings,
-    read_workflow_settings,
-    setup_logging,
-)
-from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
-from taskloom.engine.errors import TaskloomError
-from taskloom.persistence.factory import database_settings
-from taskloom.server.http import HttpSettings
+from taskloom.cli_http import http_options
+from taskloom.commands import options
+from taskloom.commands.app import COMMANDS, NAMES
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_USAGE, Args, first_taskloom_error
 
-USAGE_ERROR = 2
+if TYPE_CHECKING:
+    from taskloom.config import TaskloomSettings
+    from taskloom.server.http import HttpSettings
+
+USAGE_ERROR: Final = EXIT_USAGE
 logger = logging.getLogger("taskloom.serve")
+CONTEXT: Final = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+@click.group(
+    "taskloom",
+    context_settings=CONTEXT,
+    invoke_without_command=True,
+    help="Durable tasks for the Model Context Protocol.",
+)
+@click.pass_context
+def app(ctx: click.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        raise click.UsageError(f"choose a command: {', '.join(('serve', *NAMES))}")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="taskloom", description="Durable tasks for the Model Context Protocol.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    serve = commands.add_parser(
-        "serve",
-        help="serve MCP over stdio (or Streamable HTTP with --http)",
-        description="Serve the workflows as MCP tools over stdin and stdout, or over "
-        "Streamable HTTP with --http.",
-    )
-    add_db(serve)
-    serve.add_argument(
-        "--workflows",
-        nargs="+",
-        default=_split(os.environ.get("TASKLOOM_WORKFLOWS", "")),
-        metavar="MODULE",
-        help="modules whose workflows to serve, besides the built-in ones "
-        "(env TASKLOOM_WORKFLOWS, comma-separated)",
-    )
-    add_settings(serve)
-    add_http_options(serve)
-    add_logging(serve)
-    ui = commands.add_parser("ui", help="serve the web dashboard of a database (read-only)")
-    add_db(ui)
-    ui.add_argument("--host", default=os.environ.get("TASKLOOM_UI_HOST", "127.0.0.1"))
-    ui.add_argument("--port", type=int, default=int(os.environ.get("TASKLOOM_UI_PORT", "8780")))
-    ui.add_argument("--allow-actions", action="store_true", help="cancel, answer and resume too")
-    ui.add_argument(
-        "--workflows", nargs="+", default=_split(os.environ.get("TASKLOOM_WORKFLOWS", ""))
-    )
-    register(commands)
-    add_version(parser)
-    return parser
+@app.command(
+    "serve",
+    short_help="serve MCP over stdio (or Streamable HTTP with --http)",
+    help="Serve the workflows as MCP tools over stdin and stdout, or over Streamable HTTP "
+    "with --http. Ctrl-C or SIGTERM stops it; runs in flight resume elsewhere.",
+)
+@options.db
+@options.workflows
+@options.settings
+@http_options
+@options.logging_options
+def serve(**params: Any) -> None:
+    _serve(Args(**params))
 
 
-def add_version(parser: argparse.ArgumentParser) -> None:
-    """``--version`` on *parser* and on every sub-command under it."""
-    parser.add_argument("--version", action="version", version=f"taskloom {__version__}")
-    for action in parser._subparsers._group_actions if parser._subparsers else ():
-        if isinstance(action, argparse._SubParsersAction):
-            for child in dict.fromkeys(action.choices.values()):
-                add_version(child)
+for _command in COMMANDS:
+    app.add_command(_command)
 
 
-def _split(value: str) -> list[str]:
-    return [part for part in value.replace(",", " ").split() if part]
+def _add_version(command: click.Command) -> None:
+    """``--version`` on *command* and on every command under it."""
+    click.version_option(__version__, message="taskloom %(version)s")(command)
+    if isinstance(command, click.Group):
+        for child in command.commands.values():
+            _add_version(child)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Run the command line; exits with 0, or 2 on a user mistake."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.error(f"choose a command: {', '.join(('serve', *NAMES))}")
-    if args.command == "ui":
-        from taskloom.commands.ui import serve_dashboard
+_add_version(app)
 
-        tokens = os.environ.get("TASKLOOM_TOKENS", "")
-        sys.exit(
-            serve_dashboard(
-                args.db,
-                host=args.host,
-                port=args.port,
-                allow_actions=args.allow_actions,
-                workflows=args.workflows,
-                tokens=tokens,
-            )
-        )
-    if args.command != "serve":
-        dispatch(args, parser)
-    http = http_settings(parser, args)
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Run the command line; exits with the command's code, or 2 on a user mistake (one
+    line on stderr)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        settings = TaskloomSettings(
-            database=database_settings(args.db),
-            workflow_modules=(*BUILTIN_WORKFLOWS, *args.workflows),
-            workflow_settings=read_workflow_settings(args.settings),
-            server=server_settings(parser, args),
-            exposure="network" if http is not None else "local",
-        )
-    except CommandError as error:
-        parser.exit(USAGE_ERROR, f"taskloom: error: {error}\n")
-    setup_logging(args)
+        code = app.main(arguments, prog_name="taskloom", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as error:
+        group = error.ctx.command if error.ctx is not None else app
+        names = group.list_commands(error.ctx) if isinstance(group, click.Group) else []
+        _mistake(f"choose a command: {', '.join(names)}")
+    except click.UsageError as error:
+        _mistake(error.format_message() + _where(error))
+    except click.ClickException as error:
+        _mistake(error.format_message())
+    except click.Abort:
+        sys.stderr.write("taskloom: interrupted\n")
+        sys.exit(EXIT_CANCELLED)
+    except (Exception, BaseExceptionGroup) as error:
+        mistake = first_taskloom_error(error)
+        if mistake is None:
+            raise
+        _mistake(str(mistake))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _where(error: click.UsageError) -> str:
+    """Where a bad value came from when it was not the command line (a variable, the
+    project file), else where to read about the command."""
+    ctx = error.ctx
+    if ctx is None:
+        return ""
+    param = getattr(error, "param", None)
+    if isinstance(param, click.Option) and param.name is not None:
+        source = ctx.get_parameter_source(param.name)
+        if source is click.core.ParameterSource.ENVIRONMENT and param.envvar:
+            return f" (from {param.envvar})"
+        if source is click.core.ParameterSource.DEFAULT:
+            return " (from the project file)"
+    return f" (see: {ctx.command_path} --help)" if ctx.command is not app else ""
+
+
+def _mistake(message: str) -> NoReturn:
+    sys.stderr.write(f"taskloom: error: {message}\n")
+    sys.exit(USAGE_ERROR)
+
+
+def _serve(args: Args) -> None:
+    import anyio
+
+    from taskloom.cli_http import http_settings, server_settings
+    from taskloom.commands.common import operator_settings, workflow_modules
+    from taskloom.commands.options import setup_logging
+    from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
+    from taskloom.engine.errors import TaskloomError
+    from taskloom.persistence.factory import database_settings
+
+    http = http_settings(args)
+    settings = TaskloomSettings(
+        database=database_settings(args.db),
+        workflow_modules=(*BUILTIN_WORKFLOWS, *workflow_modules(args.workflows)),
+        workflow_settings=operator_settings(args),
+        server=server_settings(args),
+        exposure="network" if http is not None else "local",
+    )
+    setup_logging(args.log_format, args.log_level)
     try:
         text = args.log_format == "text"
         anyio.run(serve_until_stopped, settings, http, text, backend="asyncio")
     except KeyboardInterrupt:
         sys.exit(130)
     except (TaskloomError, BaseExceptionGroup) as error:
-        mistake = _taskloom_error(error)
+        mistake = first_taskloom_error(error)
         if mistake is None:
             raise
-        parser.exit(USAGE_ERROR, f"taskloom: error: {mistake}\n")
+        _mistake(str(mistake))
 
 
 async def serve_until_stopped(
-    settings: TaskloomSettings, http: HttpSettings | None, text: bool = True
+    settings: "TaskloomSettings", http: "HttpSettings | None", text: bool = True
 ) -> None:
     """Serve stdio (until stdin closes) or HTTP, until SIGINT or SIGTERM: then the engine
     stops, and the runs in flight are handed back to resume from their checkpoints. Where
     it serves, and why it stops, are lines on stderr (*text*) or INFO log records."""
+    import anyio
+
+    from taskloom.bootstrap import serve_http, serve_stdio
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as group:
 
@@ -169,15 +187,3 @@ def _say(text: bool, line: str) -> None:
         sys.stderr.flush()
     else:
         logger.info(line.removeprefix("taskloom: "))
-
-
-def _taskloom_error(error: BaseException) -> TaskloomError | None:
-    """The TaskloomError behind *error*, also from inside (nested) exception groups."""
-    if isinstance(error, TaskloomError):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = _taskloom_error(inner)
-            if found is not None:
-                return found
-    return None

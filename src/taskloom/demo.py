@@ -10,6 +10,7 @@ uses shorter runs, for CI.
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 import taskloom
 from taskloom.commands.common import open_database
-from taskloom.commands.progress_view import bar, overall_from_status
+from taskloom.commands.progress_view import bar
 from taskloom.commands.render import table
 from taskloom.demo_client import McpClient, serve, structured
 from taskloom.engine.models import TaskId
@@ -46,6 +47,20 @@ def _source_tree() -> Path:
     """This project's ``src/`` (or the installed package when there is no checkout)."""
     package = Path(taskloom.__file__).resolve().parent
     return package.parent if package.parent.name == "src" else package
+
+
+_STATUS = re.compile(r"^phase (\d+)/(\d+) [^:]+: ([\d,.]+)/([\d,.]+)")
+
+
+def overall_from_status(message: str) -> float | None:
+    """A fraction from an MCP status message (``phase 2/3 count: 12/40 numbers``): an MCP
+    client sees only this text (the command line reads the stored progress instead)."""
+    found = _STATUS.match(message)
+    if found is None:
+        return None
+    number, phases, done, total = (float(part.replace(",", "")) for part in found.groups())
+    within = min(done / total, 1.0) if total else 0.0
+    return min((number - 1 + within) / phases, 1.0)
 
 
 class Screen:

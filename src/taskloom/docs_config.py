@@ -69,7 +69,8 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str, str], ...]] = (
 FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (TaskloomSettings, "database"): "`--db PATH|URL`, `TASKLOOM_DB` (every command)",
     (TaskloomSettings, "workflow_modules"): (
-        "`--workflows MODULE ...`, `TASKLOOM_WORKFLOWS` (added to the built-ins)"
+        "`--workflows MODULE|FILE.py` (repeatable), `TASKLOOM_WORKFLOWS`, the project "
+        "file's `workflows` (added to the built-ins)"
     ),
     (TaskloomSettings, "workflow_settings"): (
         "`--settings JSON|@FILE|@FILE.toml`, `TASKLOOM_SETTINGS` "

@@ -58,3 +58,32 @@ confirm = Workflow("confirm", version="1", input=Empty)
 async def decide(ctx: NodeContext[Empty]) -> str:
     answer = await ctx.ask("Launch the rocket?", Go)
     return "launched" if answer.go else "stayed home"
+
+
+class Number(BaseModel):
+    """A number to double."""
+
+    x: int
+
+
+double = Workflow("double", version="1", input=Number)
+
+
+@double.node()
+async def times_two(ctx: NodeContext[Number]) -> int:
+    return ctx.input.x * 2
+
+
+family = Workflow("family", version="1", input=Number, phases=["spawn", "sum"])
+
+
+@family.node(phase="spawn")
+async def spawn(ctx: NodeContext[Number]) -> int:
+    first: int = await ctx.child(double, {"x": ctx.input.x})
+    second: int = await ctx.child(double, {"x": first})
+    return second
+
+
+@family.node(phase="sum", deps=[spawn])
+async def total(ctx: NodeContext[Number]) -> int:
+    return ctx.output(spawn) + 1

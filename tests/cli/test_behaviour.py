@@ -9,10 +9,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from taskloom import __version__
-from taskloom.cli import _parser
+from taskloom.cli import app
 from tests.cli.test_commands import cli, mistake
 
 HOLD_LOCK = """
@@ -27,14 +28,13 @@ sys.stdin.read()
 
 
 def _every_parser_argv() -> Iterator[list[str]]:
-    def walk(parser: object, path: list[str]) -> Iterator[list[str]]:
+    def walk(command: click.Command, path: list[str]) -> Iterator[list[str]]:
         yield path
-        subparsers = getattr(parser, "_subparsers", None)
-        for action in subparsers._group_actions if subparsers else ():
-            for name, child in getattr(action, "choices", {}).items():
+        if isinstance(command, click.Group):
+            for name, child in command.commands.items():
                 yield from walk(child, [*path, name])
 
-    yield from walk(_parser(), [])
+    yield from walk(app, [])
 
 
 def test_every_command_says_its_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,7 +60,7 @@ def test_delete_removes_finished_tasks_and_refuses_unfinished_ones(
     queued: str = _in_db(Path(db), queue)
     assert mistake(capsys, "tasks", "delete", first, queued, "--db", db) == (
         f"taskloom: error: task {queued} has not finished (queued); "
-        f"cancel it first: taskloom tasks cancel {queued}\n"
+        f"cancel it first: taskloom tasks cancel {queued} --db {db}\n"
     )
     assert mistake(capsys, "tasks", "delete", "nope", "--db", db) == (
         "taskloom: error: task not found: nope\n"
@@ -98,4 +98,4 @@ def test_durations() -> None:
     assert duration("90s") == timedelta(seconds=90)
     assert duration("2w") == timedelta(days=14)
     assert duration("1.5h") == timedelta(minutes=90)
-    assert retention("forever") is None
+    assert retention("forever") == "forever"

@@ -24,6 +24,8 @@ HEAVY = (
     "jsonschema",
     "prometheus_client",
 )
+DRIVERS = ("aiosqlite", "sqlite3", "rich")
+"""Not even the SQLite driver, nor rich, for ``--help``."""
 PROBE = """
 import json, sys
 from taskloom.cli import main
@@ -33,13 +35,19 @@ try:
 except SystemExit as exit:
     code = exit.code
 heavy = sorted(m for m in {heavy!r} if m in sys.modules)
-print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.stderr)
+drivers = sorted(m for m in {drivers!r} if m in sys.modules)
+print(json.dumps({{"code": code, "heavy": heavy, "drivers": drivers}}), file=sys.stderr)
 """
 
 
 def _heavy_modules(*argv: str, cwd: Path) -> tuple[object, list[str]]:
+    code, heavy, _ = _probe(*argv, cwd=cwd)
+    return code, heavy
+
+
+def _probe(*argv: str, cwd: Path) -> tuple[object, list[str], list[str]]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY, drivers=DRIVERS), *argv],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -47,7 +55,7 @@ def _heavy_modules(*argv: str, cwd: Path) -> tuple[object, list[str]]:
         check=False,
     )
     report = json.loads(done.stderr.strip().splitlines()[-1])
-    return report["code"], report["heavy"]
+    return report["code"], report["heavy"], report["drivers"]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +91,14 @@ def test_a_command_that_needs_no_server_imports_no_heavy_module(
 def test_serving_does_import_the_sdk(database: Path) -> None:
     """The probe sees what is there: ``serve`` on a closed stdin loads the SDK."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), "serve", "--db", str(database)],
+        [
+            sys.executable,
+            "-c",
+            PROBE.format(heavy=HEAVY, drivers=DRIVERS),
+            "serve",
+            "--db",
+            str(database),
+        ],
         capture_output=True,
         text=True,
         input="",
@@ -94,3 +109,9 @@ def test_serving_does_import_the_sdk(database: Path) -> None:
     report = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["code"] == 0
     assert "mcp" in report["heavy"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["tasks", "--help"], ["run", "--help"]], ids=" ".join)
+def test_help_loads_no_database_driver(argv: list[str], tmp_path: Path) -> None:
+    code, heavy, drivers = _probe(*argv, cwd=tmp_path)
+    assert (code, heavy, drivers) == (0, [], [])

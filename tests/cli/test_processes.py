@@ -135,7 +135,8 @@ def test_run_in_a_terminal_shows_live_progress_and_ctrl_c_cancels_cleanly(
         terminal.close()
     out = terminal.output
     assert "\x1b[" in out  # redrawn in place: a terminal gets ANSI, not a line per change
-    assert re.search(r"plan\s+\[#{24}\] 1/1 nodes", out)
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    assert re.search(r"plan\s+█{24} 1/1 nodes", plain), plain
     assert "Ctrl-C: cancelling the task and stopping its nodes..." in out
     assert "Cancelled: task " in out
     assert "cancelled from the command line (Ctrl-C)" in out

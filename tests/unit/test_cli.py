@@ -24,7 +24,9 @@ def test_no_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_an_unknown_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unrecognized arguments: --bogus" in _mistake(capsys, "serve", "--bogus")
+    assert _mistake(capsys, "serve", "--bogus") == (
+        "taskloom: error: No such option '--bogus'. (see: taskloom serve --help)\n"
+    )
 
 
 def test_a_workflow_module_that_does_not_import(

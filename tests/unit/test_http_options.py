@@ -1,15 +1,15 @@
 """HTTP settings from flags and the environment; tokens; the rate limiter."""
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from taskloom.cli import main
-from taskloom.cli_http import add_http_options, server_settings
+from taskloom.cli_http import server_settings
 from taskloom.server.http import parse_tokens
 from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.tokens import TokenTable
+from tests.unit.test_oauth_options import parse
 
 SECRET = "s3cret-token-of-ann-1234"
 
@@ -85,13 +85,64 @@ def test_the_rate_limiter_bursts_then_refills_per_key() -> None:
 
 
 def test_the_plain_wait_comes_from_a_flag_or_the_environment(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    parser = argparse.ArgumentParser()
-    add_http_options(parser, env={"TASKLOOM_PLAIN_WAIT_S": "20"})
-    assert server_settings(parser, parser.parse_args([])).plain_wait_s == 20
-    assert server_settings(parser, parser.parse_args(["--plain-wait-s", "5"])).plain_wait_s == 5
-    assert server_settings(parser, parser.parse_args(["--plain-wait-s", "0"])).plain_wait_s is None
+    monkeypatch.setenv("TASKLOOM_PLAIN_WAIT_S", "20")
+    assert server_settings(parse([])).plain_wait_s == 20
+    assert server_settings(parse(["--plain-wait-s", "5"])).plain_wait_s == 5
+    assert server_settings(parse(["--plain-wait-s", "0"])).plain_wait_s is None
     assert _mistake(capsys, "--plain-wait-s", "-1") == (
         "plain_wait_s: Input should be greater than 0"
     )
+
+
+def test_the_flags_defaults_are_the_settings_defaults() -> None:
+    """The flags' defaults are written out (``--help`` imports no server): they must be the
+    settings models' own."""
+    from taskloom import cli_http
+    from taskloom.server import ServerSettings
+    from taskloom.server.http import HttpSettings, OAuthSettings
+
+    http = HttpSettings()
+    server = ServerSettings()
+    oauth = OAuthSettings(issuer="https://issuer.example", audience="https://mcp.example/mcp")
+    assert http.max_body_bytes == cli_http.DEFAULT_MAX_BODY_BYTES
+    assert http.rate_per_minute == cli_http.DEFAULT_RATE_PER_MINUTE
+    assert http.max_sessions_per_principal == cli_http.DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
+    assert http.session_idle_s == cli_http.DEFAULT_SESSION_IDLE_S
+    assert http.header_timeout_s == cli_http.DEFAULT_HEADER_TIMEOUT_S
+    assert server.max_result_bytes == cli_http.DEFAULT_MAX_RESULT_BYTES
+    assert server.plain_wait_s == cli_http.DEFAULT_PLAIN_WAIT_S
+    assert server.max_unfinished_per_principal == cli_http.DEFAULT_MAX_UNFINISHED_PER_PRINCIPAL
+    assert ",".join(oauth.algorithms) == cli_http.DEFAULT_OAUTH_ALGORITHMS
+    assert oauth.leeway_s == cli_http.DEFAULT_OAUTH_LEEWAY_S
+
+
+def test_the_principal_limits_come_from_flags_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from taskloom.cli_http import http_settings
+    from tests.unit.test_oauth_options import parse as parse_serve
+
+    monkeypatch.setenv("TASKLOOM_SESSION_IDLE_S", "60")
+    args = parse_serve(
+        [
+            "--http",
+            "127.0.0.1:8765",
+            "--max-sessions-per-principal",
+            "7",
+            "--header-timeout-s",
+            "2.5",
+            "--max-unfinished-per-principal",
+            "0",
+        ]
+    )
+    http = http_settings(args, env={"TASKLOOM_TOKENS": f"ann:{SECRET}"})
+    assert http is not None
+    assert (http.max_sessions_per_principal, http.session_idle_s, http.header_timeout_s) == (
+        7,
+        60.0,
+        2.5,
+    )
+    assert server_settings(args).max_unfinished_per_principal is None  # 0: no limit
+    assert server_settings(parse_serve([])).max_unfinished_per_principal == 1_000

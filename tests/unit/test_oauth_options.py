@@ -1,12 +1,12 @@
 """OAuth settings from flags and the environment; the missing extra; the keys' refresh."""
 
-import argparse
 import sys
 
 import pytest
 
-from taskloom.cli import main
-from taskloom.cli_http import add_http_options, http_settings
+from taskloom.cli import main, serve
+from taskloom.cli_http import http_settings
+from taskloom.commands.base import Args
 from taskloom.engine.errors import MissingExtraError
 from taskloom.server.http import OAuthSettings
 from taskloom.server.http.jwks import JwksCache, metadata_urls
@@ -25,12 +25,17 @@ def _mistake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return err.removeprefix("taskloom: error: ").rstrip("\n")
 
 
+def parse(argv: list[str]) -> Args:
+    """The flags of ``taskloom serve ARGV``, as click parses them (and the environment)."""
+    with serve.make_context("serve", argv) as ctx:
+        return Args(**ctx.params)
+
+
 def test_flags_and_variables_make_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    parser = argparse.ArgumentParser()
-    env = {"TASKLOOM_OAUTH_ISSUER": ISSUER, "TASKLOOM_OAUTH_SCOPES": "tasks:run,tasks:read"}
-    add_http_options(parser, env)
-    args = parser.parse_args(["--http", "0.0.0.0:8765", "--oauth-audience", AUDIENCE])
-    settings = http_settings(parser, args, env={})
+    monkeypatch.setenv("TASKLOOM_OAUTH_ISSUER", ISSUER)
+    monkeypatch.setenv("TASKLOOM_OAUTH_SCOPES", "tasks:run,tasks:read")
+    args = parse(["--http", "0.0.0.0:8765", "--oauth-audience", AUDIENCE])
+    settings = http_settings(args, env={})
     assert settings is not None
     assert settings.tokens == {}  # OAuth alone may serve a public address
     assert settings.oauth == OAuthSettings(

@@ -1,16 +1,28 @@
-"""`tasks show` rows for a run with thousands of map items (ADR 0024)."""
+"""`tasks show` rows for a run with thousands of map items (ADR 0024). How fast they are
+made is not asserted here (bench/ measures speed); the order and the pairing are."""
 
-import time
 from datetime import UTC, datetime
 
 from taskloom.commands.render import node_rows
-from taskloom.engine.models import TaskId
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import AttemptOutcome, NodeAttempt, NodeRun, NodeState
+from taskloom.engine.states import TaskState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+TASK = Task(
+    id=TaskId("t"),
+    name="shape",
+    arguments={},
+    owner=None,
+    state=TaskState.RUNNING,
+    created_at=NOW,
+    updated_at=NOW,
+    ttl_ms=None,
+    version=1,
+)
 
 
-def test_items_are_listed_in_item_order_and_in_linear_time() -> None:
+def test_items_are_listed_in_item_order_each_with_its_attempts() -> None:
     count = 10_000
     keys = [f"analyse[{index}]" for index in reversed(range(count))]  # as a store may
     nodes = {
@@ -28,13 +40,11 @@ def test_items_are_listed_in_item_order_and_in_linear_time() -> None:
         )
         for key in keys
     ]
-    started = time.perf_counter()
-    records = node_rows(None, nodes, attempts)
-    elapsed = time.perf_counter() - started
+    records = node_rows(None, TASK, nodes, attempts)
     assert [record["node"] for record in records[:3]] == ["analyse[0]", "analyse[1]", "analyse[2]"]
     assert records[-1]["node"] == "analyse[9999]"
     assert all(record["outcomes"] == ["completed"] for record in records)
-    assert elapsed < 1.0  # pairing each node with its attempts by scanning was ~10^8 steps
+    assert all(record["item_of"] == "analyse" for record in records)
 
 
 def test_a_map_is_summed_up_from_its_items_which_follow_it() -> None:
@@ -66,7 +76,7 @@ def test_a_map_is_summed_up_from_its_items_which_follow_it() -> None:
         key: NodeRun(node=key, state=state, attempt=1, updated_at=NOW)
         for key, state in states.items()
     }
-    records = node_rows(flow, nodes, [])
+    records = node_rows(flow, TASK, nodes, [])
     assert [record["node"] for record in records] == [
         "listed",
         "each",

@@ -1,12 +1,11 @@
-"""What every command shares: flags that default to ``TASKLOOM_*`` variables, opening the
+"""What every command shares: its parsed flags, the engine settings they name, opening the
 database without a worker, reading JSON arguments and printing JSON."""
 
-import argparse
 import json
-import os
+import shlex
 import sys
 import tomllib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,137 +14,23 @@ from typing import Any, Final
 import anyio
 from pydantic import JsonValue
 
+from taskloom.commands import project
+from taskloom.commands.base import Args, CommandError
 from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import RunStore
-from taskloom.observability.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, configure_logging
 from taskloom.persistence.factory import DurableStore, database_settings
 from taskloom.persistence.factory import open_store as open_any_store
 from taskloom.persistence.postgres import is_postgres_url
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 from taskloom.validation import JsonSchemaValidator
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-"""The task failed (or ``db check`` found a problem)."""
-EXIT_USAGE: Final = 2
-"""A user mistake: bad flag, unknown task or workflow, bad JSON, unusable database."""
-EXIT_CANCELLED: Final = 130
-"""The task was cancelled, or the command was interrupted (Ctrl-C)."""
-
-_TRUE: Final = frozenset({"1", "true", "yes", "on"})
-
-
-class CommandError(TaskloomError):
-    """A user mistake found by a command; its message is the one line shown."""
-
-
-def env(name: str, default: str | None = None) -> str | None:
-    """The value of ``TASKLOOM_<name>`` if set and not empty, else *default*."""
-    return os.environ.get(f"TASKLOOM_{name}") or default
-
-
-def env_flag(name: str) -> bool:
-    """``TASKLOOM_<name>`` as a boolean (1, true, yes or on)."""
-    return (env(name) or "").strip().lower() in _TRUE
-
-
-def env_int(name: str, default: int) -> str:
-    """``TASKLOOM_<name>`` or *default*, as the text of an ``int`` option's default:
-    argparse converts it, so a bad value is reported like a bad flag."""
-    return env(name) or str(default)
-
 
 def split_names(value: str) -> list[str]:
     """``"a, b c"`` as ``["a", "b", "c"]``."""
     return [part for part in value.replace(",", " ").split() if part]
-
-
-def add_db(parser: argparse.ArgumentParser) -> None:
-    """``--db PATH|URL`` (``TASKLOOM_DB``): an SQLite file or a ``postgresql://`` URL."""
-    parser.add_argument(
-        "--db",
-        default=env("DB") or str(DEFAULT_DATABASE),
-        metavar="PATH|URL",
-        help="SQLite database file or postgresql:// URL (env TASKLOOM_DB; default %(default)s)",
-    )
-
-
-def add_logging(parser: argparse.ArgumentParser) -> None:
-    """``--log-format text|json`` (``TASKLOOM_LOG_FORMAT``) and ``--log-level LEVEL``
-    (``TASKLOOM_LOG_LEVEL``), applied by :func:`setup_logging`."""
-    parser.add_argument(
-        "--log-format",
-        type=_one_of(LOG_FORMATS, "LOG_FORMAT"),
-        default=env("LOG_FORMAT", "text"),
-        metavar="text|json",
-        help="log lines as text or JSON lines (env TASKLOOM_LOG_FORMAT; default text)",
-    )
-    parser.add_argument(
-        "--log-level",
-        type=_one_of(LOG_LEVELS, "LOG_LEVEL"),
-        default=env("LOG_LEVEL", "warning"),
-        metavar="LEVEL",
-        help="debug, info (task and node lifecycle), warning or error "
-        "(env TASKLOOM_LOG_LEVEL; default warning)",
-    )
-
-
-def setup_logging(args: argparse.Namespace) -> None:
-    """Configure the process's logging as :func:`add_logging`'s flags say."""
-    log_format: LogFormat = "json" if args.log_format == "json" else "text"
-    configure_logging(log_format, args.log_level)
-
-
-def _one_of(choices: tuple[str, ...], variable: str) -> Callable[[str], str]:
-    """An argparse type accepting *choices* (case-insensitive); it also checks the value
-    of ``TASKLOOM_<variable>``, which argparse passes through it as the default."""
-
-    def check(value: str) -> str:
-        if value.lower() not in choices:
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is not one of {', '.join(choices)} (flag or TASKLOOM_{variable})"
-            )
-        return value.lower()
-
-    return check
-
-
-def add_json(parser: argparse.ArgumentParser) -> None:
-    """``--json`` (``TASKLOOM_JSON=1``)."""
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        default=env_flag("JSON"),
-        help="print JSON instead of text (env TASKLOOM_JSON=1)",
-    )
-
-
-def add_workflows(parser: argparse.ArgumentParser) -> None:
-    """``--workflows MODULE ...`` (``TASKLOOM_WORKFLOWS``)."""
-    parser.add_argument(
-        "--workflows",
-        nargs="+",
-        default=split_names(env("WORKFLOWS", "") or ""),
-        metavar="MODULE",
-        help="modules whose workflows to load, besides the built-in ones "
-        "(env TASKLOOM_WORKFLOWS, comma-separated)",
-    )
-
-
-def add_settings(parser: argparse.ArgumentParser) -> None:
-    """``--settings JSON|@FILE`` (``TASKLOOM_SETTINGS``): operator settings by workflow."""
-    parser.add_argument(
-        "--settings",
-        default=env("SETTINGS"),
-        metavar="JSON|@FILE",
-        help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
-        '["make"]}}\', or @FILE: a JSON file, or a TOML file (.toml) with a table per '
-        "workflow (env TASKLOOM_SETTINGS)",
-    )
 
 
 def read_workflow_settings(text: str | None) -> dict[str, Any]:
@@ -174,22 +59,53 @@ def read_workflow_settings(text: str | None) -> dict[str, Any]:
     return by_workflow
 
 
-def settings_from(args: argparse.Namespace, **changes: Any) -> TaskloomSettings:
-    """Engine settings for the database, workflow modules and workflow settings the flags
-    name.
+def operator_settings(args: Args) -> dict[str, Any]:
+    """``--settings`` (flag or ``TASKLOOM_SETTINGS``), else the project file's
+    ``[settings]`` tables."""
+    text = getattr(args, "settings", None)
+    if text is not None:
+        return read_workflow_settings(text)
+    configured = project.configured("settings")
+    return dict(configured) if configured else {}
+
+
+def workflow_modules(entries: Sequence[str]) -> list[str]:
+    """Module names for ``--workflows`` entries: a module (``mypkg.flows``) as it is, a
+    ``.py`` file as the module of that name in its folder (put first on ``sys.path``).
 
     Raises:
-        CommandError: ``--settings`` is not an object of objects (JSON or TOML).
+        CommandError: a ``.py`` file that does not exist.
+    """
+    modules = []
+    for entry in entries:
+        if not entry.endswith(".py"):
+            modules.append(entry)
+            continue
+        path = Path(entry).expanduser().resolve()
+        if not path.is_file():
+            raise CommandError(f"--workflows {entry}: no such file")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        modules.append(path.stem)
+    return modules
+
+
+def settings_from(args: Args, **changes: Any) -> TaskloomSettings:
+    """Engine settings for the database, workflow modules and workflow settings the flags
+    (or the project file) name.
+
+    Raises:
+        CommandError: ``--settings`` is not an object of objects (JSON or TOML), or a
+            workflow file does not exist.
     """
     db = str(getattr(args, "db", DEFAULT_DATABASE))
     if not is_postgres_url(db) and Path(db).is_dir():
         raise CommandError(f"{db} is a directory; --db takes a database file")
-    modules = getattr(args, "workflows", [])
-    by_workflow = read_workflow_settings(getattr(args, "settings", None))
+    modules = workflow_modules(getattr(args, "workflows", ()))
     return TaskloomSettings(
         database=database_settings(db),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
-        workflow_settings=by_workflow,
+        workflow_settings=operator_settings(args),
         **changes,
     )
 
@@ -201,6 +117,10 @@ class Local:
     manager: TaskManager
     runs: RunStore
 
+
+RECHECK_S: Final = 0.2
+"""How often a command that waits reads the store again for changes made by another
+process."""
 
 LOCK_WAIT_MS: Final = 1_000
 """How long a command's SQLite connection waits for another process's lock..."""
@@ -302,13 +222,18 @@ def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow
     return workflows[name]
 
 
-def first_taskloom_error(error: BaseException) -> TaskloomError | None:
-    """The TaskloomError behind *error*, also from inside (nested) exception groups."""
-    if isinstance(error, TaskloomError):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = first_taskloom_error(inner)
-            if found is not None:
-                return found
-    return None
+def again_flags(args: Args) -> str:
+    """The flags a printed command needs to work when copied as it is: ``--db`` and
+    ``--workflows`` when they are not what the project file (or the default) gives."""
+    from taskloom.commands.options import DEFAULT_DATABASE, from_project
+
+    flags = ""
+    db = getattr(args, "db", None)
+    if db is not None and db != from_project("db", DEFAULT_DATABASE)():
+        flags += f" --db {shlex.quote(str(db))}"
+    entries = list(getattr(args, "workflows", ()) or ())
+    if entries != list(from_project("workflows")() or ()):
+        for entry in entries:
+            shown = str(Path(entry).resolve()) if entry.endswith(".py") else entry
+            flags += f" --workflows {shlex.quote(shown)}"
+    return flags

@@ -1,42 +1,13 @@
 """``taskloom db migrate|check|gc``: looking after the database."""
 
-import argparse
-from typing import Any
-
-from taskloom.commands.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    CommandError,
-    add_db,
-    add_json,
-    open_store,
-    print_json,
-)
+from taskloom.commands.base import EXIT_FAILED, EXIT_OK, Args, CommandError
+from taskloom.commands.common import open_store, print_json
 from taskloom.engine.manager import TaskManager
 from taskloom.persistence.factory import describe_database
 from taskloom.persistence.sqlite import SqliteTaskStore
 
 
-def register(commands: "argparse._SubParsersAction[Any]") -> None:
-    """Add ``db`` to the command line."""
-    group = commands.add_parser("db", help="create, upgrade, check and clean the database")
-    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
-    migrate = actions.add_parser(
-        "migrate", help="create the database, or bring its schema up to date"
-    )
-    migrate.set_defaults(handler=migrate_database)
-    check = actions.add_parser(
-        "check", help="SQLite's integrity checks and what the file holds (exit 1 on a problem)"
-    )
-    check.set_defaults(handler=check_database)
-    gc = actions.add_parser("gc", help="delete the tasks whose retention ran out")
-    gc.set_defaults(handler=collect_garbage)
-    for parser in (migrate, check, gc):
-        add_db(parser)
-        add_json(parser)
-
-
-async def migrate_database(args: argparse.Namespace) -> int:
+async def migrate_database(args: Args) -> int:
     """Open (creating or migrating) the database and say which schema version it has."""
     name = describe_database(args.db)
     async with open_store(args.db, create=True) as store:
@@ -51,7 +22,7 @@ async def migrate_database(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def check_database(args: argparse.Namespace) -> int:
+async def check_database(args: Args) -> int:
     """Report problems (none, when healthy), the schema version and task counts."""
     name = describe_database(args.db)
     async with open_store(args.db, read_only=True) as store:
@@ -74,7 +45,7 @@ async def check_database(args: argparse.Namespace) -> int:
     return EXIT_FAILED if health.problems else EXIT_OK
 
 
-async def collect_garbage(args: argparse.Namespace) -> int:
+async def collect_garbage(args: Args) -> int:
     """Purge expired tasks now (a server or worker also does it every minute)."""
     name = describe_database(args.db)
     async with open_store(args.db) as store:

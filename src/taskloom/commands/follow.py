@@ -11,9 +11,11 @@ from typing import Any, Final, Literal
 
 import anyio
 
-from taskloom.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from taskloom.commands.common import RECHECK_S
 from taskloom.commands.progress_view import ProgressView
 from taskloom.commands.prompt import Prompter
+from taskloom.commands.render import node_view
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskStateError
 from taskloom.engine.manager import TaskManager
@@ -23,8 +25,10 @@ from taskloom.engine.states import TaskState
 
 OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"
-RECHECK_S: Final = 0.2
-"""How often the store is read again for changes made by another process."""
+
+UNCLAIMED_NOTE_S: Final = 5.0
+"""How long ``tasks watch`` waits for a queued task to be claimed before saying that no
+worker serves it."""
 
 MAX_RESULT_SHOWN: Final = 4_000
 """Longer results are not printed at the end of a run (``tasks result`` shows them)."""
@@ -46,19 +50,24 @@ async def follow(
     task: Task,
     *,
     on_interrupt: OnInterrupt,
+    flags: str = "",
 ) -> int:
     """Draw *task*'s progress until it ends; print how it ended; return the exit code.
 
     When the input is a terminal, the task's questions are asked there. On Ctrl-C (or
     SIGTERM), ``cancel`` cancels the task and waits for its nodes to stop,
-    and ``detach`` stops watching (the task goes on; exit code 130).
+    and ``detach`` stops watching (the task goes on; exit code 130): then a task still
+    queued after :data:`UNCLAIMED_NOTE_S` is said to have no worker. *flags* (``--db
+    ...``) are added to the commands it prints, so they work when copied.
     """
     view = ProgressView(workflow, sys.stdout, live=sys.stdout.isatty())
     final: Task | None = None
-    prompter = Prompter(manager, task.id, view) if sys.stdin.isatty() else None
+    prompter = Prompter(manager, task.id, view, flags) if sys.stdin.isatty() else None
     async with anyio.create_task_group() as task_group:
         watching = anyio.CancelScope()
         task_group.start_soon(_signals, manager, task.id, on_interrupt, watching, view)
+        if on_interrupt == "detach" and not task.is_terminal:
+            task_group.start_soon(_unclaimed, manager, task, view, flags)
         with watching:
             watch = manager.watch(task.id, recheck_every=RECHECK_S)
             async with aclosing(watch) as snapshots:
@@ -75,8 +84,21 @@ async def follow(
     if not final.is_terminal:
         print(f"Stopped watching; task {final.id} goes on ({final.state}).")
         return EXIT_CANCELLED
-    await _outcome(runs, workflow, final)
+    await _outcome(runs, workflow, final, flags)
     return exit_code(final)
+
+
+async def _unclaimed(manager: TaskManager, task: Task, view: ProgressView, flags: str) -> None:
+    """Say so once when *task* stays queued: no worker on this database serves its
+    workflow (or all are busy)."""
+    await anyio.sleep(UNCLAIMED_NOTE_S)
+    current = await manager.get(task.id)
+    if current.state is TaskState.QUEUED and current.updated_at == task.updated_at:
+        view.note(
+            f"Task {task.id} is still queued after {UNCLAIMED_NOTE_S:g} s: no worker on this "
+            f"database runs {task.name} (or all are busy). Start one with: taskloom worker"
+            f"{flags}"
+        )
 
 
 async def _signals(
@@ -98,9 +120,10 @@ async def _signals(
                 await manager.cancel(task_id, reason=CTRL_C_REASON)
 
 
-async def _outcome(runs: RunStore, workflow: Workflow[Any] | None, task: Task) -> None:
+async def _outcome(runs: RunStore, workflow: Workflow[Any] | None, task: Task, flags: str) -> None:
     nodes = await runs.checkpoints(task.id)
     completed = [name for name, run in nodes.items() if run.state is NodeState.COMPLETED]
+    failed = [name for name, run in nodes.items() if node_view(task, run).label == "failed"]
     if workflow is not None:
         completed = [name for name in workflow.order() if name in completed]
     total = len(workflow.nodes) if workflow is not None else len(nodes)
@@ -110,7 +133,9 @@ async def _outcome(runs: RunStore, workflow: Workflow[Any] | None, task: Task) -
         if len(shown) <= MAX_RESULT_SHOWN:
             print(f"Result:\n{shown}")
         else:
-            print(f"Result: {len(shown):,} characters of JSON: taskloom tasks result {task.id}")
+            print(
+                f"Result: {len(shown):,} characters of JSON: taskloom tasks result {task.id}{flags}"
+            )
         return
     kept = ", ".join(completed) or "none"
     if task.state is TaskState.CANCELLED:
@@ -118,5 +143,7 @@ async def _outcome(runs: RunStore, workflow: Workflow[Any] | None, task: Task) -
     else:
         reason = task.error.message if task.error is not None else task.status_message
         print(f"Failed: task {task.id}: {reason}")
+        if failed:
+            print(f"  failed: {', '.join(failed)}")
     print(f"  nodes completed before it ended ({len(completed)}/{total}): {kept}")
-    print(f"  run the rest later with: taskloom tasks resume {task.id}")
+    print(f"  run the rest later with: taskloom tasks resume {task.id} --run{flags}")

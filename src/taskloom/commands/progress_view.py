@@ -1,68 +1,29 @@
-"""A run's progress in the terminal: one bar per phase, redrawn in place on a terminal,
-or one plain line per change when the output is a file or a pipe. Plain ANSI escapes.
+"""A run's progress in the terminal, from what the store records: the task's progress
+(nodes settled of all) and state, and each node's (or map item's) checkpoint. The status
+message is shown as it is, never parsed.
 
-Progress comes from what the store records: the task's status message (``phase 2/3
-count: 12/40 numbers``) and each node's checkpoint.
+On a terminal, rich's ``Live`` redraws one line per phase in place, every line cut to the
+terminal's width (nothing wraps, so redraws never stack); colour unless ``NO_COLOR``. In a
+file or a pipe, one plain line per change.
 """
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from taskloom.commands.render import NodeView, node_view
 from taskloom.engine.dag import Workflow
+from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
-from taskloom.engine.runs import NodeRun, NodeState
+from taskloom.engine.runs import NodeRun
 
-_STATUS: Final = re.compile(r"^phase (\d+)/(\d+) ([^:]+): (([\d.]+)(?:/([\d.]+))?.*)$")
-_UP: Final = "\x1b[{}A"
-_CLEAR_LINE: Final = "\r\x1b[2K"
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.text import Text
+
 WIDTH: Final = 24
-
-
-@dataclass(frozen=True)
-class PhaseStatus:
-    """A status message of the runner, taken apart."""
-
-    number: int
-    phases: int
-    phase: str
-    done: float
-    total: float | None
-    detail: str
-    """What follows the phase's name, e.g. ``12/40 numbers``."""
-
-    @property
-    def fraction(self) -> float | None:
-        """How far the phase is, if its nodes report a total."""
-        if not self.total:
-            return None
-        return min(self.done / self.total, 1.0)
-
-
-def parse_status(message: str | None) -> PhaseStatus | None:
-    """``phase 2/3 count: 12/40 numbers`` as its parts; ``None`` for other messages."""
-    found = _STATUS.match(message or "")
-    if found is None:
-        return None
-    number, phases, phase, detail, done, total = found.groups()
-    return PhaseStatus(
-        number=int(number),
-        phases=int(phases),
-        phase=phase,
-        done=float(done),
-        total=float(total) if total else None,
-        detail=detail,
-    )
-
-
-def overall_from_status(message: str | None) -> float | None:
-    """The run's fraction done judged from its status message alone (phases weigh the same)."""
-    status = parse_status(message)
-    if status is None:
-        return None
-    within = status.fraction or 0.0
-    return min((status.number - 1 + within) / status.phases, 1.0)
+"""The plain bar's width."""
 
 
 def bar(fraction: float, width: int = WIDTH) -> str:
@@ -71,14 +32,89 @@ def bar(fraction: float, width: int = WIDTH) -> str:
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
+@dataclass(frozen=True)
+class PhaseProgress:
+    """How far one phase is, from its nodes' checkpoints (a map counts its items)."""
+
+    name: str
+    done: int
+    total: int
+    unit: str
+    """``nodes`` or ``items``."""
+    running: tuple[str, ...]
+    failed: tuple[str, ...]
+    """Nodes that failed themselves (not those stopped because the task ended)."""
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+
+def overall(task: Task, workflow: Workflow[Any] | None) -> float:
+    """The run's fraction done: 1 once completed, else the progress the runner stores
+    (nodes settled of all), else 0."""
+    if task.state == "completed":
+        return 1.0
+    if task.progress is not None and task.progress.total:
+        return min(task.progress.completed / task.progress.total, 1.0)
+    return 0.0
+
+
+def phases(
+    workflow: Workflow[Any], task: Task, nodes: Mapping[str, NodeRun]
+) -> list[PhaseProgress]:
+    """Each phase of *workflow*, in order, with its counts."""
+    items: dict[str, list[NodeRun]] = {}
+    for key, run in nodes.items():
+        if parse_item_key(key) is not None:
+            items.setdefault(base_node(key), []).append(run)
+    found = []
+    for phase in workflow.phases:
+        names = [name for name in workflow.order() if workflow.nodes[name].phase == phase]
+        views = {name: node_view(task, nodes.get(name)) for name in names}
+        mapped = [name for name in names if items.get(name)]
+        if mapped and len(names) == len(mapped):
+            runs = [run for name in mapped for run in items[name]]
+            item_views = [node_view(task, run) for run in runs]
+            done = sum(1 for view in item_views if view.settled)
+            total, unit = len(runs), "items"
+            failed = tuple(name for name in mapped if _any_failed(task, items[name]))
+            running = tuple(name for name in mapped if _any_busy(task, items[name]))
+        else:
+            for name in mapped:
+                views[name] = _map_view(task, items[name])
+            done = sum(1 for view in views.values() if view.settled)
+            total, unit = len(names), "nodes"
+            failed = tuple(name for name, view in views.items() if view.label == "failed")
+            running = tuple(name for name, view in views.items() if view.busy)
+        found.append(PhaseProgress(phase, done, total, unit, running, failed))
+    return found
+
+
+def _any_failed(task: Task, runs: Sequence[NodeRun]) -> bool:
+    return any(node_view(task, run).label == "failed" for run in runs)
+
+
+def _any_busy(task: Task, runs: Sequence[NodeRun]) -> bool:
+    return any(node_view(task, run).busy for run in runs)
+
+
+def _map_view(task: Task, runs: Sequence[NodeRun]) -> NodeView:
+    views = [node_view(task, run) for run in runs]
+    if all(view.settled for view in views):
+        label = "failed" if any(view.label == "failed" for view in views) else "completed"
+        return NodeView(label, settled=True, busy=False)
+    return NodeView("running", settled=False, busy=True)
+
+
 class ProgressView:
     """Draws a run as its task and node checkpoints change."""
 
     def __init__(self, workflow: Workflow[Any] | None, stream: TextIO, *, live: bool) -> None:
         self._workflow = workflow
         self._stream = stream
-        self._live = live and workflow is not None
-        self._drawn = 0
+        self._live_wanted = live
+        self._live: Live | None = None
         self._last_line: str | None = None
         self._paused = False
 
@@ -86,103 +122,135 @@ class ProgressView:
         """Show *task* and its node checkpoints."""
         if self._paused:
             return
-        if self._live:
-            self._redraw(self.lines(task, nodes))
+        if self._live_wanted:
+            self._draw(self.renderable(task, nodes))
             return
-        line = self.summary(task, nodes)
+        line = self.summary(task)
         if line != self._last_line:
             self._last_line = line
             self._stream.write(line + "\n")
             self._stream.flush()
 
-    def summary(self, task: Task, nodes: Mapping[str, NodeRun]) -> str:
-        """One line: overall bar, percentage, state and status message."""
-        fraction = self._overall(task, nodes)
+    def summary(self, task: Task) -> str:
+        """One plain line: overall bar, percentage, state and status message."""
+        fraction = overall(task, self._workflow)
         message = f"  {task.status_message}" if task.status_message else ""
         return f"  {bar(fraction)} {fraction:4.0%}  {task.state}{message}"
 
-    def lines(self, task: Task, nodes: Mapping[str, NodeRun]) -> list[str]:
-        """The header line and one line per phase."""
-        lines = [self.summary(task, nodes)]
+    def renderable(self, task: Task, nodes: Mapping[str, NodeRun]) -> "RenderableType":
+        """The live drawing: a header line, then one line per phase, none wrapping."""
+        from rich.table import Table
+        from rich.text import Text
+
+        fraction = overall(task, self._workflow)
+        grid = Table.grid(padding=(0, 1), expand=False)
+        grid.add_column(no_wrap=True)  # phase
+        grid.add_column(no_wrap=True, width=WIDTH)  # bar
+        grid.add_column(no_wrap=True, justify="right")  # counts
+        grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)  # what happens
+        header = Text(no_wrap=True, overflow="ellipsis")
+        header.append(f"{task.state}", style=_state_style(str(task.state)))
+        header.append(f" {fraction:4.0%}")
+        if task.status_message:
+            header.append(f"  {task.status_message}", style="dim")
         if self._workflow is None:
-            return lines
-        width = max(len(phase) for phase in self._workflow.phases)
-        for phase, fraction, detail in self._phases(task, nodes):
-            lines.append(f"    {phase:<{width}} {bar(fraction)} {detail}".rstrip())
-        return lines
+            return header
+        for phase in phases(self._workflow, task, nodes):
+            note = Text(no_wrap=True, overflow="ellipsis")
+            if phase.failed:
+                note.append("failed: " + ", ".join(phase.failed), style="bold red")
+                if phase.running:
+                    note.append("  ")
+            if phase.running:
+                note.append("running " + ", ".join(phase.running), style="cyan")
+            complete = phase.total > 0 and phase.done == phase.total
+            grid.add_row(
+                Text(phase.name, style="bold" if phase.running else ""),
+                _bar(phase.fraction, "red" if phase.failed else "green"),
+                f"{phase.done:,}/{phase.total:,} {phase.unit}"
+                if phase.total or phase.unit == "nodes"
+                else "",
+                note if not complete or phase.failed else Text(""),
+            )
+        return _Stack(header, grid)
 
     def note(self, message: str) -> None:
-        """Print *message* below the drawing; the next drawing starts under it."""
-        self._stream.write(message + "\n")
-        self._stream.flush()
-        self._drawn = 0
+        """Print *message* above the drawing (or as a line in a pipe)."""
+        if self._live is not None:
+            self._live.console.print(message, markup=False, highlight=False)
+        else:
+            self._stream.write(message + "\n")
+            self._stream.flush()
 
     def pause(self, message: str) -> None:
         """Stop drawing (e.g. while a question is asked) after printing *message*."""
+        self._stop_live()
         self.note(message)
         self._paused = True
 
     def resume(self) -> None:
         """Draw again, below whatever was printed meanwhile."""
         self._paused = False
-        self._drawn = 0
 
     def close(self) -> None:
-        """Leave the cursor below the drawing."""
+        """Leave the last drawing on the screen and the cursor below it."""
+        self._stop_live()
         self._stream.flush()
 
-    def _redraw(self, lines: list[str]) -> None:
-        if self._drawn:
-            self._stream.write(_UP.format(self._drawn))
-        for line in lines:
-            self._stream.write(_CLEAR_LINE + line + "\n")
-        self._drawn = len(lines)
-        self._stream.flush()
+    def _draw(self, renderable: "RenderableType") -> None:
+        if self._live is None:
+            from rich.live import Live
 
-    def _overall(self, task: Task, nodes: Mapping[str, NodeRun]) -> float:
-        if task.state == "completed":
-            return 1.0
-        if self._workflow is None:
-            return overall_from_status(task.status_message) or 0.0
-        total = len(self._workflow.nodes)
-        weighted = 0.0
-        for phase, fraction, _ in self._phases(task, nodes):
-            weighted += fraction * self._size(phase)
-        return weighted / total
+            self._live = Live(
+                renderable,
+                console=_console(self._stream),
+                auto_refresh=False,
+                transient=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start(refresh=True)
+            return
+        self._live.update(renderable, refresh=True)
 
-    def _size(self, phase: str) -> int:
-        assert self._workflow is not None
-        return sum(1 for node in self._workflow.nodes.values() if node.phase == phase)
-
-    def _phases(self, task: Task, nodes: Mapping[str, NodeRun]) -> list[tuple[str, float, str]]:
-        assert self._workflow is not None
-        status = parse_status(task.status_message)
-        found: list[tuple[str, float, str]] = []
-        for phase in self._workflow.phases:
-            names = [n.name for n in self._workflow.nodes.values() if n.phase == phase]
-            done = sum(1 for name in names if _settled(nodes.get(name)))
-            fraction = done / len(names)
-            detail = f"{done}/{len(names)} nodes"
-            if status is not None and status.phase == phase and done < len(names):
-                fraction = max(fraction, status.fraction or 0.0)
-                detail += "  " + status.detail
-            busy = [name for name in names if _busy(nodes.get(name))]
-            if busy:
-                detail += "  running " + ", ".join(busy)
-            failed = [name for name in names if _failed(nodes.get(name))]
-            if failed:
-                detail += "  FAILED " + ", ".join(failed)
-            found.append((phase, fraction, detail))
-        return found
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
 
-def _settled(run: NodeRun | None) -> bool:
-    return run is not None and run.state in (NodeState.COMPLETED, NodeState.FAILED)
+def _bar(fraction: float, style: str) -> "Text":
+    """A bar that reads without colour too (``NO_COLOR``, a screen capture)."""
+    from rich.text import Text
+
+    filled = round(max(0.0, min(fraction, 1.0)) * WIDTH)
+    drawn = Text("█" * filled, style=style)
+    drawn.append("░" * (WIDTH - filled), style="dim")
+    return drawn
 
 
-def _busy(run: NodeRun | None) -> bool:
-    return run is not None and run.state in (NodeState.RUNNING, NodeState.RETRYING)
+class _Stack:
+    """Renderables one under the other (rich's ``Group``, typed for mypy)."""
+
+    def __init__(self, *parts: "RenderableType") -> None:
+        self.parts = parts
+
+    def __rich__(self) -> "RenderableType":
+        from rich.console import Group
+
+        return Group(*self.parts)
 
 
-def _failed(run: NodeRun | None) -> bool:
-    return run is not None and run.state is NodeState.FAILED
+def _console(stream: TextIO) -> "Console":
+    from rich.console import Console
+
+    return Console(file=stream, highlight=False)
+
+
+def _state_style(state: str) -> str:
+    return {
+        "completed": "bold green",
+        "failed": "bold red",
+        "cancelled": "bold yellow",
+        "input_required": "bold magenta",
+    }.get(state, "bold cyan")

@@ -49,7 +49,11 @@ def parse_answer(text: str, schema: dict[str, Any]) -> Any:
 class Prompter:
     """Asks each pending question of one task once, one question at a time."""
 
-    def __init__(self, manager: TaskManager, task_id: str, view: ProgressView) -> None:
+    def __init__(
+        self, manager: TaskManager, task_id: str, view: ProgressView, flags: str = ""
+    ) -> None:
+        self._flags = flags
+        """Added to the command it prints (``--db ...``), so it works when copied."""
         self._manager = manager
         self._task_id = task_id
         self._view = view
@@ -79,6 +83,7 @@ class Prompter:
             if text is None:
                 self._view.note(
                     f"  no answer; give one with: taskloom tasks answer {self._task_id} JSON"
+                    f"{self._flags}"
                 )
                 return
             try:

@@ -1,17 +1,9 @@
 """``taskloom tasks delete|purge``: removing finished tasks (and their runs) for good."""
 
-import argparse
 from datetime import UTC, datetime
-from typing import Any
 
-from taskloom.commands.common import (
-    EXIT_OK,
-    CommandError,
-    env,
-    open_store,
-    print_json,
-)
-from taskloom.commands.durations import duration
+from taskloom.commands.base import EXIT_OK, Args, CommandError
+from taskloom.commands.common import again_flags, open_store, print_json
 from taskloom.commands.render import when
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.states import TERMINAL_STATES, TaskState
@@ -20,41 +12,7 @@ PURGE_BATCH = 1000
 """Tasks deleted per transaction by ``purge`` (short transactions leave room to others)."""
 
 
-def register(actions: "argparse._SubParsersAction[Any]") -> None:
-    """Add ``delete`` and ``purge`` to ``tasks``."""
-    delete = actions.add_parser(
-        "delete",
-        help="delete finished tasks and their history now",
-        description="Delete finished tasks (completed, failed or cancelled) with their nodes "
-        "and attempts. An unfinished task is refused: cancel it first.",
-    )
-    delete.add_argument("task_ids", nargs="+", metavar="ID", help="the tasks' ids")
-    delete.set_defaults(handler=delete_tasks)
-    purge = actions.add_parser(
-        "purge",
-        help="delete the tasks that finished longer ago than --older-than",
-        description="Delete every task that finished (completed, failed or cancelled) "
-        "longer ago than --older-than, with its history; print how many.",
-    )
-    purge.add_argument(
-        "--older-than",
-        type=duration,
-        required=env("OLDER_THAN") is None,
-        default=env("OLDER_THAN"),
-        metavar="DURATION",
-        help="finished longer ago than this, e.g. 30d or 12h (env TASKLOOM_OLDER_THAN)",
-    )
-    purge.add_argument(
-        "--state",
-        action="append",
-        choices=sorted(state.value for state in TERMINAL_STATES),
-        default=[],
-        help="only tasks that ended in this state; repeat for several (default: all three)",
-    )
-    purge.set_defaults(handler=purge_tasks)
-
-
-async def delete_tasks(args: argparse.Namespace) -> int:
+async def delete_tasks(args: Args) -> int:
     """Delete the given finished tasks, all or none."""
     ids = list(dict.fromkeys(args.task_ids))
     async with open_store(args.db) as store:
@@ -66,7 +24,7 @@ async def delete_tasks(args: argparse.Namespace) -> int:
             if not task.is_terminal:
                 raise CommandError(
                     f"task {task_id} has not finished ({task.state}); "
-                    f"cancel it first: taskloom tasks cancel {task_id}"
+                    f"cancel it first: taskloom tasks cancel {task_id}{again_flags(args)}"
                 )
         deleted = await store.delete_finished(task_ids=ids, limit=len(ids))
     if args.json:
@@ -76,7 +34,7 @@ async def delete_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def purge_tasks(args: argparse.Namespace) -> int:
+async def purge_tasks(args: Args) -> int:
     """Delete, in batches, the tasks that finished before now minus ``--older-than``."""
     states = frozenset(TaskState(state) for state in args.state) or TERMINAL_STATES
     before = datetime.now(UTC) - args.older_than

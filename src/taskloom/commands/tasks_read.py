@@ -1,85 +1,42 @@
 """``taskloom tasks list|show|result|watch``: reading tasks from the database."""
 
-import argparse
 import sys
-from contextlib import aclosing
+from datetime import UTC, datetime
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Args, CommandError
 from taskloom.commands.common import (
-    EXIT_CANCELLED,
-    EXIT_FAILED,
-    EXIT_OK,
-    CommandError,
-    Local,
-    env,
-    env_flag,
-    env_int,
+    RECHECK_S,
     open_database,
     print_json,
     settings_from,
     task_json,
 )
-from taskloom.commands.follow import RECHECK_S, exit_code, follow
-from taskloom.commands.render import node_lines, node_rows, table, task_lines, when
+from taskloom.commands.durations import since
+from taskloom.commands.render import node_rows, node_table, task_facts, timeline, took, when
+from taskloom.commands.screen import print_table
 from taskloom.engine.dag import Workflow
+from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 
 
-def register(actions: "argparse._SubParsersAction[Any]") -> None:
-    """Add the reading actions of ``tasks``."""
-    listing = actions.add_parser("list", help="tasks, newest first")
-    listing.add_argument(
-        "--state",
-        action="append",
-        choices=[state.value for state in TaskState],
-        default=[state for state in (env("STATE") or "").replace(",", " ").split() if state],
-        help="only tasks in this state; repeat for several (env TASKLOOM_STATE, comma-separated)",
-    )
-    listing.add_argument(
-        "--limit",
-        type=int,
-        default=env_int("LIMIT", 50),
-        help="at most this many (1-1000; env TASKLOOM_LIMIT; default %(default)s)",
-    )
-    listing.add_argument(
-        "--cursor",
-        default=env("CURSOR"),
-        help="continue after the page that gave this next_cursor (env TASKLOOM_CURSOR)",
-    )
-    listing.set_defaults(handler=list_tasks)
-    show = actions.add_parser("show", help="a task, its nodes and their attempts")
-    show.set_defaults(handler=show_task)
-    result = actions.add_parser(
-        "result",
-        help="a finished task's result (exit 1 if it failed, 130 if cancelled)",
-    )
-    result.add_argument(
-        "--wait",
-        action="store_true",
-        default=env_flag("WAIT"),
-        help="wait for the task to finish (env TASKLOOM_WAIT=1)",
-    )
-    result.set_defaults(handler=task_result)
-    watch = actions.add_parser(
-        "watch",
-        help="follow a task's progress until it ends (Ctrl-C stops watching, not the task)",
-    )
-    watch.set_defaults(handler=watch_task)
-    for parser in (show, result, watch):
-        parser.add_argument("task_id", metavar="ID", help="the task's id")
-
-
-def _workflows(args: argparse.Namespace) -> dict[str, Workflow[Any]]:
+def _workflows(args: Args) -> dict[str, Workflow[Any]]:
     return dict(load_workflows(settings_from(args)))
 
 
-async def list_tasks(args: argparse.Namespace) -> int:
+async def list_tasks(args: Args) -> int:
     """Print a page of tasks."""
     async with open_database(args.db, read_only=True) as local:
         states = [TaskState(state) for state in args.state] if args.state else None
-        page = await local.manager.list(states=states, limit=args.limit, cursor=args.cursor)
+        page = await local.manager.list(
+            states=states,
+            limit=args.limit,
+            cursor=args.cursor,
+            names=None if args.workflow is None else [args.workflow],
+            created_after=_since(args.since),
+        )
     if args.json:
         tasks = [task_json(task) for task in page.tasks]
         print_json({"tasks": tasks, "next_cursor": page.next_cursor})
@@ -87,40 +44,117 @@ async def list_tasks(args: argparse.Namespace) -> int:
     if not page.tasks:
         print("no tasks")
         return EXIT_OK
-    rows = [["ID", "WORKFLOW", "STATE", "UPDATED", "STATUS"]]
-    rows += [
-        [task.id, task.name, task.state, when(task.updated_at), _cut(task.status_message or "")]
-        for task in page.tasks
-    ]
-    print("\n".join(table(rows)))
+    narrow = sys.stdout.isatty()  # a terminal: fit the width; a pipe: every detail
+    print_table(
+        ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"],
+        [
+            [
+                task.id,
+                task.name,
+                str(task.state),
+                when(task.created_at) if not narrow else f"{task.created_at:%m-%d %H:%M}",
+                took(task),
+                task.status_message or "",
+            ]
+            for task in page.tasks
+        ],
+        squeeze={"STATUS"},
+    )
     if page.next_cursor is not None:
         print(f"(more: --cursor {page.next_cursor})")
     return EXIT_OK
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return since(text, datetime.now(UTC)).astimezone(UTC)
+    except ValueError as error:
+        raise CommandError(f"--since: {error}") from None
 
 
 def _cut(text: str, limit: int = 72) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-async def show_task(args: argparse.Namespace) -> int:
-    """Print a task, its nodes and (with ``--json``) every attempt."""
+async def show_task(args: Args) -> int:
+    """Print a task, its phases and nodes, its child tasks and a timeline; ``--json``
+    adds every attempt."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
         nodes = await local.runs.checkpoints(task.id)
         attempts = await local.runs.attempts(task.id)
-    records = node_rows(_workflows(args).get(task.name), nodes, attempts)
+        children = await _children(local.manager, task)
+    records = node_rows(_workflows(args).get(task.name), task, nodes, attempts)
     if args.json:
         history = [attempt.model_dump(mode="json") for attempt in attempts]
-        print_json({"task": task_json(task), "nodes": records, "attempts": history})
+        print_json(
+            {
+                "task": task_json(task),
+                "nodes": records,
+                "attempts": history,
+                "children": [_child_json(task, child) for child in children],
+            }
+        )
         return EXIT_OK
-    print("\n".join(task_lines(task)))
+    facts = task_facts(task)
+    print_table(["", ""], [[key, value] for key, value in facts], wrap={""}, show_header=False)
     if records:
         print()
-        print("\n".join(node_lines(records)))
+        print_table(*node_table(records), wrap={"NOTE"})
+    if children:
+        print()
+        print(f"children ({len(children)}):")
+        print_table(
+            ["  NODE", "TASK", "WORKFLOW", "STATE", "TOOK"],
+            [
+                [
+                    f"  {_child_node(task, child)}",
+                    child.id,
+                    child.name,
+                    str(child.state),
+                    took(child),
+                ]
+                for child in children
+            ],
+        )
+    events = timeline(task, records)
+    if len(events) > 1:
+        print()
+        print("timeline:")
+        print_table(["  AFTER", "EVENT"], [[f"  {at}", what] for at, what in events])
     return EXIT_OK
 
 
-async def task_result(args: argparse.Namespace) -> int:
+CHILDREN_SHOWN = 200
+"""Child tasks listed by ``tasks show`` (the rest: ``tasks list --json``)."""
+
+
+async def _children(manager: TaskManager, task: Task) -> list[Task]:
+    page = await manager.list(parent_id=task.id, limit=CHILDREN_SHOWN)
+    return sorted(page.tasks, key=lambda child: child.created_at)
+
+
+def _child_node(parent: Task, child: Task) -> str:
+    """The parent's node that started *child*, from its idempotency key (ADR 0026)."""
+    key = child.idempotency_key or ""
+    _, found, call = key.partition(f"{parent.id}:")
+    return call.split("#child", 1)[0] if found and "#child" in call else "?"
+
+
+def _child_json(parent: Task, child: Task) -> dict[str, Any]:
+    return {
+        "id": child.id,
+        "workflow": child.name,
+        "state": str(child.state),
+        "node": _child_node(parent, child),
+        "created_at": child.created_at.isoformat(),
+        "updated_at": child.updated_at.isoformat(),
+    }
+
+
+async def task_result(args: Args) -> int:
     """Print a finished task's result; say why there is none otherwise."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
@@ -152,22 +186,3 @@ async def task_result(args: argparse.Namespace) -> int:
         )
         return EXIT_CANCELLED
     return EXIT_OK
-
-
-async def watch_task(args: argparse.Namespace) -> int:
-    """Follow a task (run by any process on this database) until it ends."""
-    async with open_database(args.db, read_only=True) as local:
-        task = await local.manager.get(args.task_id)
-        workflow = _workflows(args).get(task.name)
-        if args.json:
-            return await _watch_json(local, task)
-        return await follow(local.manager, local.runs, workflow, task, on_interrupt="detach")
-
-
-async def _watch_json(local: Local, task: Task) -> int:
-    """One JSON object per line for each new version of the task."""
-    async with aclosing(local.manager.watch(task.id, recheck_every=RECHECK_S)) as versions:
-        async for current in versions:
-            print(current.model_dump_json(), flush=True)
-            task = current
-    return exit_code(task)

@@ -4,57 +4,19 @@
 secret; ``revoke`` holds from the server's next request (ADR 0028).
 """
 
-import argparse
 import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from taskloom.commands.common import (
-    EXIT_OK,
-    CommandError,
-    add_db,
-    add_json,
-    open_store,
-    print_json,
-)
+from taskloom.commands.base import EXIT_OK, Args, CommandError
+from taskloom.commands.common import open_store, print_json
 from taskloom.engine.scopes import Scopes
 from taskloom.engine.tokens import TokenRecord, mint
 
 DEFAULT_EXPIRY: Final = "90d"
 _DURATION: Final = re.compile(r"^(\d+)([smhd])$")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def register(commands: "argparse._SubParsersAction[Any]") -> None:
-    """Add ``tokens`` to the command line."""
-    group = commands.add_parser("tokens", help="create, list and revoke HTTP access tokens")
-    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
-    create = actions.add_parser("create", help="create a token and print it (once)")
-    create.add_argument("--principal", required=True, help="who the token acts for")
-    create.add_argument(
-        "--expires",
-        default=DEFAULT_EXPIRY,
-        metavar="DURATION",
-        help="lifetime: N followed by s, m, h or d, or 'never' (default %(default)s)",
-    )
-    create.add_argument(
-        "--scope",
-        action="append",
-        default=[],
-        metavar="SCOPE",
-        help="'read' (read-only) or 'workflows:NAME[,NAME]' (only these); repeatable; "
-        "none: everything",
-    )
-    create.set_defaults(handler=create_token)
-    listing = actions.add_parser("list", help="every token: id, principal, scopes, expiry, state")
-    listing.set_defaults(handler=list_tokens)
-    revoke = actions.add_parser("revoke", help="revoke a token (from the server's next request)")
-    revoke.add_argument("id", help="the token's id (the hex digits after tl_)")
-    revoke.set_defaults(handler=revoke_token)
-    for parser in (create, listing, revoke):
-        add_db(parser)
-        add_json(parser)
 
 
 def lifetime(text: str) -> timedelta | None:
@@ -73,7 +35,7 @@ def lifetime(text: str) -> timedelta | None:
     return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
 
 
-async def create_token(args: argparse.Namespace) -> int:
+async def create_token(args: Args) -> int:
     """Store a new token and print it: the only time its secret is shown."""
     try:
         scopes = Scopes.parse(args.scope)
@@ -96,7 +58,7 @@ async def create_token(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def list_tokens(args: argparse.Namespace) -> int:
+async def list_tokens(args: Args) -> int:
     """Every token, oldest first, without secrets."""
     async with open_store(args.db) as store:
         records = await store.list_tokens()
@@ -112,7 +74,7 @@ async def list_tokens(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def revoke_token(args: argparse.Namespace) -> int:
+async def revoke_token(args: Args) -> int:
     """Revoke a token by id; revoking twice is not an error."""
     async with open_store(args.db) as store:
         record = await store.revoke_token(args.id, datetime.now(UTC))

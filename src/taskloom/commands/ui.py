@@ -15,7 +15,8 @@ import anyio
 from pydantic import ValidationError
 
 from taskloom.bootstrap import serve_ui
-from taskloom.commands.common import first_taskloom_error
+from taskloom.commands.base import first_taskloom_error
+from taskloom.commands.common import workflow_modules
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.errors import TaskloomError
 from taskloom.persistence.factory import database_settings
@@ -47,7 +48,8 @@ def serve_dashboard(
         if isinstance(database, SqliteSettings) and not Path(database.path).is_file():
             return _error(f"no taskloom database at {db} (pass --db PATH or set TASKLOOM_DB)")
         settings = TaskloomSettings(
-            database=database, workflow_modules=(*BUILTIN_WORKFLOWS, *workflows)
+            database=database,
+            workflow_modules=(*BUILTIN_WORKFLOWS, *workflow_modules(workflows)),
         )
         http = HttpSettings(
             host=host,

@@ -7,28 +7,17 @@ it holds are handed back and resume from their checkpoints elsewhere. With
 records, and task changes are the engine's lifecycle records (``--log-level info``).
 """
 
-import argparse
 import logging
 import signal
 import sys
-from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 
 from taskloom.bootstrap import open_engine
-from taskloom.commands.common import (
-    EXIT_OK,
-    CommandError,
-    add_db,
-    add_logging,
-    add_settings,
-    add_workflows,
-    env,
-    env_int,
-    settings_from,
-    setup_logging,
-)
+from taskloom.commands.base import EXIT_OK, Args, CommandError
+from taskloom.commands.common import settings_from
+from taskloom.commands.options import setup_logging
 from taskloom.commands.render import when
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
@@ -40,37 +29,13 @@ from taskloom.persistence.factory import describe_database
 logger = logging.getLogger(__name__)
 
 
-def register(commands: "argparse._SubParsersAction[Any]") -> None:
-    """Add ``worker`` to the command line."""
-    parser = commands.add_parser(
-        "worker",
-        help="run queued tasks from the database until stopped",
-        description="Run the workflows' tasks from the database (no MCP); Ctrl-C stops.",
-    )
-    parser.add_argument(
-        "--max-runs",
-        type=int,
-        default=env_int("MAX_RUNS", WorkerSettings().max_runs),
-        help="runs executed at once (env TASKLOOM_MAX_RUNS; default %(default)s)",
-    )
-    parser.add_argument(
-        "--metrics",
-        metavar="HOST:PORT",
-        default=env("METRICS"),
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (env TASKLOOM_METRICS)",
-    )
-    add_db(parser)
-    add_workflows(parser)
-    add_settings(parser)
-    add_logging(parser)
-    parser.set_defaults(handler=run_worker)
-
-
-async def run_worker(args: argparse.Namespace) -> int:
+async def run_worker(args: Args) -> int:
     """Execute runs until SIGINT or SIGTERM."""
+    if args.max_runs is None:
+        args.max_runs = WorkerSettings().max_runs
     if args.max_runs < 1:
         raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
-    setup_logging(args)
+    setup_logging(args.log_format, args.log_level)
     settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
     text = args.log_format == "text"
     with (

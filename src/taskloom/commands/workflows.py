@@ -1,36 +1,16 @@
 """``taskloom workflows list|show``: the workflows this process can run, and their DAGs."""
 
-import argparse
+from types import CodeType
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.common import (
-    EXIT_OK,
-    add_json,
-    add_workflows,
-    find_workflow,
-    print_json,
-    settings_from,
-)
+from taskloom.commands.base import EXIT_OK, Args
+from taskloom.commands.common import find_workflow, print_json, settings_from
 from taskloom.commands.render import table
-from taskloom.engine.dag import Node, Workflow
+from taskloom.engine.dag import MapNode, Node, Workflow
 
 
-def register(commands: "argparse._SubParsersAction[Any]") -> None:
-    """Add ``workflows`` to the command line."""
-    group = commands.add_parser("workflows", help="the workflows that can run, and their DAGs")
-    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="every loaded workflow")
-    listing.set_defaults(handler=list_workflows)
-    show = actions.add_parser("show", help="a workflow's DAG by phase, and its input")
-    show.add_argument("name", metavar="WORKFLOW")
-    show.set_defaults(handler=show_workflow)
-    for parser in (listing, show):
-        add_json(parser)
-        add_workflows(parser)
-
-
-async def list_workflows(args: argparse.Namespace) -> int:
+async def list_workflows(args: Args) -> int:
     """One line per workflow."""
     workflows = load_workflows(settings_from(args))
     if args.json:
@@ -51,7 +31,7 @@ async def list_workflows(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def show_workflow(args: argparse.Namespace) -> int:
+async def show_workflow(args: Args) -> int:
     """The DAG, phase by phase, and the input fields."""
     workflow = find_workflow(load_workflows(settings_from(args)), args.name)
     if args.json:
@@ -109,8 +89,34 @@ def _in_phase(workflow: Workflow[Any], phase: str) -> list[Node[Any]]:
     ]
 
 
+def starts_children(node: Node[Any]) -> bool:
+    """Whether *node*'s function calls ``ctx.child`` (read from its code: a child workflow
+    is started at run time, not declared)."""
+    code = getattr(node.function, "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        if "child" in current.co_names:
+            return True
+        stack += [const for const in current.co_consts if isinstance(const, CodeType)]
+    return False
+
+
+def _kind(node: Node[Any]) -> str:
+    if isinstance(node, MapNode):
+        return "map"
+    return "children" if starts_children(node) else "node"
+
+
 def _policies(workflow: Workflow[Any], node: Node[Any]) -> str:
     notes = []
+    if isinstance(node, MapNode):
+        at_once = f", {node.concurrency} at once" if node.concurrency else ""
+        notes.append(f"map: an item per element of the output of {node.over}{at_once}")
+        if str(node.on_item_failure) != "fail":
+            notes.append(f"failed items: {node.on_item_failure}")
+    elif starts_children(node):
+        notes.append("starts child workflows")
     if node.retry.max_attempts > 1:
         notes.append(f"up to {node.retry.max_attempts} attempts")
     if node.timeout_s is not None:
@@ -123,8 +129,16 @@ def _policies(workflow: Workflow[Any], node: Node[Any]) -> str:
 
 
 def _node_json(node: Node[Any]) -> dict[str, Any]:
+    shape: dict[str, Any] = {"kind": _kind(node)}
+    if isinstance(node, MapNode):
+        shape |= {
+            "over": node.over,
+            "concurrency": node.concurrency,
+            "on_item_failure": str(node.on_item_failure),
+        }
     return {
         "name": node.name,
+        **shape,
         "deps": list(node.deps),
         "max_attempts": node.retry.max_attempts,
         "timeout_s": node.timeout_s,

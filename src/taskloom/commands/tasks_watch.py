@@ -1,0 +1,41 @@
+"""``taskloom tasks watch``: following a task, whichever process runs it."""
+
+from contextlib import aclosing
+from typing import Any
+
+from taskloom.bootstrap import load_workflows
+from taskloom.commands.base import Args
+from taskloom.commands.common import RECHECK_S, Local, again_flags, open_database, settings_from
+from taskloom.commands.follow import exit_code, follow
+from taskloom.engine.dag import Workflow
+from taskloom.engine.models import Task
+
+
+def _workflows(args: Args) -> dict[str, Workflow[Any]]:
+    return dict(load_workflows(settings_from(args)))
+
+
+async def watch_task(args: Args) -> int:
+    """Follow a task (run by any process on this database) until it ends."""
+    async with open_database(args.db, read_only=True) as local:
+        task = await local.manager.get(args.task_id)
+        workflow = _workflows(args).get(task.name)
+        if args.json:
+            return await _watch_json(local, task)
+        return await follow(
+            local.manager,
+            local.runs,
+            workflow,
+            task,
+            on_interrupt="detach",
+            flags=again_flags(args),
+        )
+
+
+async def _watch_json(local: Local, task: Task) -> int:
+    """One JSON object per line for each new version of the task."""
+    async with aclosing(local.manager.watch(task.id, recheck_every=RECHECK_S)) as versions:
+        async for current in versions:
+            print(current.model_dump_json(), flush=True)
+            task = current
+    return exit_code(task)

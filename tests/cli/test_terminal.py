@@ -1,0 +1,214 @@
+"""The command line in a real terminal (tmux) at 80 and 200 columns: what a person sees.
+
+A live ``taskloom run`` of a multi-phase workflow is captured while it runs and when it
+ends (``capture-pane -p``: the screen as drawn, not the bytes written): one header and one
+line per phase, never stacked copies of the drawing, no line longer than the terminal.
+``tasks show`` fits too, and a project file is found from a subfolder.
+``scripts/ensure-tmux.sh`` (run by ``make unit``) installs tmux; without it these skip.
+"""
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("tmux") is None,
+        reason="tmux is not installed (scripts/ensure-tmux.sh installs it on Debian)",
+    ),
+]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+WIDTHS = (80, 200)
+
+
+class Tmux:
+    """A tmux server of its own (its socket in a temporary folder), one window."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._servers = 0
+        self._socket = ""
+
+    def __call__(self, *argv: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-S", self._socket, *argv],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        return done.stdout
+
+    def start(self, command: str, *, cwd: Path, width: int, height: int = 40) -> None:
+        """Run *command* in a shell in a new window of *width* columns; the shell stays
+        after it (so the screen can be read), and says ``EXIT <code>``."""
+        self.stop()
+        self._servers += 1
+        self._socket = str(self._folder / f"tmux-{self._servers}.sock")
+        shell = f"{command}; echo EXIT $?; sleep 600"
+        repository = shlex.quote(str(REPOSITORY))
+        environment = f"-u COLUMNS -u LINES PYTHONPATH={repository} TERM=xterm-256color"
+        self(
+            "new-session",
+            "-d",
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            "-c",
+            str(cwd),
+            f"env {environment} sh -c {shlex.quote(shell)}",
+        )
+
+    def screen(self) -> list[str]:
+        """The lines the terminal shows, a line that wrapped joined again (so a line too
+        long for the terminal shows as such), trailing blanks dropped."""
+        lines = self("capture-pane", "-p", "-J").rstrip("\n").split("\n")
+        return [line.rstrip() for line in lines]
+
+    def until(self, seen: Callable[[list[str]], bool], within_s: float = 60) -> list[str]:
+        """The screen, once *seen* holds for it (bounded)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            screen = self.screen()
+            if seen(screen):
+                return screen
+            assert time.monotonic() < deadline, "\n".join(screen)
+            time.sleep(0.05)  # polling a screen: the condition, not the sleep, decides
+
+    def stop(self) -> None:
+        if self._socket:
+            subprocess.run(
+                ["tmux", "-S", self._socket, "kill-server"],
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    terminal = Tmux(tmp_path)
+    try:
+        yield terminal
+    finally:
+        terminal.stop()
+
+
+def taskloom(*argv: str) -> str:
+    return shlex.join([sys.executable, "-m", "taskloom", *argv])
+
+
+def _fits(screen: list[str], width: int) -> None:
+    """The drawing and the tables fit: no line wrapped (the lines printed once, which
+    name a task or a path, may wrap like any shell output)."""
+    once = ("Running ", "Failed: ", "Completed: ", "  run the rest later", "task ", "status ")
+    too_long = [line for line in screen if len(line) > width and not line.startswith(once)]
+    assert not too_long, "\n".join(screen)
+
+
+def _starting(screen: list[str], word: str) -> list[str]:
+    return [line for line in screen if line.split(" ", 1)[0] == word]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_live_run_draws_each_phase_once_and_fits_the_width(
+    tmux: Tmux, tmp_path: Path, width: int
+) -> None:
+    db = str(tmp_path / "t.db")
+    arguments = json.dumps({"start": 600, "tick_s": 0.01})  # 1.5 s per lane
+    tmux.start(taskloom("run", "countdown", arguments, "--db", db), cwd=tmp_path, width=width)
+
+    def counting(screen: list[str]) -> bool:
+        count = _starting(screen, "count")
+        return bool(count) and "running lane_" in count[0]
+
+    running = tmux.until(counting)
+    _fits(running, width)
+    assert running[0].startswith("Running countdown as task ")
+    assert running[1] == "  Ctrl-C cancels it."  # the line above, joined though it wrapped
+    header = [line for line in running if line.startswith("running ")]
+    assert len(header) == 1, "\n".join(running)  # one drawing, redrawn in place
+    assert "phase 2/3 count: " in header[0]
+    assert [line.split()[0] for line in running[3:6]] == ["plan", "count", "report"]
+    assert running[3].split()[1:] == ["█" * 24, "1/1", "nodes"]
+    assert "0/1 nodes" in running[5]
+    if width == 80:  # four lanes' names do not fit beside the bar: cut, not wrapped
+        assert len(_starting(running, "count")) == 1
+
+    done = tmux.until(lambda screen: "EXIT 0" in screen)
+    _fits(done, width)
+    for word in ("plan", "count", "report"):
+        assert len(_starting(done, word)) == 1, "\n".join(done)  # no stacked redraws
+    assert len([line for line in done if line.startswith("completed 100%")]) == 1
+    assert _starting(done, "count")[0].split()[1:] == ["█" * 24, "4/4", "nodes"]
+    assert any(line.startswith("Completed: task ") for line in done)
+    assert not [line for line in done if line.startswith("running ")]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_failed_run_and_tasks_show_name_only_the_failed_node(
+    tmux: Tmux, tmp_path: Path, width: int
+) -> None:
+    db = str(tmp_path / "t.db")
+    failing = json.dumps({"start": 400, "tick_s": 0.002, "fail_at": 250})
+    tmux.start(taskloom("run", "countdown", failing, "--db", db), cwd=tmp_path, width=width)
+    done = tmux.until(lambda screen: "EXIT 1" in screen)
+    _fits(done, width)
+    (count,) = _starting(done, "count")
+    assert "failed: lane_2" in count
+    assert "lane_0" not in count  # the lanes stopped by the failure are not called failed
+    assert "  failed: lane_2" in done
+    resume = next(line for line in done if "run the rest later with:" in line)
+    task_id = resume.split("taskloom tasks resume ", 1)[1].split()[0]
+    tmux.stop()
+
+    tmux.start(taskloom("tasks", "show", task_id, "--db", db), cwd=tmp_path, width=width)
+    shown = tmux.until(lambda screen: "EXIT 0" in screen)
+    _fits(shown, width)
+    (header,) = [line for line in shown if line.startswith("PHASE")]
+    assert header.split() == ["PHASE", "NODE", "STATE", "ATTEMPTS", "TOOK", "NOTE"]
+    table = shown[shown.index(header) + 1 :]
+    rows = table[: table.index("")]
+    assert [row.split()[0] for row in rows if not row.startswith(" ")] == [
+        "plan",
+        "count",
+        "report",
+    ]
+    node_at, state_at, attempts_at = (header.index(word) for word in ("NODE", "STATE", "ATTEMPTS"))
+    states = {
+        row[node_at:state_at].strip(): row[state_at:attempts_at].strip()
+        for row in rows
+        if row[node_at:state_at].strip()  # not a note's wrapped line
+    }
+    assert list(states) == ["plan", "lane_0", "lane_1", "lane_2", "lane_3", "report"]
+    assert [node for node, state in states.items() if state == "failed"] == ["lane_2"]
+    assert "stopped" in states.values()
+    assert "the task was cancelled" not in "\n".join(shown)
+    assert "timeline:" in shown
+
+
+def test_the_project_file_is_found_from_a_subfolder(tmux: Tmux, tmp_path: Path) -> None:
+    (tmp_path / "taskloom.toml").write_text('db = "tasks.db"\n')
+    deep = tmp_path / "src" / "deep"
+    deep.mkdir(parents=True)
+    quick = json.dumps({"start": 4, "tick_s": 0})
+    tmux.start(taskloom("run", "countdown", quick), cwd=deep, width=80)
+    ran = tmux.until(lambda screen: "EXIT 0" in screen)
+    assert ran[0].startswith("Running countdown as task ")
+    assert str(tmp_path / "tasks.db") in "".join(ran[:2])  # perhaps cut at 80 columns
+    assert not (deep / "taskloom.db").exists()
+    tmux.stop()
+    tmux.start(taskloom("tasks", "list"), cwd=deep, width=80)
+    listed = tmux.until(lambda screen: "EXIT 0" in screen)
+    assert listed[0].split() == ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"]
+    assert listed[1].split()[1:3] == ["countdown", "completed"]
