@@ -18,9 +18,10 @@ README.md and docs/ are run, page by page, as a user would type them:
   first time the page names it, to the newest task of the project's database; it is
   that task's id in later commands and in expected output. An abbreviation never named
   in a command matches any task id in expected output.
-- ``taskloom serve`` and ``taskloom worker`` run until stopped: they must say they are
-  ready within :data:`READY_S` (``serving MCP at`` over HTTP; a stdio server answers an
-  ``initialize`` written to its stdin; a worker prints ``runs:``), then get SIGINT and
+- ``taskloom serve``, ``taskloom worker`` and ``taskloom ui`` run until stopped: they must
+  say they are ready within :data:`READY_S` (``serving MCP at`` over HTTP; a stdio server
+  answers an ``initialize`` written to its stdin; a worker prints ``runs:``; ``ui`` prints
+  ``serving the dashboard at``), then get SIGINT and
   must exit 0 within :data:`STOP_S`.
 - ``pip install taskloom`` and ``pip install 'taskloom[EXTRA]'`` are not run (they would
   install from the registry over this checkout): the environment must have taskloom and
@@ -173,7 +174,7 @@ async def run_command(command: Command, page: Page) -> None:
     while words and ASSIGNMENT.match(words[0]):  # VAR=value before the program
         words = words[1:]
     script = "; ".join([*page.exports, text])
-    if words[:2] in (["taskloom", "serve"], ["taskloom", "worker"]):
+    if words[:2] in (["taskloom", "serve"], ["taskloom", "worker"], ["taskloom", "ui"]):
         output = await _until_ready(command, script, page, program=words[1], http="--http" in words)
     else:
         output = await _run(command, script, page)
@@ -237,8 +238,10 @@ async def _until_ready(
         start_new_session=True,  # SIGINT reaches bash and the command alike
     )
     output = bytearray()
-    if http or program == "worker":
-        phrase = b"serving MCP at" if http else b"runs:"
+    if http or program in ("worker", "ui"):
+        phrase = {"worker": b"runs:", "ui": b"serving the dashboard at"}.get(
+            program, b"serving MCP at"
+        )
         ready: Callable[[], bool] = lambda: phrase in output
     else:  # a stdio server: it speaks when spoken to
         assert process.stdin is not None

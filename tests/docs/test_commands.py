@@ -106,7 +106,7 @@ async def test_task_ids_are_bound_to_the_newest_task_and_checked_in_output(
     page.write_text(
         "```console\n"
         '$ taskloom run countdown --input \'{"start": 2, "tick_s": 0}\'\n'
-        "Running countdown as task Ab12... in taskloom.db (Ctrl-C cancels it)\n"
+        "Running countdown as task Ab12... in taskloom.db\n"
         "$ taskloom tasks result Ab12...\n"
         '  "counted": 2,\n'
         "$ taskloom tasks show Ab12...\n"
