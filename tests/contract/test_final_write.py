@@ -114,7 +114,7 @@ async def test_a_one_node_run_writes_its_node_end_with_its_result(
     done, spy = await _execute(manager, store, clock, _one_node("one", _returns_one))
     assert spy.calls == [("start_node", "only"), ("finish_run", "only")]
     assert done.state is TaskState.COMPLETED
-    assert (done.result, done.status_message) == (1, "completed 1 nodes in 1 phases")
+    assert (done.result, done.status_message) == (1, "completed 1 node in 1 phase")
     assert done.progress == Progress(completed=1, total=1)
     node = (await _runs(store).checkpoints(done.id))["only"]
     assert (node.state, node.output) == (NodeState.COMPLETED, 1)

@@ -36,4 +36,4 @@ async def test_a_one_node_run_writes_its_task_only_to_start_and_to_complete_it(
         task_group.cancel_scope.cancel()
     assert done.state is TaskState.COMPLETED
     assert done.version == created.version + 2  # started, completed: no progress write between
-    assert done.status_message == "completed 1 nodes in 1 phases"
+    assert done.status_message == "completed 1 node in 1 phase"

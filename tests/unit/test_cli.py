@@ -19,7 +19,7 @@ def _mistake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 def test_no_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert _mistake(capsys) == (
-        "taskloom: error: choose a command: serve, run, tasks, workflows, db, worker, tokens\n"
+        "taskloom: error: choose a command: serve, run, tasks, workflows, db, worker, tokens, ui\n"
     )
 
 

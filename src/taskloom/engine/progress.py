@@ -43,7 +43,11 @@ class RunProgress:
     @property
     def summary(self) -> str:
         """The closing line of a completed run."""
-        return f"completed {self._total} nodes in {len(self._phases)} phases"
+        nodes, phases = self._total, len(self._phases)
+        return (
+            f"completed {nodes} node{'s' if nodes != 1 else ''}"
+            f" in {phases} phase{'s' if phases != 1 else ''}"
+        )
 
     def settled(self, node: Node[Any]) -> None:
         """*node* completed or failed for good."""
