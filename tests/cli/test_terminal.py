@@ -192,7 +192,8 @@ def test_a_failed_run_and_tasks_show_name_only_the_failed_node(
     }
     assert list(states) == ["plan", "lane_0", "lane_1", "lane_2", "lane_3", "report"]
     assert [node for node, state in states.items() if state == "failed"] == ["lane_2"]
-    assert "stopped" in states.values()
+    others = {states[lane] for lane in ("lane_0", "lane_1", "lane_3")}
+    assert others <= {"completed", "stopped"}  # stopped or not depends on timing
     assert "the task was cancelled" not in "\n".join(shown)
     assert "timeline:" in shown
 
