@@ -107,7 +107,7 @@ def test_a_failed_run_names_only_the_node_that_failed() -> None:
     )
     task = _task(TaskState.FAILED, "node 'lane_2' failed", 2)
     (count,) = [line for line in _screen(view, task, nodes, 80) if line.startswith("count")]
-    assert count.endswith("4/4 nodes failed: lane_2")
+    assert count.endswith("1/4 nodes failed: lane_2  2 stopped")
     assert [node_view(task, run).label for run in nodes.values()] == [
         "completed",
         "completed",

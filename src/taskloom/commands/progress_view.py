@@ -38,12 +38,15 @@ class PhaseProgress:
 
     name: str
     done: int
+    """Nodes (or items) completed: a node that failed or was stopped is not done."""
     total: int
     unit: str
     """``nodes`` or ``items``."""
     running: tuple[str, ...]
     failed: tuple[str, ...]
     """Nodes that failed themselves (not those stopped because the task ended)."""
+    stopped: tuple[str, ...] = ()
+    """Nodes stopped (or cancelled) while they ran because the task ended."""
 
     @property
     def fraction(self) -> float:
@@ -76,23 +79,32 @@ def phases(
         if mapped and len(names) == len(mapped):
             runs = [run for name in mapped for run in items[name]]
             item_views = [node_view(task, run) for run in runs]
-            done = sum(1 for view in item_views if view.settled)
+            done = sum(1 for view in item_views if view.label == "completed")
             total, unit = len(runs), "items"
             failed = tuple(name for name in mapped if _any_failed(task, items[name]))
             running = tuple(name for name in mapped if _any_busy(task, items[name]))
+            stopped = tuple(name for name in mapped if _any_labelled(task, items[name], _STOPPED))
         else:
             for name in mapped:
                 views[name] = _map_view(task, items[name])
-            done = sum(1 for view in views.values() if view.settled)
+            done = sum(1 for view in views.values() if view.label == "completed")
             total, unit = len(names), "nodes"
             failed = tuple(name for name, view in views.items() if view.label == "failed")
             running = tuple(name for name, view in views.items() if view.busy)
-        found.append(PhaseProgress(phase, done, total, unit, running, failed))
+            stopped = tuple(name for name, view in views.items() if view.label in _STOPPED)
+        found.append(PhaseProgress(phase, done, total, unit, running, failed, stopped))
     return found
 
 
+_STOPPED = frozenset({"stopped", "cancelled"})
+
+
 def _any_failed(task: Task, runs: Sequence[NodeRun]) -> bool:
-    return any(node_view(task, run).label == "failed" for run in runs)
+    return _any_labelled(task, runs, frozenset({"failed"}))
+
+
+def _any_labelled(task: Task, runs: Sequence[NodeRun], labels: frozenset[str]) -> bool:
+    return any(node_view(task, run).label in labels for run in runs)
 
 
 def _any_busy(task: Task, runs: Sequence[NodeRun]) -> bool:
@@ -102,7 +114,11 @@ def _any_busy(task: Task, runs: Sequence[NodeRun]) -> bool:
 def _map_view(task: Task, runs: Sequence[NodeRun]) -> NodeView:
     views = [node_view(task, run) for run in runs]
     if all(view.settled for view in views):
-        label = "failed" if any(view.label == "failed" for view in views) else "completed"
+        labels = {view.label for view in views}
+        label = next(
+            (label for label in ("failed", "cancelled", "stopped") if label in labels),
+            "completed",
+        )
         return NodeView(label, settled=True, busy=False)
     return NodeView("running", settled=False, busy=True)
 
@@ -157,12 +173,15 @@ class ProgressView:
             return header
         for phase in phases(self._workflow, task, nodes):
             note = Text(no_wrap=True, overflow="ellipsis")
-            if phase.failed:
-                note.append("failed: " + ", ".join(phase.failed), style="bold red")
-                if phase.running:
-                    note.append("  ")
-            if phase.running:
-                note.append("running " + ", ".join(phase.running), style="cyan")
+            parts = [
+                (f"failed: {', '.join(phase.failed)}", "bold red", phase.failed),
+                (f"{len(phase.stopped)} stopped", "yellow", phase.stopped),
+                (f"running {', '.join(phase.running)}", "cyan", phase.running),
+            ]
+            for text, style, names in parts:
+                if names:
+                    note.append("  " if note.plain else "")
+                    note.append(text, style=style)
             complete = phase.total > 0 and phase.done == phase.total
             grid.add_row(
                 Text(phase.name, style="bold" if phase.running else ""),
@@ -170,7 +189,7 @@ class ProgressView:
                 f"{phase.done:,}/{phase.total:,} {phase.unit}"
                 if phase.total or phase.unit == "nodes"
                 else "",
-                note if not complete or phase.failed else Text(""),
+                note if not complete else Text(""),
             )
         return _Stack(header, grid)
 
