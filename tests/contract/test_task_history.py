@@ -37,7 +37,8 @@ async def test_a_question_answered_then_completed(manager: TaskManager) -> None:
         (TaskState.COMPLETED, "done", Cause.COMPLETED),
     ]
     versions = [entry.version for entry in entries]
-    assert versions == sorted(versions) and versions[-1] == done.version
+    assert versions == sorted(versions)
+    assert versions[-1] == done.version
     assert entries[-1].at == done.updated_at
     assert all(entry.task_id == task.id for entry in entries)
 
