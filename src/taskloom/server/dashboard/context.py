@@ -9,6 +9,7 @@ import jinja2
 from starlette.responses import HTMLResponse
 
 from taskloom.engine.dag import Workflow
+from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
 from taskloom.server.dashboard.access import CSRF_FIELD, Access, Viewer
@@ -48,6 +49,7 @@ _templates.filters["when"] = _when
 _templates.globals["prefix"] = PREFIX
 _templates.globals["csrf_field"] = CSRF_FIELD
 _templates.globals["question_field"] = "taskloom_question"  # actions.QUESTION_FIELD
+_templates.globals["max_status_rows"] = MAX_STATUS_ROWS
 
 
 def page(name: str, viewer: Viewer | None, status_code: int = 200, **values: Any) -> HTMLResponse:
