@@ -54,12 +54,12 @@ async def site(
     workflows: Mapping[str, Workflow[Any]] | None = None,
     allow_actions: bool = True,
     operator: bool = False,
-    http: HttpSettings | None = None,
+    limits: HttpSettings | None = None,
     limiter: RateLimiter | None = None,
     client: tuple[str, int] = ("127.0.0.1", 123),
 ) -> AsyncIterator[Site]:
     """A dashboard on a fresh in-memory store (tokens ``None``: no authentication),
-    throttled as *http* says (sharing *limiter*) if given, called from *client*."""
+    throttled as *limits* say (sharing *limiter*) if given, called from *client*."""
     store = InMemoryTaskStore()
     clock = FakeClock()
     manager = TaskManager(store, clock=clock, validator=JsonSchemaValidator())
@@ -72,7 +72,7 @@ async def site(
         authenticator=authenticator,
         allow_actions=allow_actions,
         operator=operator,
-        http=http,
+        http=limits,
         limiter=limiter,
     )
     transport = httpx2.ASGITransport(app=app, client=client)

@@ -23,14 +23,14 @@ class _Frozen:
 
 
 def _settings(**limits: float) -> HttpSettings:
-    return HttpSettings(tokens={token: name for token, name in TOKENS.items()}, **limits)
+    return HttpSettings(tokens=dict(TOKENS), **limits)
 
 
 async def test_failed_sign_ins_are_throttled_per_address_and_recorded(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="taskloom.audit")
-    async with site(http=_settings(sign_in_failures_per_minute=3)) as shown:
+    async with site(limits=_settings(sign_in_failures_per_minute=3)) as shown:
         for _ in range(3):
             refused = await shown.http.post("/ui/login", data={"token": "guess-guess-guess"})
             assert refused.status_code == 401
@@ -63,7 +63,7 @@ async def test_failed_sign_ins_are_throttled_per_address_and_recorded(
 async def test_pages_share_each_principal_allowance_with_the_mcp_endpoint() -> None:
     limiter = RateLimiter(3, clock=_Frozen())
     assert limiter.admit("ann") == 0  # a request of ann's to /mcp
-    async with site(http=_settings(rate_per_minute=3), limiter=limiter) as shown:
+    async with site(limits=_settings(rate_per_minute=3), limiter=limiter) as shown:
         assert (await shown.page("/ui/")).status_code == 200
         assert (await shown.page("/ui/")).status_code == 200
         throttled = await shown.page("/ui/")
@@ -76,13 +76,13 @@ async def test_pages_share_each_principal_allowance_with_the_mcp_endpoint() -> N
 
 async def test_a_successful_sign_in_is_charged_to_its_principal() -> None:
     limiter = RateLimiter(1, clock=_Frozen())
-    async with site(http=_settings(rate_per_minute=1), limiter=limiter) as shown:
+    async with site(limits=_settings(rate_per_minute=1), limiter=limiter) as shown:
         assert (await shown.http.post("/ui/login", data={"token": ANN})).status_code == 303
         assert (await shown.http.post("/ui/login", data={"token": ANN})).status_code == 429
 
 
 async def test_requests_naming_no_principal_are_limited_per_address() -> None:
-    async with site(http=_settings(rate_per_minute=2)) as shown:
+    async with site(limits=_settings(rate_per_minute=2)) as shown:
         assert (await shown.http.get("/ui/login")).status_code == 200
         assert (await shown.http.get("/ui/static/app.css")).status_code == 200
         assert (await shown.http.get("/ui/login")).status_code == 429
