@@ -65,7 +65,7 @@ def entry_for(before: Task | None, after: Task) -> HistoryEntry | None:
         before.state is after.state and before.status_message == after.status_message
     ):
         return None
-    return HistoryEntry(
+    return HistoryEntry.model_construct(  # from a validated task: nothing to check again
         task_id=after.id,
         version=after.version,
         at=after.updated_at,

@@ -9,14 +9,14 @@ from taskloom.engine.models import Task, TaskId
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import rows
 
+_COLUMNS: Final = "task_seq, version, at, state, status_message, cause, state_changed"
 _INSERT: Final = (
-    "INSERT INTO task_history (task_id, version, at, state, status_message, cause, state_changed)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO task_history ({_COLUMNS}) SELECT seq, ?, ?, ?, ?, ?, 1 FROM tasks WHERE id = ?"
 )
 _INSERT_CAPPED: Final = (
-    "INSERT INTO task_history (task_id, version, at, state, status_message, cause, state_changed)"
-    " SELECT ?, ?, ?, ?, ?, ?, 0 WHERE (SELECT count(*) FROM task_history"
-    " WHERE task_id = ? AND state_changed = 0) < ?"
+    f"INSERT INTO task_history ({_COLUMNS}) SELECT seq, ?, ?, ?, ?, ?, 0 FROM tasks t"
+    " WHERE id = ? AND (SELECT count(*) FROM task_history"
+    " WHERE task_seq = t.seq AND state_changed = 0) < ?"
 )
 
 
@@ -26,24 +26,24 @@ def record(raw: sqlite3.Connection, before: Task | None, after: Task) -> None:
     if entry is None:
         return
     values = (
-        entry.task_id,
         entry.version,
         rows.micros(entry.at),
         entry.state.value,
         entry.status_message,
         entry.cause.value,
+        entry.task_id,
     )
     if entry.state_changed:
-        raw.execute(_INSERT, (*values, 1))
+        raw.execute(_INSERT, values)
     else:
-        raw.execute(_INSERT_CAPPED, (*values, entry.task_id, MAX_STATUS_ROWS))
+        raw.execute(_INSERT_CAPPED, (*values, MAX_STATUS_ROWS))
 
 
 def read(raw: sqlite3.Connection, task_id: TaskId) -> Sequence[HistoryEntry]:
     """The task's rows, oldest first (the caller holds the read transaction)."""
     found = raw.execute(
         "SELECT version, at, state, status_message, cause, state_changed FROM task_history"
-        " WHERE task_id = ? ORDER BY version",
+        " WHERE task_seq = (SELECT seq FROM tasks WHERE id = ?) ORDER BY version",
         (task_id,),
     ).fetchall()
     return tuple(
