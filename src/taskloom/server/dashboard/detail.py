@@ -159,14 +159,14 @@ def _open(attempts: list[NodeAttempt]) -> bool:
 def _history(
     entries: Sequence[HistoryEntry], attempts: tuple[NodeAttempt, ...]
 ) -> tuple[Event, ...]:
-    """The stored changes of the task, with each node attempt's start and end between
-    them, oldest first (an attempt that ends with the write of a change, at the same
-    moment, comes before it)."""
+    """The stored changes of the task, with the start and end of its latest node
+    attempts (as many as the timeline shows) between them, oldest first (an attempt
+    that ends with the write of a change, at the same moment, comes before it)."""
     events = [
         Event(entry.at, entry.status_message or "", entry.state, str(entry.cause))
         for entry in entries
     ]
-    for attempt in attempts:
+    for attempt in sorted(attempts, key=lambda each: each.started_at)[-MAX_TIMELINE_ROWS:]:
         events.append(
             Event(attempt.started_at, f"{attempt.node} attempt {attempt.attempt} started", None)
         )
