@@ -12,6 +12,7 @@ from taskloom.cli import main
 from taskloom.commands.common import open_database
 from taskloom.engine.ids import new_task_id
 from taskloom.engine.models import InputRequest, Task
+from taskloom.persistence.sqlite.schema import latest_version
 
 FLOWS = "tests.cli.flows"
 
@@ -210,10 +211,10 @@ def test_workflows_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_db_migrate_check_gc(capsys: pytest.CaptureFixture[str], db: str) -> None:
     code, out, _ = cli(capsys, "db", "migrate", "--db", db)
-    assert (code, out) == (0, f"{db}: schema version 6 (the latest)\n")
+    assert (code, out) == (0, f"{db}: schema version {latest_version()} (the latest)\n")
     code, out, _ = cli(capsys, "db", "check", "--db", db, "--json")
     checked = _json(out)
-    assert (code, checked["problems"], checked["schema_version"]) == (0, [], 6)
+    assert (code, checked["problems"], checked["schema_version"]) == (0, [], latest_version())
     code, out, _ = cli(capsys, "db", "gc", "--db", db)
     assert (code, out) == (0, f"{db}: deleted 0 expired task(s)\n")
 
