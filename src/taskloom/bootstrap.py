@@ -175,6 +175,7 @@ async def serve_http(
     from taskloom.server.dashboard.hub import ChangeHub
     from taskloom.server.dashboard.mount import ui_app
     from taskloom.server.http.authentication import Authenticator
+    from taskloom.server.http.endpoint import principal_limiter
     from taskloom.server.http.service import HttpService
 
     settings = settings if settings is not None else TaskloomSettings()
@@ -185,6 +186,7 @@ async def serve_http(
     async with open_engine(settings, observer=observer) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
         stored = await _stored_tokens(engine, http)
+        limiter = principal_limiter(http)  # one allowance per principal, /mcp and /ui
         ui = ui_app(
             engine.manager,
             engine.runs,
@@ -192,8 +194,12 @@ async def serve_http(
             hub,
             authenticator=Authenticator(http, stored),
             recheck_s=None if settings.run_worker else settings.server.recheck_s,
+            http=http,
+            limiter=limiter,
         )
-        service = HttpService(server, http, metrics=metrics.render, stored_tokens=stored, ui=ui)
+        service = HttpService(
+            server, http, metrics=metrics.render, stored_tokens=stored, ui=ui, limiter=limiter
+        )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, engine.manager)
             await service.serve(task_status=task_status)
@@ -223,6 +229,7 @@ async def serve_ui(
     from taskloom.server.dashboard.mount import ui_app
     from taskloom.server.dashboard.standalone import serve_ui_alone
     from taskloom.server.http.authentication import Authenticator
+    from taskloom.server.http.endpoint import principal_limiter
 
     database = settings.database
     if isinstance(database, SqliteSettings) and not allow_actions:
@@ -245,6 +252,8 @@ async def serve_ui(
             allow_actions=allow_actions,
             operator=not authenticator,
             recheck_s=UI_RECHECK_S,
+            http=http,
+            limiter=principal_limiter(http),
         )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, manager)

@@ -15,6 +15,7 @@ from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.mount import ui_app
 from taskloom.server.http import HttpSettings
 from taskloom.server.http.authentication import Authenticator
+from taskloom.server.http.limits import RateLimiter
 from taskloom.testing import FakeClock
 from taskloom.validation import JsonSchemaValidator
 
@@ -32,6 +33,8 @@ class Site:
     runs: RunStore
     clock: FakeClock
     http: httpx2.AsyncClient
+    app: Any
+    """The dashboard's ASGI app (for a client of another address)."""
 
     async def page(self, path: str, token: str | None = ANN, **kwargs: Any) -> httpx2.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
@@ -51,8 +54,12 @@ async def site(
     workflows: Mapping[str, Workflow[Any]] | None = None,
     allow_actions: bool = True,
     operator: bool = False,
+    limits: HttpSettings | None = None,
+    limiter: RateLimiter | None = None,
+    client: tuple[str, int] = ("127.0.0.1", 123),
 ) -> AsyncIterator[Site]:
-    """A dashboard on a fresh in-memory store (tokens ``None``: no authentication)."""
+    """A dashboard on a fresh in-memory store (tokens ``None``: no authentication),
+    throttled as *limits* say (sharing *limiter*) if given, called from *client*."""
     store = InMemoryTaskStore()
     clock = FakeClock()
     manager = TaskManager(store, clock=clock, validator=JsonSchemaValidator())
@@ -65,7 +72,9 @@ async def site(
         authenticator=authenticator,
         allow_actions=allow_actions,
         operator=operator,
+        http=limits,
+        limiter=limiter,
     )
-    transport = httpx2.ASGITransport(app=app)
+    transport = httpx2.ASGITransport(app=app, client=client)
     async with httpx2.AsyncClient(transport=transport, base_url="http://ui.test") as http:
-        yield Site(manager, store, clock, http)
+        yield Site(manager, store, clock, http, app)

@@ -235,3 +235,41 @@ async def test_without_the_ui_extra_ui_answers_one_line(monkeypatch: pytest.Monk
     assert answer.status_code == 503
     assert answer.text == extra.MISSING_UI + "\n"
     assert "pip install 'taskloom[ui]'" in answer.text
+
+
+def _history(html: str) -> list[tuple[str, str]]:
+    """The task page's stored changes: (state, cause) in order."""
+    return re.findall(
+        r'<li class="change" data-state="([a-z_]+)">.*?<span class="cause">([a-z]+)</span>', html
+    )
+
+
+async def test_the_task_page_shows_the_stored_history_of_changes() -> None:
+    async with site() as shown:
+        task_id = await _asking(shown)
+        await shown.manager.provide_input(task_id, "decide#1", {"reviewer": "Ann"})
+        await shown.manager.complete(task_id, {"ok": True}, status_message="approved")
+        page = await shown.page(f"/ui/tasks/{task_id}")
+        assert _history(page.text) == [
+            ("queued", "created"),
+            ("running", "claimed"),
+            ("input_required", "question"),
+            ("running", "answer"),
+            ("completed", "completed"),
+        ]
+        assert "</span>: Who reviews?</li>" in page.text
+        assert "</span>: approved</li>" in page.text
+        assert "were not kept" not in page.text
+
+
+async def test_a_task_past_the_cap_of_status_texts_says_so() -> None:
+    async with site() as shown:
+        manager = shown.manager
+        task = await manager.start((await manager.create("job", owner="ann")).id)
+        for tick in range(60):
+            await manager.report_progress(task.id, completed=tick, message=f"tick {tick}")
+        page = await shown.page(f"/ui/tasks/{task.id}")
+        assert len(_history(page.text)) == 2 + 50
+        assert "tick 49</li>" in page.text
+        assert "tick 50</li>" not in page.text
+        assert "Later status messages of this task were not kept (at most 50 a task)" in page.text

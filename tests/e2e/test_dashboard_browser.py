@@ -107,6 +107,15 @@ async def until_task(page: "Page", state: str) -> None:
     await page.locator(f'.summary .pill[data-state="{state}"]').wait_for()
 
 
+async def wire_history(page: "Page") -> list[str]:
+    """The task's stored state changes as the wire names them (queued and running are
+    both ``working``), repeats folded."""
+    changes = page.locator(".history li.change")
+    states = [await each.get_attribute("data-state") for each in await changes.all()]
+    wire = ["working" if state in ("queued", "running") else str(state) for state in states]
+    return [state for index, state in enumerate(wire) if index == 0 or wire[index - 1] != state]
+
+
 async def test_two_principals_use_the_dashboard_in_a_real_browser(tmp_path: Path) -> None:
     require_browser()
     shots = screenshot_folder(tmp_path)
@@ -162,6 +171,13 @@ async def test_two_principals_use_the_dashboard_in_a_real_browser(tmp_path: Path
             await ann.get_by_role("button", name="Answer").click()
             await until_task(ann, "completed")
             assert '"approved by dana"' in await ann.locator("pre").nth(1).inner_text()
+            # Its stored history, live: asked, answered, completed.
+            await ann.locator('.history li.change[data-state="completed"]').wait_for()
+            assert await wire_history(ann) == ["working", "input_required", "working", "completed"]
+            causes = await ann.locator(".history li.change .cause").all_inner_texts()
+            assert causes[0] == "created"
+            assert {"question", "answer"} <= set(causes)
+            assert causes[-1] == "completed"
 
             # Cancel a run.
             await ann.goto(f"{server.base}/tasks/{crawl}")

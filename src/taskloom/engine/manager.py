@@ -31,6 +31,7 @@ from taskloom.engine.errors import (
     WaitOverError,
 )
 from taskloom.engine.events import ChangeFeed, TaskSubscription
+from taskloom.engine.history import HistoryEntry
 from taskloom.engine.ids import new_task_id
 from taskloom.engine.models import (
     MAX_KEY_LENGTH,
@@ -243,6 +244,20 @@ class TaskManager:
         if task is None or not _visible_to(task, owner):
             raise TaskNotFoundError(task_id)
         return task
+
+    async def history(
+        self, task_id: str, *, owner: OwnerScope = ANY_OWNER
+    ) -> tuple[Task, Sequence[HistoryEntry]]:
+        """The task and its stored history of state and status changes, oldest first,
+        read together (ADR 0036).
+
+        Raises:
+            TaskNotFoundError: no such task, it expired, or another owner has it.
+        """
+        found = await self._store.history(TaskId(task_id), self._clock.now())
+        if found is None or not _visible_to(found[0], owner):
+            raise TaskNotFoundError(task_id)
+        return found
 
     async def list(
         self,

@@ -6,6 +6,7 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
+from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import StorePage, Task, TaskId, TaskMutation, TaskQuery
 from taskloom.engine.runs import Lease
 from taskloom.engine.states import TERMINAL_STATES, TaskState
@@ -49,6 +50,14 @@ class TaskStore(Protocol):
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """The task with this id, or ``None`` if there is none or it has expired."""
+        ...
+
+    async def history(
+        self, task_id: TaskId, now: datetime
+    ) -> tuple[Task, Sequence[HistoryEntry]] | None:
+        """The task and its history, oldest first, read together (one snapshot), or
+        ``None`` if there is no such live task. Every write of a task appends its row in
+        the same transaction, by the rule of :func:`taskloom.engine.history.entry_for`."""
         ...
 
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:

@@ -14,6 +14,7 @@ from taskloom.engine.errors import (
     TaskNotFoundError,
     TaskStateError,
 )
+from taskloom.engine.history import MAX_STATUS_ROWS, HistoryEntry, entry_for
 from taskloom.engine.models import (
     StorePage,
     Task,
@@ -55,6 +56,7 @@ class InMemoryTaskStore:
         self._attempts: dict[TaskId, list[NodeAttempt]] = {}
         self._children: dict[TaskId, list[TaskId]] = {}
         self._tokens: dict[str, TokenRecord] = {}
+        self._history: dict[TaskId, list[HistoryEntry]] = {}
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -97,6 +99,7 @@ class InMemoryTaskStore:
         self._tasks[position] = task
         self._positions[task.id] = position
         self._order.append(position)
+        self._record(None, task)
         if task.idempotency_key is not None:
             self._keys[(task.owner, task.idempotency_key)] = task.id
         if task.parent_id is not None:
@@ -107,6 +110,16 @@ class InMemoryTaskStore:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
         await anyio.lowlevel.checkpoint()
         return self._live(task_id, now)
+
+    async def history(
+        self, task_id: TaskId, now: datetime
+    ) -> tuple[Task, Sequence[HistoryEntry]] | None:
+        """See :meth:`taskloom.engine.ports.TaskStore.history`."""
+        await anyio.lowlevel.checkpoint()
+        task = self._live(task_id, now)
+        if task is None:
+            return None
+        return task, tuple(self._history.get(task.id, ()))
 
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
@@ -237,6 +250,7 @@ class InMemoryTaskStore:
                 started = start(task)
                 ensure_successor(task, started)
                 self._tasks[position] = started
+                self._record(task, started)
             new_lease = Lease(
                 task_id=task.id,
                 worker=worker,
@@ -368,6 +382,7 @@ class InMemoryTaskStore:
         self._tasks[position] = task
         self._positions[task.id] = position
         self._order.append(position)
+        self._record(None, task)
         if copies:
             self._nodes[task.id] = dict(copies)
         return copies
@@ -387,6 +402,7 @@ class InMemoryTaskStore:
     def _replace(self, new: Task, fence: Lease | None, now: datetime) -> None:
         position = self._positions[new.id]
         ended = new.is_terminal and not self._tasks[position].is_terminal
+        self._record(self._tasks[position], new)
         self._tasks[position] = new
         if ended:
             self._relatives_of_ended(new, now)
@@ -400,11 +416,21 @@ class InMemoryTaskStore:
         """Record *task*'s end on its parent and cancel its children (ADR 0026)."""
         parent = self._live(task.parent_id, now)
         if parent is not None and (recorded := record_child_end(parent, task, now)) is not None:
+            self._record(parent, recorded)
             self._tasks[self._positions[parent.id]] = recorded
         for child_id in list(self._children.get(task.id, ())):
             child = self._live(child_id, now)
             if child is not None and not child.is_terminal:
                 self._replace(cancel_for_parent(child, task, now), None, now)
+
+    def _record(self, before: Task | None, after: Task) -> None:
+        """Append the history row of writing *after* (ADR 0036), with the write."""
+        entry = entry_for(before, after)
+        if entry is None:
+            return
+        rows = self._history.setdefault(after.id, [])
+        if entry.state_changed or sum(not row.state_changed for row in rows) < MAX_STATUS_ROWS:
+            rows.append(entry)
 
     def _close_abandoned(self, task_id: TaskId, now: datetime) -> None:
         """End the attempts a run leaves open as it ends (see ``RunStore``): interrupted,
@@ -486,6 +512,7 @@ class InMemoryTaskStore:
         self._leases.pop(task.id, None)
         self._nodes.pop(task.id, None)
         self._attempts.pop(task.id, None)
+        self._history.pop(task.id, None)
         del self._order[bisect_left(self._order, position)]
         if task.idempotency_key is not None:
             self._keys.pop((task.owner, task.idempotency_key), None)

@@ -12,7 +12,9 @@ Actions: ``create`` (a tool call of a workflow: task-augmented, server-directed 
 plain), ``read`` (``tasks/get``, ``tasks/result``, ``task_status``, ``task_result``,
 ``task_attempts``), ``list`` (``tasks/list``, ``task_list``, ``tasks_last_failed``),
 ``cancel`` (``tasks/cancel``, ``task_cancel``) and ``answer`` (``tasks/update``,
-``task_answer``, and each answer given to an elicitation). A ``subscriptions/listen``
+``task_answer``, and each answer given to an elicitation), and ``sign_in`` (the
+dashboard's sign-in form; a refused token is recorded under the principal
+``anonymous`` with the client address). A ``subscriptions/listen``
 naming tasks is one ``read`` per task it names, written when the stream is acknowledged
 (a listen lasts until its tasks end): ``ok`` for a task it covers, ``refused`` with
 ``-32602`` for one it leaves out (unknown, expired or another principal's), as
@@ -37,10 +39,12 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 AUDIT_LOGGER: Final = "taskloom.audit"
 LOCAL_PRINCIPAL: Final = "local"
+ANONYMOUS: Final = "anonymous"
+"""Who a record names when the caller presented no token that identifies anyone."""
 VALUE_LIMIT: Final = 200
 """Most characters of a client's value (task id, tool name) a record keeps."""
 
-Action = Literal["create", "read", "list", "cancel", "answer"]
+Action = Literal["create", "read", "list", "cancel", "answer", "sign_in"]
 Outcome = Literal["ok", "refused", "error", "interrupted", "declined", "dismissed"]
 
 METHOD_ACTIONS: Final[Mapping[str, Action]] = {

@@ -29,7 +29,7 @@ from taskloom.engine.runs import (
     NodeState,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
-from taskloom.persistence.postgres import rows
+from taskloom.persistence.postgres import history, rows
 from taskloom.persistence.postgres.driver import Connection
 
 _NO_CAP = 2**62
@@ -137,6 +137,7 @@ async def claim_runs(
             started = start(task)
             ensure_successor(task, started)
             await connection.execute(rows.UPDATE_SQL, rows.update_row(started))
+            await history.record(connection, task, started)
         resumed = bool(had_lease) or bool(nodes) or task.state is not TaskState.QUEUED
         claimed.append(ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed))
     oldest_first = {task.id: index for index, (task, _) in enumerate(candidates)}
@@ -296,6 +297,7 @@ async def fork_run(
     if await cursor.fetchone() is None:
         raise TaskNotFoundError(source)
     await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
+    await history.record(connection, None, task)
     if nodes:
         await connection.execute(
             "INSERT INTO node_runs (task_id, node, state, attempt, failures, interruptions,"

@@ -16,6 +16,7 @@ from taskloom.engine.errors import (
     ConcurrencyError,
     TaskNotFoundError,
 )
+from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
     StorePage,
     Task,
@@ -35,7 +36,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.persistence.postgres import notify, rows, runs, schema, tokens
+from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
@@ -131,6 +132,12 @@ class PostgresTaskStore:
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
         return await self._db.read(partial(_get, task_id, now, lock=False))
+
+    async def history(
+        self, task_id: TaskId, now: datetime
+    ) -> tuple[Task, Sequence[HistoryEntry]] | None:
+        """See :meth:`taskloom.engine.ports.TaskStore.history`."""
+        return await self._db.read(partial(history.read, task_id, now))
 
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
@@ -257,6 +264,7 @@ class PostgresTaskStore:
 async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Task, bool]:
     if task.idempotency_key is None:
         await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
+        await history.record(connection, None, task)
         return task, True
     for _ in range(_CREATE_TRIES):
         inserted = await connection.execute(
@@ -265,6 +273,7 @@ async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Ta
             rows.insert_row(task),
         )
         if inserted.rowcount == 1:
+            await history.record(connection, None, task)
             return task, True
         cursor = await connection.execute(
             "SELECT position, expires_at, body FROM tasks"
@@ -432,6 +441,7 @@ async def _write(
     new = mutate(current)
     ensure_successor(current, new)
     await connection.execute(rows.UPDATE_SQL, rows.update_row(new))
+    await history.record(connection, current, new)
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
         # must not leave the row behind (claims never look at ended tasks again), nor

@@ -27,7 +27,7 @@ from taskloom.engine.runs import (
     NodeState,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
-from taskloom.persistence.sqlite import rows
+from taskloom.persistence.sqlite import history, rows
 
 _NO_CAP = 2**62
 
@@ -95,6 +95,7 @@ def claim_runs(
             started = start(task)
             ensure_successor(task, started)
             raw.execute(rows.UPDATE_SQL, rows.update_row(started))
+            history.record(raw, task, started)
         else:
             started = task
         lease = Lease(
@@ -223,6 +224,7 @@ def fork_run(
     if live is None:
         raise TaskNotFoundError(source)
     raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    history.record(raw, None, task)
     names = sorted(nodes)
     if names:
         raw.execute(

@@ -17,6 +17,7 @@ from taskloom.engine.errors import (
     SchemaVersionError,
     TaskNotFoundError,
 )
+from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
     StorePage,
     Task,
@@ -36,7 +37,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.persistence.sqlite import rows, runs, schema, tokens
+from taskloom.persistence.sqlite import history, rows, runs, schema, tokens
 from taskloom.persistence.sqlite.driver import (
     connect,
     database_uri,
@@ -145,6 +146,12 @@ class SqliteTaskStore:
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
         return await self._read_point(partial(_get, task_id, rows.micros(now)))
+
+    async def history(
+        self, task_id: TaskId, now: datetime
+    ) -> tuple[Task, Sequence[HistoryEntry]] | None:
+        """See :meth:`taskloom.engine.ports.TaskStore.history`."""
+        return await self._read(partial(_history, task_id, rows.micros(now)))
 
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
@@ -415,6 +422,7 @@ def _create(task: Task, now: int, raw: sqlite3.Connection) -> tuple[Task, bool]:
                 return rows.task_from_body(body), False
             raw.execute("DELETE FROM tasks WHERE seq = ?", (seq,))  # expired: frees the key
     raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    history.record(raw, None, task)
     return task, True
 
 
@@ -423,6 +431,17 @@ def _get(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task | None:
         f"SELECT body FROM tasks WHERE id = ? AND {rows.LIVE}", (task_id, now)
     ).fetchone()
     return rows.task_from_body(row[0]) if row is not None else None
+
+
+def _history(
+    task_id: TaskId, now: int, raw: sqlite3.Connection
+) -> tuple[Task, Sequence[HistoryEntry]] | None:
+    raw.execute("BEGIN")  # one snapshot for the task and its rows
+    try:
+        task = _get(task_id, now, raw)
+        return None if task is None else (task, history.read(raw, task.id))
+    finally:
+        raw.execute("COMMIT")
 
 
 def _list(query: TaskQuery, now: int, raw: sqlite3.Connection) -> StorePage:
@@ -550,6 +569,7 @@ def _write(
     new = mutate(current)
     ensure_successor(current, new)
     raw.execute(rows.UPDATE_SQL, rows.update_row(new))
+    history.record(raw, current, new)
     if fence is not None and new.is_terminal:
         # The run ends with its result: a worker killed before it released the lease
         # must not leave the row behind (claims never look at ended tasks again), nor

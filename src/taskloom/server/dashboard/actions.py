@@ -17,12 +17,13 @@ from taskloom.engine.errors import (
     TaskStateError,
 )
 from taskloom.engine.fork import fork
-from taskloom.server.audit import Action, Outcome
+from taskloom.server.audit import ANONYMOUS, Action, Outcome
 from taskloom.server.audit import write as audit
 from taskloom.server.dashboard.access import COOKIE, CSRF_FIELD, Viewer
-from taskloom.server.dashboard.context import PREFIX, Dashboard, page
+from taskloom.server.dashboard.context import PREFIX, Dashboard, page, too_many
 from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.forms import answer as form_answer
+from taskloom.server.dashboard.throttle import address
 from taskloom.server.http.authentication import Refusal
 
 MAX_FORM_FIELDS: Final = 200
@@ -146,13 +147,24 @@ async def login(dashboard: Dashboard, request: Request) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=303)
     if request.method == "GET":
         return page("login.html", None, error="")
+    throttle = dashboard.throttle
+    if (wait_s := throttle.failing(request)) > 0:
+        audit_sign_in(ANONYMOUS, "refused", request, "too many failures")
+        return too_many(None, wait_s, "Too many refused sign-ins from this address")
     async with request.form(max_files=0, max_fields=4) as form:
         token = form.get(TOKEN_FIELD)
     token = token.strip() if isinstance(token, str) else ""
     found = await access.grant(f"Bearer {token}") if token else Refusal(401, "", "")
     if isinstance(found, Refusal):
+        if found.status != 503:
+            throttle.failed(request)
+        audit_sign_in(ANONYMOUS, "refused", request, "token not valid")
         message = found.message if found.status == 503 else "That token is not valid."
         return page("login.html", None, 401 if found.status != 503 else 503, error=message)
+    if (wait_s := throttle.principal(found.principal)) > 0:
+        audit_sign_in(found.principal, "refused", request, "rate limit")
+        return too_many(None, wait_s, "Too many requests")
+    audit_sign_in(found.principal, "ok", request)
     response = RedirectResponse(f"{PREFIX}/", status_code=303)
     response.set_cookie(
         COOKIE,
@@ -170,6 +182,19 @@ async def logout(request: Request) -> Response:
     response = RedirectResponse(f"{PREFIX}/login", status_code=303)
     response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
     return response
+
+
+def audit_sign_in(who: str, outcome: Outcome, request: Request, reason: str = "") -> None:
+    """Record a sign-in (the form's, or a token a ``/ui`` request presents, refused)."""
+    audit(
+        who,
+        "sign_in",
+        outcome,
+        client=address(request),
+        method="ui",
+        via="dashboard",
+        reason=reason or None,
+    )
 
 
 def _back(task_id: str, notice: str) -> Response:

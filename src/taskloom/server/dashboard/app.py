@@ -9,19 +9,24 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskloom.engine.errors import TaskNotFoundError
+from taskloom.server.audit import ANONYMOUS
 from taskloom.server.audit import write as audit
 from taskloom.server.dashboard import actions
 from taskloom.server.dashboard.access import COOKIE, Viewer
-from taskloom.server.dashboard.context import PREFIX, Dashboard, page
+from taskloom.server.dashboard.context import PREFIX, Dashboard, page, too_many
 from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.listing import SINCE, BadFilter, Filters, exact_match, listing
 from taskloom.server.dashboard.live import event_stream
 from taskloom.server.http.authentication import Refusal
 
 FRAGMENT: Final = "fragment"
+TOO_MANY_REQUESTS: Final = "Too many requests"
+TOO_MANY_FAILURES: Final = "Too many refused tokens from this address"
 Handler = Callable[[Dashboard, Viewer, Request], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def dashboard_app(dashboard: Dashboard) -> Starlette:
@@ -30,8 +35,11 @@ def dashboard_app(dashboard: Dashboard) -> Starlette:
     def viewed(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         return partial(_as_viewer, dashboard, handler)
 
+    def public(handler: Endpoint) -> Endpoint:
+        return partial(_per_address, dashboard, handler)
+
     routes = [
-        Route(PREFIX, _to_list),
+        Route(PREFIX, public(_to_list)),
         Route(f"{PREFIX}/", viewed(_list_page)),
         Route(f"{PREFIX}/events", viewed(_list_events)),
         Route(f"{PREFIX}/tasks/{{task_id}}", viewed(_task_page)),
@@ -39,11 +47,13 @@ def dashboard_app(dashboard: Dashboard) -> Starlette:
         Route(f"{PREFIX}/tasks/{{task_id}}/cancel", viewed(actions.cancel), methods=["POST"]),
         Route(f"{PREFIX}/tasks/{{task_id}}/resume", viewed(actions.resume), methods=["POST"]),
         Route(f"{PREFIX}/tasks/{{task_id}}/answer", viewed(actions.answer), methods=["POST"]),
-        Route(f"{PREFIX}/login", partial(actions.login, dashboard), methods=["GET", "POST"]),
-        Route(f"{PREFIX}/logout", actions.logout, methods=["POST"]),
+        Route(
+            f"{PREFIX}/login", public(partial(actions.login, dashboard)), methods=["GET", "POST"]
+        ),
+        Route(f"{PREFIX}/logout", public(actions.logout), methods=["POST"]),
         Mount(
             f"{PREFIX}/static",
-            StaticFiles(packages=[("taskloom.server.dashboard", "static")]),
+            _PerAddress(dashboard, StaticFiles(packages=[("taskloom.server.dashboard", "static")])),
             name="static",
         ),
     ]
@@ -55,17 +65,50 @@ async def _to_list(request: Request) -> Response:
 
 
 async def _as_viewer(dashboard: Dashboard, handler: Handler, request: Request) -> Response:
+    throttle = dashboard.throttle
+    if dashboard.access.needs_login and (wait_s := throttle.failing(request)) > 0:
+        return too_many(None, wait_s, TOO_MANY_FAILURES)
     found = await dashboard.access.viewer(request)
     if found is None:
+        if (wait_s := throttle.anonymous(request)) > 0:
+            return too_many(None, wait_s, TOO_MANY_REQUESTS)
         if request.method == "GET" and not request.url.path.endswith("/events"):
             return RedirectResponse(f"{PREFIX}/login", status_code=303)
         return page("message.html", None, 401, title="Sign in", message="Sign in first.")
     if isinstance(found, Refusal):
+        if found.status == 401:
+            throttle.failed(request)
+            actions.audit_sign_in(ANONYMOUS, "refused", request, "token not valid")
         response = page("login.html", None, found.status, error=found.message)
         if found.status == 401:
             response.delete_cookie(COOKIE, path=PREFIX)
         return response
+    charged = None if found.owner is None else found.name
+    if (wait_s := throttle.principal(charged)) > 0:
+        return too_many(found, wait_s, TOO_MANY_REQUESTS)
     return await handler(dashboard, found, request)
+
+
+async def _per_address(dashboard: Dashboard, handler: Endpoint, request: Request) -> Response:
+    """A request naming no principal, charged to its client address."""
+    if (wait_s := dashboard.throttle.anonymous(request)) > 0:
+        return too_many(None, wait_s, TOO_MANY_REQUESTS)
+    return await handler(request)
+
+
+class _PerAddress:
+    """ASGI: the static files, charged to each client's address."""
+
+    def __init__(self, dashboard: Dashboard, app: ASGIApp) -> None:
+        self._throttle = dashboard.throttle
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        wait_s = self._throttle.anonymous(Request(scope))
+        if wait_s > 0:
+            await too_many(None, wait_s, TOO_MANY_REQUESTS)(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
 
 
 async def _list_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:

@@ -9,10 +9,13 @@ import jinja2
 from starlette.responses import HTMLResponse
 
 from taskloom.engine.dag import Workflow
+from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
 from taskloom.server.dashboard.access import CSRF_FIELD, Access, Viewer
 from taskloom.server.dashboard.hub import ChangeHub
+from taskloom.server.dashboard.throttle import UNLIMITED, Throttle
+from taskloom.server.http.limits import RateLimiter
 
 PREFIX = "/ui"
 
@@ -29,6 +32,8 @@ class Dashboard:
     recheck_s: float | None = None
     """Also re-read what a live page shows at this period (changes made by processes
     whose events do not reach this one); ``None``: only on events."""
+    throttle: Throttle = UNLIMITED
+    """How fast each caller is served (per principal, per address, failed sign-ins)."""
 
 
 _templates = jinja2.Environment(
@@ -48,6 +53,16 @@ _templates.filters["when"] = _when
 _templates.globals["prefix"] = PREFIX
 _templates.globals["csrf_field"] = CSRF_FIELD
 _templates.globals["question_field"] = "taskloom_question"  # actions.QUESTION_FIELD
+_templates.globals["max_status_rows"] = MAX_STATUS_ROWS
+
+
+def too_many(viewer: Viewer | None, wait_s: float, why: str) -> HTMLResponse:
+    """The 429 page: *why*, and when to try again (also in ``Retry-After``)."""
+    retry = RateLimiter.retry_after(wait_s)
+    message = f"{why}; try again in {retry} s."
+    response = page("message.html", viewer, 429, title="Too many requests", message=message)
+    response.headers["Retry-After"] = retry
+    return response
 
 
 def page(name: str, viewer: Viewer | None, status_code: int = 200, **values: Any) -> HTMLResponse:

@@ -1,11 +1,13 @@
 """Everything the task page shows: the task, its graph, the timeline of node attempts,
-its history, its children and the forms of its pending questions."""
+its stored history (ADR 0036), its children and the forms of its pending questions."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from taskloom.engine.history import MAX_STATUS_ROWS, HistoryEntry
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeAttempt
 from taskloom.engine.states import TaskState
@@ -35,6 +37,18 @@ class Bar:
 
 
 @dataclass(frozen=True)
+class Event:
+    """One line of the history: a stored change of the task, or a node attempt's start
+    or end (read from the stored attempts)."""
+
+    at: datetime
+    text: str
+    state: TaskState | None
+    """The state this change left the task in; ``None`` for a node attempt."""
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
 class Question:
     """A pending question and its form."""
 
@@ -52,7 +66,9 @@ class Detail:
     bars: tuple[Bar, ...]
     timeline_height: int
     hidden_attempts: int
-    history: tuple[tuple[datetime, str], ...]
+    history: tuple[Event, ...]
+    texts_capped: bool
+    """The task reached the cap of status-text rows: later texts were not kept."""
     children: tuple[Task, ...]
     questions: tuple[Question, ...]
     arguments: str
@@ -76,7 +92,7 @@ async def detail(dashboard: Dashboard, viewer: Viewer, task_id: str) -> Detail:
         TaskNotFoundError: no such task visible to the viewer.
     """
     manager = dashboard.manager
-    task = await manager.get(task_id, owner=viewer.owner)
+    task, entries = await manager.history(task_id, owner=viewer.owner)
     workflow = dashboard.workflows.get(task.name)
     nodes = await dashboard.runs.checkpoints(task.id)
     attempts = tuple(await dashboard.runs.attempts(task.id))
@@ -92,7 +108,8 @@ async def detail(dashboard: Dashboard, viewer: Viewer, task_id: str) -> Detail:
         bars=bars,
         timeline_height=height,
         hidden_attempts=max(0, len(attempts) - MAX_TIMELINE_ROWS),
-        history=_history(task, attempts),
+        history=_history(entries, attempts),
+        texts_capped=sum(not entry.state_changed for entry in entries) >= MAX_STATUS_ROWS,
         children=children.tasks,
         questions=questions,
         arguments=json.dumps(task.arguments, indent=2, ensure_ascii=False),
@@ -139,19 +156,23 @@ def _open(attempts: list[NodeAttempt]) -> bool:
     return any(each.ended_at is None for each in attempts)
 
 
-def _history(task: Task, attempts: tuple[NodeAttempt, ...]) -> tuple[tuple[datetime, str], ...]:
-    """The task's changes as the stored run tells them: created, each attempt's start
-    and end, the questions it waits on, and its latest state."""
-    events: list[tuple[datetime, str]] = [(task.created_at, "created, queued")]
-    for attempt in attempts:
-        events.append((attempt.started_at, f"{attempt.node} attempt {attempt.attempt} started"))
+def _history(
+    entries: Sequence[HistoryEntry], attempts: tuple[NodeAttempt, ...]
+) -> tuple[Event, ...]:
+    """The stored changes of the task, with the start and end of its latest node
+    attempts (as many as the timeline shows) between them, oldest first (an attempt
+    that ends with the write of a change, at the same moment, comes before it)."""
+    events = [
+        Event(entry.at, entry.status_message or "", entry.state, str(entry.cause))
+        for entry in entries
+    ]
+    for attempt in sorted(attempts, key=lambda each: each.started_at)[-MAX_TIMELINE_ROWS:]:
+        events.append(
+            Event(attempt.started_at, f"{attempt.node} attempt {attempt.attempt} started", None)
+        )
         if attempt.ended_at is not None:
             text = f"{attempt.node} attempt {attempt.attempt} {attempt.outcome}"
             if attempt.error is not None:
                 text += f": {attempt.error.message}"
-            events.append((attempt.ended_at, text))
-    events += [(task.updated_at, f"asks: {each.message}") for each in task.input_requests.values()]
-    last = f"now {task.state}"
-    if task.status_message:
-        last += f": {task.status_message}"
-    return (*sorted(events, key=lambda event: event[0]), (task.updated_at, last))
+            events.append(Event(attempt.ended_at, text, None))
+    return tuple(sorted(events, key=lambda event: (event.at, event.state is not None)))

@@ -12,6 +12,8 @@ from taskloom.engine.runs import RunStore
 from taskloom.server.dashboard.extra import missing_extra_app, ui_available
 from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.http.authentication import Authenticator
+from taskloom.server.http.limits import RateLimiter
+from taskloom.server.http.settings import HttpSettings
 
 
 def ui_app(
@@ -24,15 +26,21 @@ def ui_app(
     allow_actions: bool = True,
     operator: bool = False,
     recheck_s: float | None = None,
+    http: HttpSettings | None = None,
+    limiter: RateLimiter | None = None,
 ) -> ASGIApp:
     """The dashboard of this engine (see ``Access`` for *authenticator*, *allow_actions*
-    and *operator*, ``Dashboard`` for *recheck_s*); start ``hub.follow(manager)`` too."""
+    and *operator*, ``Dashboard`` for *recheck_s*); start ``hub.follow(manager)`` too.
+    With *http*, requests are throttled as they say (``Throttle``), charging
+    principals to *limiter*, the MCP endpoint's; without, unlimited (tests)."""
     if not ui_available():
         return missing_extra_app
     from taskloom.server.dashboard.access import Access  # the ui extra from here on
     from taskloom.server.dashboard.app import dashboard_app
     from taskloom.server.dashboard.context import Dashboard
+    from taskloom.server.dashboard.throttle import UNLIMITED, Throttle
 
     access = Access(authenticator, allow_actions=allow_actions, operator=operator)
-    dashboard = Dashboard(manager, runs, workflows, access, hub, recheck_s)
+    throttle = Throttle.of(http, limiter) if http is not None else UNLIMITED
+    dashboard = Dashboard(manager, runs, workflows, access, hub, recheck_s, throttle)
     return dashboard_app(dashboard)

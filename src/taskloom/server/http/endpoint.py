@@ -13,8 +13,9 @@ anyone who can reach the loopback address. It is not rate-limited (scrapes are f
 With OAuth, the protected resource metadata (RFC 9728) is served to anyone, unlimited.
 
 ``/ui`` and below go to the dashboard, when the service has one (ADR 0030): it
-authenticates its own requests (a bearer token or its sign-in cookie); bodies are
-bounded as the MCP endpoint's.
+authenticates its own requests (a bearer token or its sign-in cookie) and charges each
+to its principal's allowance in the same limiter as the MCP endpoint's (ADR 0036);
+bodies are bounded as the MCP endpoint's.
 """
 
 import logging
@@ -51,9 +52,12 @@ class HttpEndpoint:
         metrics: Callable[[], str] | None = None,
         stored_tokens: StoredTokens | None = None,
         ui: ASGIApp | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         """*stored_tokens*, if given, checks the database's tokens (then every request
-        must present a token, static or stored); *ui*, if given, serves ``/ui``."""
+        must present a token, static or stored); *ui*, if given, serves ``/ui``;
+        *limiter*, if given, is the per-principal rate limiter (shared with the
+        dashboard), else one is made from *settings*."""
         self._sessions = sessions
         self._ui = BodyLimit(ui, settings.max_body_bytes) if ui is not None else None
         self._metrics = metrics
@@ -65,8 +69,7 @@ class HttpEndpoint:
 
             self._well_known = metadata_app(settings.oauth)
         self._max_body = settings.max_body_bytes
-        per_minute = settings.rate_per_minute
-        self._limiter = RateLimiter(per_minute) if per_minute is not None else None
+        self._limiter = limiter if limiter is not None else principal_limiter(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,6 +109,12 @@ class HttpEndpoint:
                 return
         serve = BodyLimit(partial(self._sessions.handle, grant), self._max_body)
         await serve(scope, receive, send)
+
+
+def principal_limiter(settings: HttpSettings) -> RateLimiter | None:
+    """The per-principal limiter *settings* ask for (``None``: unlimited)."""
+    per_minute = settings.rate_per_minute
+    return RateLimiter(per_minute) if per_minute is not None else None
 
 
 def _under(path: str, prefix: str) -> bool:

@@ -31,14 +31,23 @@ class RateLimiter:
     def admit(self, key: str | None) -> float:
         """Take one request of *key*'s allowance: 0 if admitted, else the seconds until
         its next request would be."""
-        now = self._clock()
-        bucket = self._buckets.setdefault(key, _Bucket(self._capacity, now))
-        bucket.tokens = min(self._capacity, bucket.tokens + (now - bucket.updated) * self._rate)
-        bucket.updated = now
+        bucket = self._refilled(key)
         if bucket.tokens >= 1:
             bucket.tokens -= 1
             return 0.0
         return (1 - bucket.tokens) / self._rate
+
+    def wait_s(self, key: str | None) -> float:
+        """The seconds until *key* may make a request (0: now), taking nothing."""
+        bucket = self._refilled(key)
+        return 0.0 if bucket.tokens >= 1 else (1 - bucket.tokens) / self._rate
+
+    def _refilled(self, key: str | None) -> _Bucket:
+        now = self._clock()
+        bucket = self._buckets.setdefault(key, _Bucket(self._capacity, now))
+        bucket.tokens = min(self._capacity, bucket.tokens + (now - bucket.updated) * self._rate)
+        bucket.updated = now
+        return bucket
 
     @staticmethod
     def retry_after(wait_s: float) -> str:

@@ -13,6 +13,7 @@ from taskloom.engine.errors import TaskloomError
 from taskloom.server.app import TaskServer
 from taskloom.server.http.endpoint import HttpEndpoint
 from taskloom.server.http.header_timeout import with_header_timeout
+from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
 from taskloom.server.http.tokens import StoredTokens
@@ -36,10 +37,12 @@ class HttpService:
         metrics: Callable[[], str] | None = None,
         stored_tokens: StoredTokens | None = None,
         ui: ASGIApp | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
         *stored_tokens*, if given, checks the database's tokens (every caller then needs
-        a token); *ui*, if given, is the dashboard served under ``/ui``."""
+        a token); *ui*, if given, is the dashboard served under ``/ui``; *limiter*, the
+        per-principal rate limiter the dashboard shares (else made from *settings*)."""
         self._stored = stored_tokens
         self.settings = settings
         self.sessions = HttpSessions(task_server, settings)
@@ -51,6 +54,7 @@ class HttpService:
                     metrics=metrics,
                     stored_tokens=stored_tokens,
                     ui=ui,
+                    limiter=limiter,
                 ),
                 host=settings.host,
                 port=settings.port,

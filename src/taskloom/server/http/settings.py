@@ -40,6 +40,10 @@ class HttpSettings(BaseModel):
     rate_per_minute: float | None = Field(default=600, gt=0)
     """Requests per minute per principal, bursting up to as many (HTTP 429 beyond);
     ``None``: unlimited."""
+    sign_in_failures_per_minute: float = Field(default=10, gt=0)
+    """Failed dashboard sign-ins (a token refused, by the form or on a ``/ui`` request)
+    per minute per client address, bursting up to as many: beyond, ``/ui`` answers that
+    address HTTP 429 before checking any token."""
     max_sessions: int = Field(default=1_000, gt=0)
     """Open sessions at most (HTTP 503 beyond)."""
     max_sessions_per_principal: int = Field(default=100, gt=0)
