@@ -178,6 +178,21 @@ def test_cancel_and_answer(capsys: pytest.CaptureFixture[str], db: str) -> None:
     assert "has not finished (running); pass --wait" in mistake(
         capsys, "tasks", "result", asking.id, "--db", db
     )
+    code, out, _ = cli(capsys, "tasks", "show", asking.id, "--db", db)
+    events = [line.split(maxsplit=2)[2] for line in out.split("timeline:\n", 1)[1].splitlines()[1:]]
+    assert events == [
+        "task created",
+        "task running (claimed)",
+        "task input_required (question)",
+        "task running (answer)",
+    ]  # the stored history's state changes (ADR 0036), with what caused each
+    shown = _json(cli(capsys, "tasks", "show", asking.id, "--db", db, "--json")[1])
+    assert [(change["state"], change["cause"]) for change in shown["history"]] == [
+        ("queued", "created"),
+        ("running", "claimed"),
+        ("input_required", "question"),
+        ("running", "answer"),
+    ]
 
 
 def test_watch_of_a_finished_task_prints_its_outcome(

@@ -8,6 +8,7 @@ from typing import Any
 
 from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
+from taskloom.engine.history import Cause, HistoryEntry
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeAttempt, NodeRun, NodeState
 from taskloom.engine.states import TaskState
@@ -277,12 +278,24 @@ def node_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def timeline(
-    task: Task, records: Sequence[Mapping[str, Any]], *, limit: int = 40
+    task: Task,
+    records: Sequence[Mapping[str, Any]],
+    history: Sequence[HistoryEntry] = (),
+    *,
+    limit: int = 40,
 ) -> list[tuple[str, str]]:
-    """What happened, in order: the task's creation, each node's (or map's) start and end,
-    and the task's end, as (offset from creation, event); at most *limit* events, the
-    first and last halves kept."""
+    """What happened, in order: the task's creation, each change of its state in its
+    stored *history* (with what caused it: a question, an answer, a retry's wait...),
+    each node's (or map's) start and end, and the task's end, as (offset from creation,
+    event); at most *limit* events, the first and last halves kept."""
+    changes = [entry for entry in history if entry.state_changed or entry.version == 1]
     events: list[tuple[datetime, str]] = [(task.created_at, "task created")]
+    for entry in changes:
+        if entry.cause in (Cause.CREATED, Cause.MIGRATED) or (
+            task.is_terminal and entry.state == task.state
+        ):
+            continue  # the creation is first, the end last, whatever their stamps say
+        events.append((entry.at, f"task {entry.state} ({entry.cause})"))
     for record in records:
         if record.get("item_of") or record["started_at"] is None:
             continue

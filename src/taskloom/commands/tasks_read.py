@@ -79,10 +79,10 @@ def _cut(text: str, limit: int = 72) -> str:
 
 
 async def show_task(args: Args) -> int:
-    """Print a task, its phases and nodes, its child tasks and a timeline; ``--json``
-    adds every attempt."""
+    """Print a task, its phases and nodes, its child tasks and a timeline (with the state
+    changes of its stored history); ``--json`` adds every attempt and history entry."""
     async with open_database(args.db, read_only=True) as local:
-        task = await local.manager.get(args.task_id)
+        task, changes = await local.manager.history(args.task_id)
         nodes = await local.runs.checkpoints(task.id)
         attempts = await local.runs.attempts(task.id)
         children = await _children(local.manager, task)
@@ -95,6 +95,7 @@ async def show_task(args: Args) -> int:
                 "nodes": records,
                 "attempts": history,
                 "children": [_child_json(task, child) for child in children],
+                "history": [change.model_dump(mode="json") for change in changes],
             }
         )
         return EXIT_OK
@@ -119,7 +120,7 @@ async def show_task(args: Args) -> int:
                 for child in children
             ],
         )
-    events = timeline(task, records)
+    events = timeline(task, records, changes)
     if len(events) > 1:
         print()
         print("timeline:")
