@@ -133,8 +133,8 @@ async def open_store(
     db: str | Path, *, create: bool = False, read_only: bool = False
 ) -> AsyncIterator[DurableStore]:
     """Open the store *db* names, without taking a worker slot: an SQLite file, or a
-    PostgreSQL database given by its URL. SQLite is opened *read_only* (never created,
-    migrated or written) or else migrated; a lock held by another process is waited for
+    PostgreSQL database given by its URL. It is opened *read_only* (never created or
+    migrated; an SQLite file never written either) or else migrated; a lock held by another process is waited for
     about two seconds, then refused.
 
     Raises:
@@ -144,7 +144,7 @@ async def open_store(
     """
     settings = database_settings(str(db))
     if not isinstance(settings, SqliteSettings):
-        async with open_any_store(settings) as postgres_store:
+        async with open_any_store(settings, read_only=read_only) as postgres_store:
             yield postgres_store
         return
     if not create and not await anyio.Path(settings.path).exists():

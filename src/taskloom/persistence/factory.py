@@ -61,8 +61,12 @@ def describe_database(target: str | Path) -> str:
 
 
 @asynccontextmanager
-async def open_store(target: str | Path | DatabaseSettings) -> AsyncIterator[DurableStore]:
+async def open_store(
+    target: str | Path | DatabaseSettings, *, read_only: bool = False
+) -> AsyncIterator[DurableStore]:
     """Open the store *target* names (see :func:`database_settings`); close it on exit.
+    *read_only* opens a PostgreSQL database without creating or migrating its schema (an
+    SQLite file says so in its settings).
 
     Raises:
         MissingExtraError: a PostgreSQL database, and the ``postgres`` extra is not
@@ -70,7 +74,7 @@ async def open_store(target: str | Path | DatabaseSettings) -> AsyncIterator[Dur
     """
     settings = database_settings(target)
     if isinstance(settings, PostgresSettings):
-        async with store_class().open(settings) as postgres_store:
+        async with store_class().open(settings, read_only=read_only) as postgres_store:
             yield postgres_store
     else:
         async with SqliteTaskStore.open(settings) as sqlite_store:

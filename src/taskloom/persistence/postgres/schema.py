@@ -69,6 +69,45 @@ async def migrate(connection: Connection, schema: str, database: str) -> int:
     return max(current, latest)
 
 
+async def check(connection: Connection, schema: str, database: str) -> int:
+    """Check, changing nothing, that *schema* holds taskloom's tables at the version this
+    taskloom writes (a read-only open cannot create or migrate it); return the version.
+
+    Raises:
+        ForeignDatabaseError: the schema holds another application's tables.
+        SchemaVersionError: the schema is missing, older or newer than this taskloom's.
+        psycopg.Error: the server refused (translated by the caller).
+    """
+    where = f"schema {schema!r} of {database}"
+    upgrade = f"taskloom db migrate --db postgresql://{database}"
+    tables = await _relations(connection, schema)
+    if not tables:
+        raise SchemaVersionError(f"{where} holds no taskloom tables; create them with: {upgrade}")
+    if VERSION_TABLE not in tables:
+        raise ForeignDatabaseError(
+            f"{where} holds tables of another application, not taskloom's; choose another schema"
+        )
+    cursor = await connection.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
+            sql.Identifier(schema, VERSION_TABLE)
+        )
+    )
+    row = await cursor.fetchone()
+    current = int(row[0]) if row is not None else 0
+    latest = latest_version()
+    if current > latest:
+        raise SchemaVersionError(
+            f"{where} has schema version {current}, newer than this taskloom "
+            f"understands ({latest}); upgrade taskloom"
+        )
+    if current < latest:
+        raise SchemaVersionError(
+            f"{where} has schema version {current}, older than this taskloom's "
+            f"({latest}); upgrade it with: {upgrade}"
+        )
+    return current
+
+
 async def _relations(connection: Connection, schema: str) -> set[str] | None:
     """The names of the relations in *schema*, or ``None`` if it does not exist."""
     cursor = await connection.execute(

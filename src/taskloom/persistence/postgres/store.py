@@ -71,13 +71,17 @@ class PostgresTaskStore:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: PostgresSettings | str) -> AsyncIterator[Self]:
+    async def open(
+        cls, settings: PostgresSettings | str, *, read_only: bool = False
+    ) -> AsyncIterator[Self]:
         """Connect, create and migrate the schema if needed, and close the pool on exit.
+        *read_only* (the CLI's read commands) checks the schema instead, changing nothing.
 
         Raises:
             DatabaseUnavailableError: no server answers, or it refused the connection.
             ForeignDatabaseError: the schema holds another application's tables.
-            SchemaVersionError: the schema was written by a newer taskloom.
+            SchemaVersionError: the schema was written by a newer taskloom (or, read-only,
+                is missing or older).
             PersistenceError: a malformed URL, or any other failure to open it.
         """
         if not isinstance(settings, PostgresSettings):
@@ -86,7 +90,8 @@ class PostgresTaskStore:
         origin = secrets.token_hex(8)
         connection = await connect(settings, name, origin=origin)
         try:
-            await schema.migrate(connection, settings.schema_name, name)
+            prepare = schema.check if read_only else schema.migrate
+            await prepare(connection, settings.schema_name, name)
         except psycopg.Error as error:
             raise translate(error, name) from error
         finally:
