@@ -2,7 +2,6 @@
 
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
@@ -16,6 +15,7 @@ from taskloom.commands.base import (
     Args,
     first_taskloom_error,
 )
+from taskloom.commands.pipe import silence_stdout
 
 Handler = Callable[[Args], Awaitable[int]]
 
@@ -29,16 +29,28 @@ def dispatch(handler: str, params: Mapping[str, Any]) -> NoReturn:
         module, _, name = handler.partition(":")
         function: Handler = getattr(importlib.import_module(f"taskloom.commands.{module}"), name)
         code: int = anyio.run(function, Args(**params), backend="asyncio")
+        sys.stdout.flush()  # here, where a reader that left is caught, not at exit
     except KeyboardInterrupt:
         print("taskloom: interrupted", file=sys.stderr)
         code = EXIT_CANCELLED
     except BrokenPipeError:  # e.g. `taskloom tasks list | head`: the reader has enough
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         code = EXIT_OK
     except (Exception, BaseExceptionGroup) as error:
+        if _only_broken_pipes(error):  # raised inside a store's task group
+            silence_stdout()
+            sys.exit(EXIT_OK)
         mistake = first_taskloom_error(error)
         if mistake is None:
             raise
         print(f"taskloom: error: {mistake}", file=sys.stderr)
         code = EXIT_USAGE
     sys.exit(code)
+
+
+def _only_broken_pipes(error: BaseException) -> bool:
+    """True for a group (of groups) whose errors are all :class:`BrokenPipeError`."""
+    if not isinstance(error, BaseExceptionGroup):
+        return False
+    _, rest = error.split(BrokenPipeError)
+    return rest is None

@@ -6,6 +6,7 @@ The outcome decides the exit code: 0 completed, 1 failed, 130 cancelled.
 import json
 import signal
 import sys
+from collections.abc import Sequence
 from contextlib import aclosing, suppress
 from typing import Any, Final, Literal
 
@@ -25,6 +26,7 @@ from taskloom.engine.states import TaskState
 
 OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"
+READER_LEFT_REASON: Final = "cancelled: the reader of the command's output left (broken pipe)"
 
 UNCLAIMED_NOTE_S: Final = 5.0
 """How long ``tasks watch`` waits for a queued task to be claimed before saying that no
@@ -51,21 +53,32 @@ async def follow(
     *,
     on_interrupt: OnInterrupt,
     flags: str = "",
+    intro: Sequence[str] = (),
 ) -> int:
-    """Draw *task*'s progress until it ends; print how it ended; return the exit code.
+    """Print the *intro* lines, then draw *task*'s progress until it ends; print how it ended; return the exit code.
 
     When the input is a terminal, the task's questions are asked there. On Ctrl-C (or
     SIGTERM), ``cancel`` cancels the task and waits for its nodes to stop,
     and ``detach`` stops watching (the task goes on; exit code 130): then a task still
-    queued after :data:`UNCLAIMED_NOTE_S` is said to have no worker. *flags* (``--db
-    ...``) are added to the commands it prints, so they work when copied.
+    queued after :data:`UNCLAIMED_NOTE_S` is said to have no worker. When the reader of
+    stdout leaves (``| head -1``), ``cancel`` cancels the task as Ctrl-C does and
+    ``detach`` stops watching with exit code 0, both printing nothing more. *flags*
+    (``--db ...``) are added to the commands it prints, so they work when copied.
     """
-    view = ProgressView(workflow, sys.stdout, live=sys.stdout.isatty())
+    reader_left = anyio.Event()
+    view = ProgressView(
+        workflow, sys.stdout, live=sys.stdout.isatty(), on_reader_left=reader_left.set
+    )
     final: Task | None = None
     prompter = Prompter(manager, task.id, view, flags) if sys.stdin.isatty() else None
     async with anyio.create_task_group() as task_group:
         watching = anyio.CancelScope()
         task_group.start_soon(_signals, manager, task.id, on_interrupt, watching, view)
+        task_group.start_soon(
+            _when_reader_leaves, manager, task.id, on_interrupt, watching, reader_left
+        )
+        for line in intro:
+            view.note(line)
         if on_interrupt == "detach" and not task.is_terminal:
             task_group.start_soon(_unclaimed, manager, task, view, flags)
         with watching:
@@ -81,6 +94,8 @@ async def follow(
         task_group.cancel_scope.cancel()
     view.close()
     assert final is not None
+    if reader_left.is_set():  # stdout is the null device: nothing more to say
+        return exit_code(final) if final.is_terminal else EXIT_OK
     if not final.is_terminal:
         print(f"Stopped watching; task {final.id} goes on ({final.state}).")
         return EXIT_CANCELLED
@@ -99,6 +114,23 @@ async def _unclaimed(manager: TaskManager, task: Task, view: ProgressView, flags
             f"database runs {task.name} (or all are busy). Start one with: taskloom worker"
             f"{flags}"
         )
+
+
+async def _when_reader_leaves(
+    manager: TaskManager,
+    task_id: str,
+    on_interrupt: OnInterrupt,
+    watching: anyio.CancelScope,
+    reader_left: anyio.Event,
+) -> None:
+    """``cancel`` (this process runs the task) cancels it, as Ctrl-C does, so that it is
+    not left running with no runner; ``detach`` stops watching."""
+    await reader_left.wait()
+    if on_interrupt == "detach":
+        watching.cancel()
+        return
+    with suppress(TaskStateError):  # it ended meanwhile: its outcome stands
+        await manager.cancel(task_id, reason=READER_LEFT_REASON)
 
 
 async def _signals(

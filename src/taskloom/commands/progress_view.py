@@ -7,10 +7,11 @@ terminal's width (nothing wraps, so redraws never stack); colour unless ``NO_COL
 file or a pipe, one plain line per change.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from taskloom.commands.pipe import silence_stdout
 from taskloom.commands.render import NodeView, node_view
 from taskloom.engine.dag import Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
@@ -126,9 +127,20 @@ def _map_view(task: Task, runs: Sequence[NodeRun]) -> NodeView:
 class ProgressView:
     """Draws a run as its task and node checkpoints change."""
 
-    def __init__(self, workflow: Workflow[Any] | None, stream: TextIO, *, live: bool) -> None:
+    def __init__(
+        self,
+        workflow: Workflow[Any] | None,
+        stream: TextIO,
+        *,
+        live: bool,
+        on_reader_left: Callable[[], None] = lambda: None,
+    ) -> None:
+        """*on_reader_left* is called once if the reader of *stream* (stdout) leaves
+        (``| head -1``); the view then points stdout at the null device and draws no more."""
         self._workflow = workflow
         self._stream = stream
+        self._on_reader_left = on_reader_left
+        self._reader_left = False
         self._live_wanted = live
         self._live: Live | None = None
         self._last_line: str | None = None
@@ -144,8 +156,7 @@ class ProgressView:
         line = self.summary(task)
         if line != self._last_line:
             self._last_line = line
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            self._write(line)
 
     def summary(self, task: Task) -> str:
         """One plain line: overall bar, percentage, state and status message."""
@@ -198,8 +209,7 @@ class ProgressView:
         if self._live is not None:
             self._live.console.print(message, markup=False, highlight=False)
         else:
-            self._stream.write(message + "\n")
-            self._stream.flush()
+            self._write(message)
 
     def pause(self, message: str) -> None:
         """Stop drawing (e.g. while a question is asked) after printing *message*."""
@@ -214,7 +224,20 @@ class ProgressView:
     def close(self) -> None:
         """Leave the last drawing on the screen and the cursor below it."""
         self._stop_live()
-        self._stream.flush()
+        self._write(None)
+
+    def _write(self, line: str | None) -> None:
+        """Write *line* (or only flush); when the reader has left, stop writing."""
+        if self._reader_left:
+            return
+        try:
+            if line is not None:
+                self._stream.write(line + "\n")
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_left = True
+            silence_stdout()
+            self._on_reader_left()
 
     def _draw(self, renderable: "RenderableType") -> None:
         if self._live is None:

@@ -38,8 +38,6 @@ async def run(args: Args) -> int:
             DEFAULT if args.ttl is None else _milliseconds(args.ttl)
         )
         task = await submit(engine.manager, workflow, arguments, ttl_ms=ttl)
-        print(f"Running {workflow.name} as task {task.id} in {describe_database(args.db)}")
-        print("  Ctrl-C cancels it.")
         return await follow(
             engine.manager,
             engine.runs,
@@ -47,6 +45,10 @@ async def run(args: Args) -> int:
             task,
             on_interrupt="cancel",
             flags=again_flags(args),
+            intro=(
+                f"Running {workflow.name} as task {task.id} in {describe_database(args.db)}",
+                "  Ctrl-C cancels it.",
+            ),
         )
 
 

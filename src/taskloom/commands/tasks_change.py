@@ -99,10 +99,13 @@ async def resume_task(args: Args) -> int:
                 }
             )
             return EXIT_OK
-        print(f"Task {forked.task.id} resumes task {source.id}.")
-        print(f"  kept (not run again): {', '.join(forked.kept) or 'none'}")
-        print(f"  runs again:           {', '.join(forked.rerun)}")
+        intro = (
+            f"Task {forked.task.id} resumes task {source.id}.",
+            f"  kept (not run again): {', '.join(forked.kept) or 'none'}",
+            f"  runs again:           {', '.join(forked.rerun)}",
+        )
         if not args.run:
+            print("\n".join(intro))
             flags = again_flags(args)
             print(f"  A worker on this database runs it (taskloom worker{flags});")
             print(f"  follow it with: taskloom tasks watch {forked.task.id}{flags}")
@@ -114,4 +117,5 @@ async def resume_task(args: Args) -> int:
             forked.task,
             on_interrupt="cancel",
             flags=again_flags(args),
+            intro=intro,
         )
