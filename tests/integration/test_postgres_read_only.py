@@ -14,7 +14,13 @@ from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from taskloom.persistence.postgres.schema import VERSION_TABLE, latest_version
 from tests import postgres
 
-READ_COMMANDS = [["tasks", "list"], ["tasks", "show", "t-1"], ["tasks", "watch", "t-1"]]
+READ_COMMANDS = [
+    ["tasks", "list"],
+    ["tasks", "show", "t-1"],
+    ["tasks", "result", "t-1"],
+    ["tasks", "watch", "t-1"],
+    ["tokens", "list"],
+]
 
 
 @pytest.fixture

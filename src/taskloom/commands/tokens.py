@@ -60,7 +60,7 @@ async def create_token(args: Args) -> int:
 
 async def list_tokens(args: Args) -> int:
     """Every token, oldest first, without secrets."""
-    async with open_store(args.db) as store:
+    async with open_store(args.db, read_only=True) as store:
         records = await store.list_tokens()
     now = datetime.now(UTC)
     if args.json:
