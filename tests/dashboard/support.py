@@ -15,8 +15,8 @@ from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.mount import ui_app
 from taskloom.server.http import HttpSettings
 from taskloom.server.http.authentication import Authenticator
-from taskloom.server.http.tokens import StoredTokens
 from taskloom.server.http.limits import RateLimiter
+from taskloom.server.http.tokens import StoredTokens
 from taskloom.testing import FakeClock
 from taskloom.validation import JsonSchemaValidator
 

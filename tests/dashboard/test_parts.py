@@ -8,10 +8,10 @@ from pydantic import BaseModel, JsonValue
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
 from taskloom.engine.runs import NodeRun, NodeState
+from taskloom.server.dashboard import live
 from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
 from taskloom.server.dashboard.graph import PENDING, layout
 from taskloom.server.dashboard.hub import ChangeHub
-from taskloom.server.dashboard import live
 from taskloom.server.dashboard.live import event_stream
 from taskloom.server.dashboard.streams import StreamSlots
 
@@ -161,12 +161,14 @@ def test_a_list_listener_wakes_only_for_the_tasks_its_viewer_sees() -> None:
     ):
         hub.changed("t1", "ann")
         assert not bob._woken.is_set()
-        assert operator._woken.is_set() and page._woken.is_set()
+        assert operator._woken.is_set()
+        assert page._woken.is_set()
         hub.changed("t2", "bob")
         assert bob._woken.is_set()
     with hub.listen(None) as listing, hub.listen("t1") as page:
         hub.node_changed("t1")  # a list shows no node
-        assert page._woken.is_set() and not listing._woken.is_set()
+        assert page._woken.is_set()
+        assert not listing._woken.is_set()
 
 
 async def test_a_wake_that_changes_nothing_shown_sends_nothing() -> None:
@@ -214,7 +216,8 @@ async def test_a_keepalive_goes_on_a_timer(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_principal_holds_at_most_its_streams_and_gives_them_back() -> None:
     slots = StreamSlots(2)
     first, second = slots.take("ann"), slots.take("ann")
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert slots.take("ann") is None
     assert slots.take("bob") is not None
     first()
