@@ -81,6 +81,6 @@ def page(name: str, viewer: Viewer | None, status_code: int = 200, **values: Any
             "frame-ancestors 'none'; form-action 'self'"
         ),
         "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
+        "Referrer-Policy": "same-origin",  # no-referrer makes a form POST send Origin: null
     }
     return HTMLResponse(html, status_code=status_code, headers=headers)
