@@ -196,6 +196,7 @@ async def serve_http(
             recheck_s=None if settings.run_worker else settings.server.recheck_s,
             http=http,
             limiter=limiter,
+            max_unfinished=settings.server.max_unfinished_per_principal,
         )
         service = HttpService(
             server, http, metrics=metrics.render, stored_tokens=stored, ui=ui, limiter=limiter
@@ -254,6 +255,7 @@ async def serve_ui(
             recheck_s=UI_RECHECK_S,
             http=http,
             limiter=principal_limiter(http),
+            max_unfinished=settings.server.max_unfinished_per_principal,
         )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, manager)

@@ -16,6 +16,7 @@ from taskloom.server.dashboard.mount import ui_app
 from taskloom.server.http import HttpSettings
 from taskloom.server.http.authentication import Authenticator
 from taskloom.server.http.limits import RateLimiter
+from taskloom.server.http.tokens import StoredTokens
 from taskloom.testing import FakeClock
 from taskloom.validation import JsonSchemaValidator
 
@@ -57,13 +58,18 @@ async def site(
     limits: HttpSettings | None = None,
     limiter: RateLimiter | None = None,
     client: tuple[str, int] = ("127.0.0.1", 123),
+    stored: StoredTokens | None = None,
+    max_unfinished: int | None = None,
 ) -> AsyncIterator[Site]:
-    """A dashboard on a fresh in-memory store (tokens ``None``: no authentication),
-    throttled as *limits* say (sharing *limiter*) if given, called from *client*."""
+    """A dashboard on a fresh in-memory store (tokens ``None``: no authentication;
+    *stored*: tokens with scopes), throttled as *limits* say (sharing *limiter*) if
+    given, called from *client*."""
     store = InMemoryTaskStore()
     clock = FakeClock()
     manager = TaskManager(store, clock=clock, validator=JsonSchemaValidator())
-    authenticator = Authenticator(HttpSettings(tokens=dict(tokens))) if tokens else None
+    authenticator = (
+        Authenticator(HttpSettings(tokens=dict(tokens or {})), stored) if tokens or stored else None
+    )
     app = ui_app(
         manager,
         store,
@@ -74,6 +80,7 @@ async def site(
         operator=operator,
         http=limits,
         limiter=limiter,
+        max_unfinished=max_unfinished,
     )
     transport = httpx2.ASGITransport(app=app, client=client)
     async with httpx2.AsyncClient(transport=transport, base_url="http://ui.test") as http:

@@ -8,10 +8,12 @@ from pydantic import BaseModel, JsonValue
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
 from taskloom.engine.runs import NodeRun, NodeState
+from taskloom.server.dashboard import live
 from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
 from taskloom.server.dashboard.graph import PENDING, layout
 from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.live import event_stream
+from taskloom.server.dashboard.streams import StreamSlots
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 
@@ -127,24 +129,99 @@ async def test_the_stream_sends_a_change_when_what_it_shows_changed_then_ends() 
 
         async def change() -> None:
             await anyio.wait_all_tasks_blocked()
-            hub.changed("other")  # not this stream's task: no wake
+            hub.changed("other", "ann")  # not this stream's task: no wake
             shown["value"] = 2
-            hub.changed("t1")
+            hub.changed("t1", "ann")
 
         group.start_soon(change)
         with anyio.fail_after(5):
             assert await anext(chunks) == "event: change\ndata: {}\n\n"
     shown["ended"] = True
-    hub.changed("t1")
+    hub.changed("t1", "ann")
     with anyio.fail_after(5):
         rest = [chunk async for chunk in chunks]
-    assert rest == [": keepalive\n\n", "event: end\ndata: {}\n\n"]
+    assert rest == ["event: end\ndata: {}\n\n"]  # a wake sends no keepalive
 
 
 @pytest.mark.parametrize("task_id", [None, "t1"])
 def test_a_listener_of_every_task_and_of_one_task_are_woken(task_id: str | None) -> None:
     hub = ChangeHub()
     with hub.listen(task_id) as listener:
-        hub.changed("t1")
+        hub.changed("t1", "ann")
         assert listener._woken.is_set()
     assert not hub._listeners
+
+
+def test_a_list_listener_wakes_only_for_the_tasks_its_viewer_sees() -> None:
+    hub = ChangeHub()
+    with (
+        hub.listen(None, "bob") as bob,
+        hub.listen(None) as operator,
+        hub.listen("t1") as page,
+    ):
+        hub.changed("t1", "ann")
+        assert not bob._woken.is_set()
+        assert operator._woken.is_set()
+        assert page._woken.is_set()
+        hub.changed("t2", "bob")
+        assert bob._woken.is_set()
+    with hub.listen(None) as listing, hub.listen("t1") as page:
+        hub.node_changed("t1")  # a list shows no node
+        assert page._woken.is_set()
+        assert not listing._woken.is_set()
+
+
+async def test_a_wake_that_changes_nothing_shown_sends_nothing() -> None:
+    hub = ChangeHub()
+    reads = 0
+    shown = {"value": 1}
+    read_again = anyio.Event()
+
+    async def read() -> tuple[tuple[object, ...], bool]:
+        nonlocal reads
+        reads += 1
+        if reads == 2:
+            read_again.set()
+        return (shown["value"],), False
+
+    stream = event_stream(hub, None, read, None, owner="bob")
+    chunks = aiter(stream.body_iterator)
+    assert await anext(chunks) == "retry: 2000\n\n"
+    async with anyio.create_task_group() as group:
+
+        async def change() -> None:
+            await anyio.wait_all_tasks_blocked()
+            hub.changed("t1", "bob")  # bob's task, but what the list shows is the same
+            await read_again.wait()
+            shown["value"] = 2
+            hub.changed("t1", "bob")
+
+        group.start_soon(change)
+        with anyio.fail_after(5):
+            assert await anext(chunks) == "event: change\ndata: {}\n\n"
+
+
+async def test_a_keepalive_goes_on_a_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "KEEPALIVE_S", 0.01)
+
+    async def read() -> tuple[tuple[object, ...], bool]:
+        return (), False
+
+    chunks = aiter(event_stream(ChangeHub(), None, read, None).body_iterator)
+    assert await anext(chunks) == "retry: 2000\n\n"
+    with anyio.fail_after(5):
+        assert await anext(chunks) == ": keepalive\n\n"
+
+
+def test_a_principal_holds_at_most_its_streams_and_gives_them_back() -> None:
+    slots = StreamSlots(2)
+    first, second = slots.take("ann"), slots.take("ann")
+    assert first is not None
+    assert second is not None
+    assert slots.take("ann") is None
+    assert slots.take("bob") is not None
+    first()
+    first()  # twice: still one slot
+    third = slots.take("ann")
+    assert third is not None
+    assert slots.take("ann") is None

@@ -13,11 +13,14 @@ from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.mount import ui_app
 from taskloom.server.http import HttpService, HttpSettings
 from taskloom.server.http.authentication import Authenticator
-from tests.server.http_support import ANN, TOKENS, bearer
+from tests.helpers import eventually
+from tests.server.http_support import ANN, BOB, TOKENS, bearer
 
 
 @asynccontextmanager
-async def serving_ui(engine: Engine, task_server: TaskServer) -> AsyncIterator[str]:
+async def serving_ui(
+    engine: Engine, task_server: TaskServer, max_streams: int | None = None
+) -> AsyncIterator[str]:
     """The endpoint with its dashboard; yields the base URL."""
     settings = HttpSettings(port=0, tokens=TOKENS, max_body_bytes=2_000)
     hub = ChangeHub()
@@ -27,6 +30,7 @@ async def serving_ui(engine: Engine, task_server: TaskServer) -> AsyncIterator[s
         engine.workflows,
         hub,
         authenticator=Authenticator(settings),
+        max_streams=max_streams,
     )
     service = HttpService(task_server, settings, ui=ui)
     following = anyio.CancelScope()
@@ -80,3 +84,28 @@ async def _until(lines: AsyncIterator[str], wanted: str) -> AsyncIterator[str]:
         yield line
         if line == wanted:
             return
+
+
+async def test_a_principal_holds_a_bounded_number_of_live_streams(
+    engine: Engine, task_server: TaskServer
+) -> None:
+    async with (
+        serving_ui(engine, task_server, max_streams=1) as base,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        headers = {"Authorization": f"Bearer {ANN}"}
+        with anyio.fail_after(10):
+            async with http.stream("GET", f"{base}/ui/events", headers=headers) as first:
+                assert first.status_code == 200
+                second = await http.get(f"{base}/ui/events", headers=headers)
+                assert second.status_code == 429
+                assert "at most 1 each" in second.text
+                other = {"Authorization": f"Bearer {BOB}"}
+                async with http.stream("GET", f"{base}/ui/events", headers=other) as bobs:
+                    assert bobs.status_code == 200
+
+        async def given_back() -> bool:
+            async with http.stream("GET", f"{base}/ui/events", headers=headers) as again:
+                return again.status_code == 200
+
+        await eventually(given_back)

@@ -47,10 +47,7 @@ async def submit(
         stored_answers = workflow.parse_answers(answers or {})
     except ValueError as error:
         raise InvalidRequestError(f"invalid answers for {workflow.name}: {error}") from None
-    if owner is not None and max_unfinished is not None:
-        unfinished = await manager.count(owner=owner, states=ACTIVE_STATES)
-        if unfinished >= max_unfinished:
-            raise QuotaExceededError(owner=owner, limit=max_unfinished)
+    await check_quota(manager, owner, max_unfinished)
     return await manager.create(
         workflow.name,
         validated.model_dump(mode="json"),
@@ -60,6 +57,21 @@ async def submit(
         workflow_version=workflow.version,
         input_responses=stored_answers,
     )
+
+
+async def check_quota(manager: TaskManager, owner: str | None, max_unfinished: int | None) -> None:
+    """Refuse one more task to *owner* when it already has *max_unfinished* unfinished
+    tasks (queued, running or waiting for input); the local user (``None``) and a
+    ``None`` limit are never limited. Every way of starting a task calls this.
+
+    Raises:
+        QuotaExceededError: *owner* is at its limit.
+    """
+    if owner is None or max_unfinished is None:
+        return
+    unfinished = await manager.count(owner=owner, states=ACTIVE_STATES)
+    if unfinished >= max_unfinished:
+        raise QuotaExceededError(owner=owner, limit=max_unfinished)
 
 
 def arguments_problem(tool: str, error: ValidationError, accepted: Iterable[str]) -> str:

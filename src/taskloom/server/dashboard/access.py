@@ -22,7 +22,7 @@ from typing import Final
 from starlette.requests import Request
 
 from taskloom.engine.manager import ANY_OWNER, OwnerScope
-from taskloom.engine.scopes import Grant
+from taskloom.engine.scopes import EVERYTHING, Grant, Scopes
 from taskloom.server.audit import LOCAL_PRINCIPAL
 from taskloom.server.http.authentication import Authenticator, Refusal
 
@@ -47,6 +47,8 @@ class Viewer:
     """It authenticated with an ``Authorization`` header (no CSRF token needed)."""
     signed_in: bool
     """It logged in with the form (it can log out)."""
+    scopes: Scopes = EVERYTHING
+    """Its token's scopes: a task of a workflow they do not see cannot be resumed."""
 
 
 class Access:
@@ -91,6 +93,7 @@ class Access:
             may_act,
             not signed_in,
             signed_in,
+            found.scopes,
         )
 
     async def grant(self, authorization: str) -> Grant | Refusal:

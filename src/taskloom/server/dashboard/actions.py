@@ -12,23 +12,36 @@ from taskloom.engine.errors import (
     InputNotRequestedError,
     InvalidAnswerError,
     InvalidRequestError,
+    QuotaExceededError,
     TaskloomError,
     TaskNotFoundError,
     TaskStateError,
 )
 from taskloom.engine.fork import fork
+from taskloom.engine.submit import check_quota
 from taskloom.server.audit import ANONYMOUS, Action, Outcome
 from taskloom.server.audit import write as audit
 from taskloom.server.dashboard.access import COOKIE, CSRF_FIELD, Viewer
 from taskloom.server.dashboard.context import PREFIX, Dashboard, page, too_many
 from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.forms import answer as form_answer
+from taskloom.server.dashboard.origin import cross_site
 from taskloom.server.dashboard.throttle import address
 from taskloom.server.http.authentication import Refusal
 
 MAX_FORM_FIELDS: Final = 200
 TOKEN_FIELD: Final = "token"
 QUESTION_FIELD: Final = "taskloom_question"
+NOTICES: Final = {
+    "cancelled": "Cancelled.",
+    "already-ended": "The task had already ended.",
+    "answered": "Answer stored.",
+    "not-pending": "That question is no longer pending.",
+    "resumed": "Resumed: the completed nodes are kept, the others run again.",
+}
+"""What a task page says after an action, by the code in its ``?notice=`` (a URL
+carries a code, never the text: a link cannot make the page say something else)."""
+CROSS_SITE: Final = "Refused: this form was sent from another site."
 
 
 async def _checked_form(
@@ -36,6 +49,9 @@ async def _checked_form(
 ) -> dict[str, str] | Response:
     """The POSTed form, or the refusal: no CSRF token, read-only viewer."""
     task_id = request.path_params["task_id"][:200]
+    if cross_site(request):
+        _audit(viewer, action, "refused", task_id, "cross-site")
+        return page("message.html", viewer, 403, title="Refused", message=CROSS_SITE)
     async with request.form(max_files=0, max_fields=MAX_FORM_FIELDS) as form:
         values = {key: value for key, value in form.items() if isinstance(value, str)}
     if not dashboard.access.csrf_ok(viewer, values.get(CSRF_FIELD)):
@@ -63,9 +79,9 @@ async def cancel(dashboard: Dashboard, viewer: Viewer, request: Request) -> Resp
         return _not_found(viewer)
     except IllegalTransitionError:
         _audit(viewer, "cancel", "refused", task_id, "already ended")
-        return _back(task_id, "The task had already ended.")
+        return _back(task_id, "already-ended")
     _audit(viewer, "cancel", "ok", task_id)
-    return _back(task_id, "Cancelled.")
+    return _back(task_id, "cancelled")
 
 
 async def answer(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
@@ -95,32 +111,41 @@ async def answer(dashboard: Dashboard, viewer: Viewer, request: Request) -> Resp
         )
     except (InputNotRequestedError, TaskStateError):
         _audit(viewer, "answer", "refused", task_id, "not asked")
-        return _back(task_id, "That question is no longer pending.")
+        return _back(task_id, "not-pending")
     _audit(viewer, "answer", "ok", task_id)
-    return _back(task_id, "Answer stored.")
+    return _back(task_id, "answered")
 
 
 async def resume(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
     """Resume a failed (or cancelled) run from its failed nodes: a new task keeping the
-    completed nodes (ADR 0012's fork); show the new task."""
+    completed nodes (ADR 0012's fork); show the new task. As starting a task over MCP:
+    only for a workflow the token's scopes see, within the unfinished-task quota."""
     task_id = request.path_params["task_id"]
     form = await _checked_form(dashboard, viewer, request, "create")
     if isinstance(form, Response):
         return form
     try:
         task = await dashboard.manager.get(task_id, owner=viewer.owner)
+        if not viewer.scopes.sees(task.name):  # not served to it, as over MCP
+            raise TaskNotFoundError(task_id)
         workflow = dashboard.workflows.get(task.name)
         if workflow is None:
             raise InvalidRequestError(f"this server does not run the workflow {task.name}")
+        if isinstance(viewer.owner, str):
+            await check_quota(dashboard.manager, viewer.owner, dashboard.max_unfinished)
         forked = await fork(
             dashboard.manager, dashboard.runs, workflow, task_id, owner=viewer.owner
         )
     except TaskNotFoundError:
         _audit(viewer, "create", "refused", task_id, "not found")
         return _not_found(viewer)
+    except QuotaExceededError as error:
+        _audit(viewer, "create", "refused", task_id, "quota")
+        return page("message.html", viewer, 429, title="Too many tasks", message=str(error))
     except (TaskStateError, InvalidRequestError) as error:
         _audit(viewer, "create", "refused", task_id, "not resumable")
-        return _back(task_id, str(error))
+        shown = await detail(dashboard, viewer, task_id)
+        return page("task.html", viewer, 409, detail=shown, notice=str(error), problems=())
     except TaskloomError:
         _audit(viewer, "create", "error", task_id, "resume failed")
         raise
@@ -133,11 +158,7 @@ async def resume(dashboard: Dashboard, viewer: Viewer, request: Request) -> Resp
         via="dashboard",
         source=forked.source.id,
     )
-    return _back(
-        forked.task.id,
-        f"Resumed from {forked.source.id}: {len(forked.rerun)} "
-        f"node(s) run again, {len(forked.kept)} kept.",
-    )
+    return _back(forked.task.id, "resumed")
 
 
 async def login(dashboard: Dashboard, request: Request) -> Response:
@@ -147,6 +168,9 @@ async def login(dashboard: Dashboard, request: Request) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=303)
     if request.method == "GET":
         return page("login.html", None, error="")
+    if cross_site(request):  # a forged sign-in would sign the victim in as the forger
+        audit_sign_in(ANONYMOUS, "refused", request, "cross-site")
+        return page("message.html", None, 403, title="Refused", message=CROSS_SITE)
     throttle = dashboard.throttle
     if (wait_s := throttle.failing(request)) > 0:
         audit_sign_in(ANONYMOUS, "refused", request, "too many failures")
@@ -179,6 +203,8 @@ async def login(dashboard: Dashboard, request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     """Forget the cookie (a cross-site POST cannot: it carries no cookie, SameSite)."""
+    if cross_site(request):
+        return page("message.html", None, 403, title="Refused", message=CROSS_SITE)
     response = RedirectResponse(f"{PREFIX}/login", status_code=303)
     response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
     return response
@@ -198,6 +224,7 @@ def audit_sign_in(who: str, outcome: Outcome, request: Request, reason: str = ""
 
 
 def _back(task_id: str, notice: str) -> Response:
+    """Show *task_id* saying the notice *notice* (a key of ``NOTICES``)."""
     return RedirectResponse(
         f"{PREFIX}/tasks/{quote(task_id, safe='')}?notice={quote(notice)}", status_code=303
     )

@@ -134,7 +134,11 @@ async def _list_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
     async def read() -> tuple[tuple[object, ...], bool]:
         return (await listing(dashboard, viewer, filters)).fingerprint(), False
 
-    return event_stream(dashboard.hub, None, read, dashboard.recheck_s)
+    if (slot := dashboard.streams.take(viewer.name)) is None:
+        return _too_many_streams(dashboard, viewer)
+    return event_stream(
+        dashboard.hub, None, read, dashboard.recheck_s, owner=viewer.owner, slot=slot
+    )
 
 
 async def _task_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
@@ -144,7 +148,7 @@ async def _task_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> 
     except TaskNotFoundError:
         return not_found(viewer, task_id)
     template = "_task.html" if FRAGMENT in request.query_params else "task.html"
-    notice = request.query_params.get("notice", "")[:200]
+    notice = actions.NOTICES.get(request.query_params.get("notice", ""), "")
     return page(template, viewer, detail=shown, notice=notice, problems=())
 
 
@@ -162,7 +166,15 @@ async def _task_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
             return (), True
         return shown.fingerprint(), shown.task.is_terminal
 
-    return event_stream(dashboard.hub, task_id, read, dashboard.recheck_s)
+    if (slot := dashboard.streams.take(viewer.name)) is None:
+        return _too_many_streams(dashboard, viewer)
+    return event_stream(dashboard.hub, task_id, read, dashboard.recheck_s, slot=slot)
+
+
+def _too_many_streams(dashboard: Dashboard, viewer: Viewer) -> Response:
+    limit = dashboard.streams.limit
+    message = f"Too many live pages open (at most {limit} each); close some"
+    return page("message.html", viewer, 429, title="Too many live pages", message=message)
 
 
 def not_found(viewer: Viewer, task_id: str) -> Response:

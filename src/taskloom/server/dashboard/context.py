@@ -1,7 +1,7 @@
 """What the dashboard's pages read and act on, and how they render."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
 from taskloom.server.dashboard.access import CSRF_FIELD, Access, Viewer
 from taskloom.server.dashboard.hub import ChangeHub
+from taskloom.server.dashboard.streams import StreamSlots
 from taskloom.server.dashboard.throttle import UNLIMITED, Throttle
 from taskloom.server.http.limits import RateLimiter
 
@@ -34,6 +35,11 @@ class Dashboard:
     whose events do not reach this one); ``None``: only on events."""
     throttle: Throttle = UNLIMITED
     """How fast each caller is served (per principal, per address, failed sign-ins)."""
+    max_unfinished: int | None = None
+    """The most unfinished tasks a principal may have (a resume is refused beyond it):
+    the server's ``max_unfinished_per_principal``."""
+    streams: StreamSlots = field(default_factory=StreamSlots)
+    """How many live streams each principal may hold open."""
 
 
 _templates = jinja2.Environment(
@@ -75,6 +81,6 @@ def page(name: str, viewer: Viewer | None, status_code: int = 200, **values: Any
             "frame-ancestors 'none'; form-action 'self'"
         ),
         "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
+        "Referrer-Policy": "same-origin",  # no-referrer makes a form POST send Origin: null
     }
     return HTMLResponse(html, status_code=status_code, headers=headers)

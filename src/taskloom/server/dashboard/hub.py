@@ -5,6 +5,9 @@ Task changes come from the manager's change feed (every committed change of this
 process, and of others on PostgreSQL); node attempts starting and ending come from the
 engine's observer events (the runner writes no task change when a node starts). A
 listener is only woken: its stream then reads what it shows and sends it if it changed.
+A list's listener is woken only by changes of tasks its viewer sees (the change feed
+names each task's owner), so one principal's stream never stirs for another's tasks;
+node events concern a task's page only (a list shows no node).
 """
 
 from collections.abc import Iterator
@@ -13,16 +16,19 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import ANY_OWNER, OwnerScope, TaskManager
 from taskloom.engine.observe import AttemptInfo, NullObserver, RunInfo
 from taskloom.engine.runs import AttemptOutcome, ErrorInfo
 
 
 @dataclass(eq=False)
 class Listener:
-    """One open stream: the task it follows (``None``: any task), woken on a change."""
+    """One open stream: the task it follows (``None``: any task of *owner*), woken on a
+    change."""
 
     task_id: str | None
+    owner: OwnerScope = ANY_OWNER
+    """Whose tasks a list listener sees (a principal, ``None``: the local user, or all)."""
     _woken: anyio.Event = field(default_factory=anyio.Event)
 
     def wake(self) -> None:
@@ -42,19 +48,30 @@ class ChangeHub(NullObserver):
         self._listeners: set[Listener] = set()
 
     @contextmanager
-    def listen(self, task_id: str | None = None) -> Iterator[Listener]:
-        """A listener for *task_id*'s changes (or every task's), while the block runs."""
-        listener = Listener(task_id)
+    def listen(
+        self, task_id: str | None = None, owner: OwnerScope = ANY_OWNER
+    ) -> Iterator[Listener]:
+        """A listener for *task_id*'s changes (or those of every task *owner* sees),
+        while the block runs."""
+        listener = Listener(task_id, owner)
         self._listeners.add(listener)
         try:
             yield listener
         finally:
             self._listeners.discard(listener)
 
-    def changed(self, task_id: str) -> None:
-        """Wake the listeners of *task_id* and of every task."""
+    def changed(self, task_id: str, owner: str | None) -> None:
+        """*owner*'s task *task_id* changed: wake its listeners, and the lists that see it."""
         for listener in self._listeners:
-            if listener.task_id is None or listener.task_id == task_id:
+            if listener.task_id == task_id or (
+                listener.task_id is None and listener.owner in (ANY_OWNER, owner)
+            ):
+                listener.wake()
+
+    def node_changed(self, task_id: str) -> None:
+        """A node of *task_id* started or ended: wake that task's listeners only."""
+        for listener in self._listeners:
+            if listener.task_id == task_id:
                 listener.wake()
 
     async def follow(self, manager: TaskManager) -> None:
@@ -62,17 +79,17 @@ class ChangeHub(NullObserver):
         with manager.subscribe() as changes:
             while True:
                 task = await changes.receive()
-                self.changed(task.id)
-                if task.parent_id is not None:
-                    self.changed(task.parent_id)
+                self.changed(task.id, task.owner)
+                if task.parent_id is not None:  # its page lists its children
+                    self.changed(task.parent_id, task.owner)
 
     def run_started(self, run: RunInfo) -> None:
         """A run started: its page shows it."""
-        self.changed(run.task_id)
+        self.node_changed(run.task_id)
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """A node started: its task's page shows it."""
-        self.changed(attempt.task_id)
+        self.node_changed(attempt.task_id)
 
     def attempt_ended(
         self,
@@ -84,4 +101,4 @@ class ChangeHub(NullObserver):
         error: ErrorInfo | None,
     ) -> None:
         """A node attempt ended: its task's page shows it."""
-        self.changed(attempt.task_id)
+        self.node_changed(attempt.task_id)
