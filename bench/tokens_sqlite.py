@@ -80,8 +80,8 @@ async def _measure(path: Path, quick: bool) -> dict[str, list[float]]:
             await store.add_token(record)
             tokens.append(token)
         verifier = TokenVerifier(store, clock)
-        small = Authenticator(HttpSettings(tokens=_static(2)), verifier.grant)
-        large = Authenticator(HttpSettings(tokens=_static(100)), verifier.grant)
+        small = Authenticator(HttpSettings(tokens=_static(2)), verifier)
+        large = Authenticator(HttpSettings(tokens=_static(100)), verifier)
         static_header = ["Bearer static-token-000001-padding"] * lookups
         wrong = [f"Bearer {token[:-4]}AAAA" for token in tokens]
         cases = {

@@ -187,19 +187,26 @@ async def serve_http(
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
         stored = await _stored_tokens(engine, http)
         limiter = principal_limiter(http)  # one allowance per principal, /mcp and /ui
+        authenticator = Authenticator(http, stored)  # one watch of grants, /mcp and /ui
         ui = ui_app(
             engine.manager,
             engine.runs,
             engine.workflows,
             hub,
-            authenticator=Authenticator(http, stored),
+            authenticator=authenticator,
             recheck_s=None if settings.run_worker else settings.server.recheck_s,
             http=http,
             limiter=limiter,
             max_unfinished=settings.server.max_unfinished_per_principal,
         )
         service = HttpService(
-            server, http, metrics=metrics.render, stored_tokens=stored, ui=ui, limiter=limiter
+            server,
+            http,
+            metrics=metrics.render,
+            stored_tokens=stored,
+            ui=ui,
+            limiter=limiter,
+            authenticator=authenticator,
         )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, engine.manager)
@@ -259,10 +266,13 @@ async def serve_ui(
         )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, manager)
+            task_group.start_soon(authenticator.watch.run)
             if isinstance(database, PostgresSettings):
                 postgres = cast("PostgresTaskStore", store)
                 await task_group.start(postgres.watch_changes, manager.notice)
-            await serve_ui_alone(ui, http.host, http.port, task_status=task_status)
+            await serve_ui_alone(
+                ui, http.host, http.port, watch=authenticator.watch, task_status=task_status
+            )
             task_group.cancel_scope.cancel()
 
 
@@ -276,7 +286,7 @@ async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | 
         return None
     verifier = TokenVerifier(engine.tokens, engine.manager.clock)
     if await verifier.any_active():
-        return verifier.grant
+        return verifier
     if not http.authenticates and not is_loopback(http.host):
         raise InvalidRequestError(
             f"refusing to serve HTTP on {http.host} without tokens: create one "

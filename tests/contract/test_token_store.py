@@ -65,3 +65,27 @@ async def test_a_token_expires_at_its_expiry(store: TaskStore) -> None:
     assert await verifier.grant(token) is not None
     clock.advance(1)
     assert await verifier.grant(token) is None
+
+
+async def test_the_tokens_in_use_are_read_back_in_one_call_and_ended_ones_named(
+    store: TaskStore,
+) -> None:
+    tokens = cast(TokenStore, store)
+    clock = FakeClock(NOW)
+    _, kept = mint("ann", now=NOW)
+    _, revoked = mint("ann", now=NOW)
+    _, expiring = mint("bob", now=NOW, expires_in=timedelta(minutes=5))
+    for record in (kept, revoked, expiring):
+        await tokens.add_token(record)
+    await tokens.revoke_token(revoked.id, NOW)
+    wanted = [kept.id, revoked.id, "0" * 12]
+    assert sorted(r.id for r in await tokens.find_tokens(wanted)) == sorted([kept.id, revoked.id])
+    assert await tokens.find_tokens([]) == []
+    verifier = TokenVerifier(tokens, clock)
+    ids = [kept.id, revoked.id, expiring.id, "0" * 12]
+    assert await verifier.ended(ids) == {
+        revoked.id: TokenState.REVOKED,
+        "0" * 12: TokenState.REVOKED,  # deleted: no longer accepted either
+    }
+    clock.advance(300)
+    assert (await verifier.ended(ids))[expiring.id] is TokenState.EXPIRED

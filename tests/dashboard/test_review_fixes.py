@@ -3,13 +3,15 @@ or the unfinished-task quota, cross-site forms (a forged sign-in), notices writt
 a link. Each as the browser or a script would meet it, over ASGI."""
 
 import logging
+from collections.abc import Collection
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
-from taskloom.engine.scopes import Grant, Scopes
 from taskloom.engine.states import TaskState
+from taskloom.engine.tokens import TokenRecord, TokenState
 from taskloom.server.dashboard.access import COOKIE, CSRF_FIELD
 from tests.dashboard.support import ANN, Site, site
 from tests.dashboard.test_views import _csrf
@@ -32,8 +34,19 @@ def _flow(name: str) -> Workflow[Empty]:
     return flow
 
 
-async def _grants(token: str) -> Grant | None:
-    return Grant("ann", Scopes.parse(["workflows:job"])) if token == SCOPED else None
+class _Grants:
+    """One stored token of ``ann``, scoped to the workflow ``job``."""
+
+    async def record(self, token: str) -> TokenRecord | None:
+        if token != SCOPED:
+            return None
+        return TokenRecord("0" * 12, "ann", "", ("workflows:job",), datetime.now(UTC))
+
+    def seconds_left(self, record: TokenRecord) -> float | None:
+        return None
+
+    async def ended(self, token_ids: Collection[str]) -> dict[str, TokenState]:
+        return {}
 
 
 async def _cancelled(shown: Site, name: str) -> str:
@@ -55,7 +68,7 @@ async def test_a_resume_is_refused_outside_the_tokens_workflow_scopes_and_past_t
 ) -> None:
     caplog.set_level(logging.INFO, logger="taskloom.audit")
     workflows = {"job": _flow("job"), "other": _flow("other")}
-    async with site(workflows=workflows, stored=_grants, max_unfinished=1) as shown:
+    async with site(workflows=workflows, stored=_Grants(), max_unfinished=1) as shown:
         other = await _cancelled(shown, "other")
         refused = await shown.post(f"/ui/tasks/{other}/resume", {}, token=SCOPED)
         assert refused.status_code == 404

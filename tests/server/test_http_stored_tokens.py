@@ -26,7 +26,7 @@ async def _serving(task_server: TaskServer, engine: Engine, clock: FakeClock) ->
     assert engine.tokens is not None
     verifier = TokenVerifier(engine.tokens, clock)
     settings = HttpSettings(port=0, tokens={ANN: "ann"}, stored_tokens=True)
-    service = HttpService(task_server, settings, stored_tokens=verifier.grant)
+    service = HttpService(task_server, settings, stored_tokens=verifier)
     async with anyio.create_task_group() as task_group:
         with anyio.fail_after(10):
             port = await task_group.start(service.serve)

@@ -11,7 +11,7 @@ verifier reads the row on every request, so a revocation holds from the next one
 import hashlib
 import hmac
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -74,6 +74,10 @@ class TokenStore(Protocol):
 
     async def list_tokens(self) -> Sequence[TokenRecord]:
         """Every token, oldest first."""
+        ...
+
+    async def find_tokens(self, token_ids: Collection[str]) -> Sequence[TokenRecord]:
+        """The tokens with these ids (unknown ids are left out), in one read."""
         ...
 
     async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
@@ -145,6 +149,11 @@ class TokenVerifier:
     async def grant(self, presented: str) -> Grant | None:
         """The principal and scopes of an active token, or ``None`` (unknown, wrong
         secret, expired, revoked, or not shaped like a token)."""
+        record = await self.record(presented)
+        return Grant(record.principal, Scopes.parse(record.scopes)) if record else None
+
+    async def record(self, presented: str) -> TokenRecord | None:
+        """The stored record of an active token, or ``None`` (as :meth:`grant`)."""
         parts = split_token(presented)
         if parts is None:
             return None
@@ -156,4 +165,24 @@ class TokenVerifier:
             return None
         if record.state(self._clock.now()) is not TokenState.ACTIVE:
             return None
-        return Grant(record.principal, Scopes.parse(record.scopes))
+        return record
+
+    def seconds_left(self, record: TokenRecord) -> float | None:
+        """How long *record* is accepted from now (``None``: it does not expire)."""
+        if record.expires_at is None:
+            return None
+        return (record.expires_at - self._clock.now()).total_seconds()
+
+    async def ended(self, token_ids: Collection[str]) -> dict[str, TokenState]:
+        """Which of *token_ids* are no longer accepted, and why (a deleted token counts as
+        revoked): one read for them all, however many."""
+        if not token_ids:
+            return {}
+        now = self._clock.now()
+        found = {
+            record.id: record.state(now) for record in await self._store.find_tokens(token_ids)
+        }
+        states = {token_id: found.get(token_id, TokenState.REVOKED) for token_id in token_ids}
+        return {
+            token_id: state for token_id, state in states.items() if state is not TokenState.ACTIVE
+        }

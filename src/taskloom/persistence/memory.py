@@ -3,7 +3,7 @@
 import secrets
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 import anyio
@@ -74,6 +74,11 @@ class InMemoryTaskStore:
         """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
         await anyio.lowlevel.checkpoint()
         return sorted(self._tokens.values(), key=lambda record: (record.created_at, record.id))
+
+    async def find_tokens(self, token_ids: Collection[str]) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_tokens`."""
+        await anyio.lowlevel.checkpoint()
+        return [self._tokens[each] for each in token_ids if each in self._tokens]
 
     async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
         """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""

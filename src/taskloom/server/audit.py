@@ -21,7 +21,11 @@ naming tasks is one ``read`` per task it names, written when the stream is ackno
 ``tasks/get`` would answer; a listen refused as a whole is one record. Outcomes: ``ok``,
 ``refused`` (a JSON-RPC error, or a plain tool's error result, with its code),
 ``error`` (``-32603``), ``interrupted`` (the request was cancelled or its caller left)
-and, for answers to an elicitation, ``declined`` and ``dismissed``.
+and, for answers to an elicitation, ``declined`` and ``dismissed``. The server ending
+an open request, stream or session because its bearer token was revoked or expired
+is ``end`` with the outcome ``revoked`` or ``expired``, its ``method`` naming what was
+ended (``POST /mcp``, ``GET /ui/events``, ``session``) and ``via`` ``mcp`` or
+``dashboard`` (ADR 0037).
 
 The ``audit_trail`` middleware (``middleware.py``) opens an :class:`AuditEntry` per
 request and writes it when the request ends; handlers that learn more on the way
@@ -44,8 +48,10 @@ ANONYMOUS: Final = "anonymous"
 VALUE_LIMIT: Final = 200
 """Most characters of a client's value (task id, tool name) a record keeps."""
 
-Action = Literal["create", "read", "list", "cancel", "answer", "sign_in"]
-Outcome = Literal["ok", "refused", "error", "interrupted", "declined", "dismissed"]
+Action = Literal["create", "read", "list", "cancel", "answer", "sign_in", "end"]
+Outcome = Literal[
+    "ok", "refused", "error", "interrupted", "declined", "dismissed", "revoked", "expired"
+]
 
 METHOD_ACTIONS: Final[Mapping[str, Action]] = {
     "tasks/get": "read",

@@ -3,6 +3,9 @@
 :func:`middleware_stack` is the order; it carries meaning, so it lives here and nowhere
 else. Outermost first (after the SDK's own OpenTelemetry middleware):
 
+0. :func:`end_with_request`: a handler ends with the HTTP request it answers, when that
+   request's bearer token is revoked or expires (``http.grant_watch``, ADR 0037): a
+   2025-11-25 session runs its handlers apart from the requests.
 1. :func:`audit_trail`: who created, read, listed, cancelled or answered which task, and
    what they were refused (it sees the final outcome, errors included).
 2. :func:`error_boundary`: engine errors become their JSON-RPC errors
@@ -35,7 +38,7 @@ import pydantic_core
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
-from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
 from pydantic import BaseModel, ValidationError
 
 from taskloom.engine.errors import TaskloomError
@@ -54,6 +57,7 @@ from taskloom.server.generation import (
     generation,
     serves,
 )
+from taskloom.server.http.grant_watch import with_request
 from taskloom.server.wire import tasks_capability
 
 logger = logging.getLogger(__name__)
@@ -67,7 +71,8 @@ def middleware_stack(
     owner: str | None, *, max_result_bytes: int | None
 ) -> list[ServerMiddleware[Any]]:
     """The middlewares of a connection acting for *owner*, outermost first."""
-    stack: list[ServerMiddleware[Any]] = [audit_trail(owner), error_boundary, check_generation]
+    stack: list[ServerMiddleware[Any]] = [end_with_request, audit_trail(owner), error_boundary]
+    stack.append(check_generation)
     stack.append(check_task_routing)
     if max_result_bytes is not None:
         stack.append(limit_results(max_result_bytes))
@@ -81,6 +86,14 @@ class TaskCreated(Exception):  # a signal carrying a result, not an error
     def __init__(self, payload: dict[str, Any]) -> None:
         super().__init__("task created")
         self.payload = payload
+
+
+async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """End the handler (a wait for a result, a listen) once the bearer token of its
+    request ends; its answer, which no stream carries any more, is then an error."""
+    with with_request():
+        return await call_next(ctx)
+    raise MCPError(INVALID_REQUEST, "Request ended: its bearer token is no longer valid")
 
 
 def audit_trail(owner: str | None) -> ServerMiddleware[Any]:

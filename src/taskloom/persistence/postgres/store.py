@@ -1,7 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -125,6 +125,10 @@ class PostgresTaskStore:
     async def list_tokens(self) -> Sequence[TokenRecord]:
         """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
         return await self._db.read(tokens.list_tokens)
+
+    async def find_tokens(self, token_ids: Collection[str]) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_tokens`."""
+        return await self._db.read(partial(tokens.find_tokens, list(token_ids)))
 
     async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
         """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""

@@ -32,6 +32,14 @@ async def find_token(token_id: str, connection: Connection) -> TokenRecord | Non
     return _record(row) if row is not None else None
 
 
+async def find_tokens(token_ids: list[str], connection: Connection) -> list[TokenRecord]:
+    """See :meth:`taskloom.engine.tokens.TokenStore.find_tokens`."""
+    cursor = await connection.execute(
+        f"SELECT {_COLUMNS} FROM tokens WHERE id = ANY(%s)", (token_ids,)
+    )
+    return [_record(row) for row in await cursor.fetchall()]
+
+
 async def list_tokens(connection: Connection) -> list[TokenRecord]:
     """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
     cursor = await connection.execute(f"SELECT {_COLUMNS} FROM tokens ORDER BY created_at, id")

@@ -1,7 +1,7 @@
 """SqliteTaskStore: the embedded default store (WAL, group commit, ``synchronous=FULL``)."""
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -308,6 +308,10 @@ class SqliteTaskStore:
     async def list_tokens(self) -> Sequence[TokenRecord]:
         """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
         return await self._read(tokens.list_tokens)
+
+    async def find_tokens(self, token_ids: Collection[str]) -> Sequence[TokenRecord]:
+        """See :meth:`taskloom.engine.tokens.TokenStore.find_tokens`."""
+        return await self._read_point(partial(tokens.find_tokens, token_ids=list(token_ids)))
 
     async def revoke_token(self, token_id: str, now: datetime) -> TokenRecord | None:
         """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""

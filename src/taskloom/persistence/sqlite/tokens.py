@@ -32,6 +32,15 @@ def find_token(raw: sqlite3.Connection, token_id: str) -> TokenRecord | None:
     return _record(row) if row is not None else None
 
 
+def find_tokens(raw: sqlite3.Connection, token_ids: list[str]) -> list[TokenRecord]:
+    """See :meth:`taskloom.engine.tokens.TokenStore.find_tokens`."""
+    found = raw.execute(
+        f"SELECT {_COLUMNS} FROM tokens WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(token_ids),),
+    ).fetchall()
+    return [_record(row) for row in found]
+
+
 def list_tokens(raw: sqlite3.Connection) -> list[TokenRecord]:
     """See :meth:`taskloom.engine.tokens.TokenStore.list_tokens`."""
     found = raw.execute(f"SELECT {_COLUMNS} FROM tokens ORDER BY created_at, id").fetchall()

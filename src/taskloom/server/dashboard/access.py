@@ -3,7 +3,8 @@
 A request is authenticated by its ``Authorization: Bearer`` header, or by the token the
 login form stored in the ``taskloom_token`` cookie (``HttpOnly``, ``SameSite=Strict``,
 ``Path=/ui``); the token is checked by the endpoint's :class:`Authenticator` on every
-request, so a revoked or expired token stops working at once. Without any token
+request, so a revoked or expired token stops working at once; a live page's stream
+opened with it ends within a second of the revocation (ADR 0037). Without any token
 configured, every caller is the local user, as over MCP (or, for ``taskloom ui`` on a
 database alone, the operator, who sees every task).
 
@@ -25,6 +26,7 @@ from taskloom.engine.manager import ANY_OWNER, OwnerScope
 from taskloom.engine.scopes import EVERYTHING, Grant, Scopes
 from taskloom.server.audit import LOCAL_PRINCIPAL
 from taskloom.server.http.authentication import Authenticator, Refusal
+from taskloom.server.http.grant_watch import GrantWatch, LiveGrant
 
 COOKIE: Final = "taskloom_token"
 CSRF_FIELD: Final = "taskloom_csrf"
@@ -49,6 +51,8 @@ class Viewer:
     """It logged in with the form (it can log out)."""
     scopes: Scopes = EVERYTHING
     """Its token's scopes: a task of a workflow they do not see cannot be resumed."""
+    live: LiveGrant | None = None
+    """Its grant and what can end it (``None``: no token, the local user)."""
 
 
 class Access:
@@ -63,6 +67,8 @@ class Access:
         self._allow_actions = allow_actions
         self._operator = operator
         self._key = secrets.token_bytes(32)
+        self.watch = authenticator.watch if authenticator is not None else GrantWatch()
+        """Ends a live page's stream once its token ends (the authenticator's)."""
 
     @property
     def needs_login(self) -> bool:
@@ -80,10 +86,12 @@ class Access:
         cookie = request.cookies.get(COOKIE)
         if header is None and not cookie:
             return None
-        found = await self.grant(header if header is not None else f"Bearer {cookie}")
-        if isinstance(found, Refusal):
-            return found
         credential = header if header is not None else f"Bearer {cookie}"
+        assert self._auth is not None
+        live = await self._auth.credential(credential)
+        if isinstance(live, Refusal):
+            return live
+        found = live.grant
         may_act = self._allow_actions and not found.scopes.read_only
         signed_in = header is None
         return Viewer(
@@ -94,6 +102,7 @@ class Access:
             not signed_in,
             signed_in,
             found.scopes,
+            live,
         )
 
     async def grant(self, authorization: str) -> Grant | Refusal:

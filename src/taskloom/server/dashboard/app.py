@@ -80,6 +80,8 @@ async def _as_viewer(dashboard: Dashboard, handler: Handler, request: Request) -
             throttle.failed(request)
             actions.audit_sign_in(ANONYMOUS, "refused", request, "token not valid")
         response = page("login.html", None, found.status, error=found.message)
+        if found.retry_after is not None:
+            response.headers["Retry-After"] = found.retry_after
         if found.status == 401:
             response.delete_cookie(COOKIE, path=PREFIX)
         return response
@@ -137,7 +139,14 @@ async def _list_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
     if (slot := dashboard.streams.take(viewer.name)) is None:
         return _too_many_streams(dashboard, viewer)
     return event_stream(
-        dashboard.hub, None, read, dashboard.recheck_s, owner=viewer.owner, slot=slot
+        dashboard.hub,
+        None,
+        read,
+        dashboard.recheck_s,
+        owner=viewer.owner,
+        slot=slot,
+        watch=dashboard.access.watch,
+        live=viewer.live,
     )
 
 
@@ -168,7 +177,15 @@ async def _task_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
 
     if (slot := dashboard.streams.take(viewer.name)) is None:
         return _too_many_streams(dashboard, viewer)
-    return event_stream(dashboard.hub, task_id, read, dashboard.recheck_s, slot=slot)
+    return event_stream(
+        dashboard.hub,
+        task_id,
+        read,
+        dashboard.recheck_s,
+        slot=slot,
+        watch=dashboard.access.watch,
+        live=viewer.live,
+    )
 
 
 def _too_many_streams(dashboard: Dashboard, viewer: Viewer) -> Response:

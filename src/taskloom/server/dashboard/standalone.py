@@ -7,7 +7,8 @@ from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskloom.server.http.endpoint import UI_PATH
-from taskloom.server.http.service import GRACEFUL_SHUTDOWN_S, listen
+from taskloom.server.http.grant_watch import GrantWatch
+from taskloom.server.http.service import GRACEFUL_SHUTDOWN_S, listen, serving_uvicorn
 
 
 class _OnlyUi:
@@ -25,15 +26,22 @@ class _OnlyUi:
 
 
 async def serve_ui_alone(
-    ui: ASGIApp, host: str, port: int, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
+    ui: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    watch: GrantWatch | None = None,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve *ui* on *host*:*port* until cancelled; *task_status* gets the bound port.
+    """Serve *ui* on *host*:*port* until cancelled; *task_status* gets the bound port;
+    *watch*, the dashboard's, ends the open streams as the server starts stopping.
 
     Raises:
         ListenError: the address cannot be bound.
     """
     sock = listen(host, port)
-    server = uvicorn.Server(
+    server = serving_uvicorn(
+        watch if watch is not None else GrantWatch(),
         uvicorn.Config(
             _OnlyUi(ui),
             lifespan="off",
@@ -41,7 +49,7 @@ async def serve_ui_alone(
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        )
+        ),
     )
     task_status.started(sock.getsockname()[1])
     await server.serve(sockets=[sock])

@@ -2,9 +2,14 @@
 
 Every refusal is an HTTP status with a JSON-RPC error body: 401 with
 ``WWW-Authenticate`` (missing or unknown bearer token), 403 (a JWT without a required
-scope), 503 (a JWT that cannot be checked: the issuer's keys are out of reach), 429 with ``Retry-After`` (the
+scope), 503 with ``Retry-After`` (a JWT that cannot be checked: the issuer's keys are
+out of reach), 429 with ``Retry-After`` (the
 principal's request rate), 413 (the body size), 404 (another path, or a session that
 is not the caller's). Tokens never reach a log; principals may.
+
+Every MCP request is served under a guard of its grant (``guarded``, ADR 0037): a
+token revoked or expired while a request is open (an event stream, a wait for a
+result) ends it, and so does stopping the server.
 
 ``GET /metrics`` (when the service has metrics) answers the Prometheus text, to the same
 callers as the MCP endpoint: any valid bearer token when tokens are configured, else
@@ -26,8 +31,9 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from taskloom.engine.scopes import Grant
 from taskloom.server.http.authentication import Authenticator, Refusal
+from taskloom.server.http.grant_watch import LiveGrant
+from taskloom.server.http.guarded import serve_guarded
 from taskloom.server.http.limits import BodyLimit, RateLimiter
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.sessions import HttpSessions
@@ -53,16 +59,21 @@ class HttpEndpoint:
         stored_tokens: StoredTokens | None = None,
         ui: ASGIApp | None = None,
         limiter: RateLimiter | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         """*stored_tokens*, if given, checks the database's tokens (then every request
         must present a token, static or stored); *ui*, if given, serves ``/ui``;
         *limiter*, if given, is the per-principal rate limiter (shared with the
-        dashboard), else one is made from *settings*."""
+        dashboard), else one is made from *settings*; *authenticator*, if given, is
+        the one the dashboard shares (else one is made from *settings* and
+        *stored_tokens*)."""
         self._sessions = sessions
         self._ui = BodyLimit(ui, settings.max_body_bytes) if ui is not None else None
         self._metrics = metrics
         self._path = settings.path
-        self._auth = Authenticator(settings, stored_tokens)
+        self._auth = (
+            authenticator if authenticator is not None else Authenticator(settings, stored_tokens)
+        )
         self._well_known: ASGIApp | None = None
         if settings.oauth is not None:
             from taskloom.server.http.resource_metadata import metadata_app  # the SDK
@@ -85,14 +96,14 @@ class HttpEndpoint:
         if path != mcp and metrics is None:
             await refusal(404, f"Not found: the MCP endpoint is {self._path}")(scope, receive, send)
             return
-        grant: Grant | None = None
+        live: LiveGrant | None = None
         if self._auth:
-            found = await self._auth.grant(Headers(scope=scope).get("authorization"))
+            found = await self._auth.credential(Headers(scope=scope).get("authorization"))
             if isinstance(found, Refusal):
                 await _refuse(found, scope, receive, send)
                 return
-            grant = found
-        owner = grant.principal if grant is not None else None
+            live = found
+        owner = live.grant.principal if live is not None else None
         if metrics is not None:
             await _serve_metrics(metrics, scope, receive, send)
             return
@@ -107,8 +118,11 @@ class HttpEndpoint:
                 retry = {"Retry-After": RateLimiter.retry_after(wait_s)}
                 await refusal(429, message, headers=retry)(scope, receive, send)
                 return
-        serve = BodyLimit(partial(self._sessions.handle, grant), self._max_body)
-        await serve(scope, receive, send)
+        serve = BodyLimit(partial(self._sessions.handle, live), self._max_body)
+        challenge = self._auth.ended_challenge
+        await serve_guarded(
+            self._auth.watch, live, serve, scope, receive, send, challenge=challenge
+        )
 
 
 def principal_limiter(settings: HttpSettings) -> RateLimiter | None:
@@ -133,5 +147,4 @@ async def _serve_metrics(
 
 
 async def _refuse(found: Refusal, scope: Scope, receive: Receive, send: Send) -> None:
-    headers = {"WWW-Authenticate": found.challenge} if found.challenge else None
-    await refusal(found.status, found.message, headers=headers)(scope, receive, send)
+    await refusal(found.status, found.message, headers=found.headers)(scope, receive, send)

@@ -20,6 +20,7 @@ with the same codes and its own plain messages, so only the 2025-11-25 path is c
 """
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
@@ -32,23 +33,32 @@ from taskloom.server.errors import invalid_request, parse_error
 from taskloom.server.http.responses import refusal
 
 
-async def checked(scope: Scope, receive: Receive, send: Send) -> Receive | None:
+@dataclass(frozen=True)
+class Checked:
+    """A POST body that is one JSON-RPC message: a *receive* replaying it, and the id of
+    the request it is (``None``: a notification or a response, or the client left)."""
+
+    receive: Receive
+    request_id: str | int | None
+
+
+async def checked(scope: Scope, receive: Receive, send: Send) -> Checked | None:
     """Read a POST's body (already bounded, ``limits.BodyLimit``) and answer it with
     HTTP 400 and its JSON-RPC error if it is not one message (``None``); else a
-    *receive* that replays it."""
+    *receive* that replays it, with its request id."""
     received: deque[Message] = deque()
     body = b""
     while True:
         message = await receive()
         received.append(message)
         if message["type"] != "http.request":
-            return _replay(received, receive)  # the client left: the SDK sees it so
+            return Checked(_replay(received, receive), None)  # the client left: the SDK sees it
         body += message.get("body", b"")
         if not message.get("more_body", False):
             break
     error = envelope_error(body)
     if error is None:
-        return _replay(received, receive)
+        return Checked(_replay(received, receive), _request_id(body))
     await refusal(400, error.error.message, code=error.error.code)(scope, receive, send)
     return None
 
@@ -58,6 +68,19 @@ def _replay(received: deque[Message], receive: Receive) -> Receive:
         return received.popleft() if received else await receive()
 
     return replay
+
+
+def _request_id(body: bytes) -> str | int | None:
+    """The id of a request (a message with a ``method`` and an ``id``), else ``None``."""
+    decoded = pydantic_core.from_json(body)  # valid: checked first
+    if (
+        isinstance(decoded, dict)
+        and "method" in decoded
+        and _is_request_id(decoded.get("id"), error=False)
+    ):
+        request_id: str | int = decoded["id"]
+        return request_id
+    return None
 
 
 def envelope_error(body: bytes) -> MCPError | None:

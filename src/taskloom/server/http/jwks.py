@@ -4,11 +4,25 @@ Keys are fetched on first use, from ``jwks_url`` or from the ``jwks_uri`` of the
 issuer's metadata (RFC 8414 ``oauth-authorization-server``, else OpenID Connect
 discovery), and used for ``jwks_cache_s``. A token signed by a key the set does not
 hold fetches it again (the issuer may have rotated its keys), at most once per
-``jwks_min_refresh_s``, so made-up key ids cannot make us hammer the issuer. Every
-fetch is bounded by ``jwks_timeout_s``; concurrent callers share one fetch.
+``jwks_min_refresh_s``, so made-up key ids cannot make us hammer the issuer.
+
+An outage of the issuer cannot multiply fetches or waits (ADR 0037):
+
+- one fetch at a time: concurrent callers join the fetch in flight (single flight),
+  and nobody waits for it longer than ``jwks_timeout_s`` after it started, which bounds
+  every caller's wait by the same limit;
+- a failed fetch is backed off, before the first success as after it: 1 s after the
+  first failure, then twice as long after each further one, at most
+  ``MAX_BACKOFF_S`` (30 s). Meanwhile a caller with no keys to use is refused at once
+  (:class:`KeysUnavailable` says when to retry), and a caller with keys uses them; the
+  first call after the backoff fetches again, and a success ends the backoff;
+- a document is read as a stream and abandoned as soon as it passes
+  ``MAX_DOCUMENT_BYTES`` (1 MiB).
 """
 
+import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -24,10 +38,31 @@ from taskloom.server.http.oauth_settings import OAuthSettings, secure_url
 
 logger = logging.getLogger(__name__)
 MAX_DOCUMENT_BYTES: Final = 1024 * 1024
+FIRST_BACKOFF_S: Final = 1.0
+MAX_BACKOFF_S: Final = 30.0
 
 
 class KeysUnavailable(TaskloomError):
     """The issuer's keys cannot be fetched (unreachable, not JSON, no usable key)."""
+
+    def __init__(self, message: str, *, retry_after_s: float = FIRST_BACKOFF_S) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        """When a new fetch may be tried (the ``Retry-After`` of the 503)."""
+
+    @property
+    def retry_after(self) -> str:
+        """``retry_after_s`` as a ``Retry-After`` value: whole seconds, at least 1."""
+        return str(max(1, math.ceil(self.retry_after_s)))
+
+
+class _Flight:
+    """One fetch in progress, which every caller that needs keys meanwhile joins."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.done = anyio.Event()
+        self.error: KeysUnavailable | None = None
 
 
 class JwksCache:
@@ -38,10 +73,14 @@ class JwksCache:
     ) -> None:
         self._settings = settings
         self._clock = clock
-        self._lock = anyio.Lock()
         self._jwks_url = settings.jwks_url
         self._keys: dict[str | None, PyJWK] = {}
         self._fetched_at: float | None = None
+        """When keys were last fetched (``None``: never)."""
+        self._flight: _Flight | None = None
+        self._failures = 0
+        self._retry_at: float | None = None
+        """While fetches fail: when the next may start."""
         self.fetches = 0
         """How many times the key set was fetched (for tests and metrics)."""
 
@@ -49,13 +88,14 @@ class JwksCache:
         """The key named *kid* (without one: the set's only key), or ``None``.
 
         Raises:
-            KeysUnavailable: no keys were ever fetched, and fetching them failed.
+            KeysUnavailable: no keys were ever fetched, and fetching them failed or is
+                backed off.
         """
         if self._stale():
-            await self._refresh(self._fetched_at)
+            await self._refresh()
         found = self._pick(kid)
         if found is None and self._may_refresh():
-            await self._refresh(self._fetched_at)
+            await self._refresh()
             found = self._pick(kid)
         return found
 
@@ -72,21 +112,63 @@ class JwksCache:
         fetched = self._fetched_at
         return fetched is None or self._clock() - fetched >= self._settings.jwks_min_refresh_s
 
-    async def _refresh(self, seen: float | None) -> None:
-        async with self._lock:
-            if self._fetched_at != seen:
-                return  # another caller fetched while this one waited
-            try:
-                with anyio.fail_after(self._settings.jwks_timeout_s):
-                    keys = await self._fetch()
-            except (KeysUnavailable, TimeoutError, httpx2.HTTPError) as error:
-                reason = str(error) or type(error).__name__
+    async def _refresh(self) -> None:
+        """Join the fetch in flight, or start one unless fetches are backed off.
+
+        Raises:
+            KeysUnavailable: no keys to fall back on, and the fetch failed or may not
+                be tried yet.
+        """
+        flight = self._flight
+        if flight is None:
+            now = self._clock()
+            if self._retry_at is not None and now < self._retry_at:
                 if not self._keys:
-                    raise KeysUnavailable(f"cannot fetch the issuer's keys: {reason}") from error
-                logger.warning("cannot refresh the issuer's keys (keeping the old): %s", reason)
-                self._fetched_at = self._clock()  # retry after min_refresh_s, not at once
+                    raise KeysUnavailable(
+                        "cannot fetch the issuer's keys: the last fetch failed, retrying later",
+                        retry_after_s=self._retry_at - now,
+                    )
                 return
-            self._keys, self._fetched_at = keys, self._clock()
+            flight = self._flight = _Flight(now + self._settings.jwks_timeout_s)
+            try:
+                with anyio.CancelScope(shield=True):  # the joiners need its outcome
+                    await self._fly(flight)
+            finally:
+                self._flight = None
+                flight.done.set()
+        else:
+            with anyio.move_on_after(max(flight.deadline - self._clock(), 0)):
+                await flight.done.wait()
+            if not flight.done.is_set():  # pragma: no cover  # the fetch is bounded too
+                raise KeysUnavailable("cannot fetch the issuer's keys: timed out")
+        if flight.error is not None and not self._keys:
+            retry_at = self._retry_at if self._retry_at is not None else self._clock()
+            raise KeysUnavailable(
+                str(flight.error), retry_after_s=max(retry_at - self._clock(), 0)
+            ) from flight.error.__cause__
+
+    async def _fly(self, flight: _Flight) -> None:
+        try:
+            with anyio.fail_after(max(flight.deadline - self._clock(), 0)):
+                keys = await self._fetch()
+        except (KeysUnavailable, TimeoutError, httpx2.HTTPError) as error:
+            reason = str(error) or type(error).__name__
+            self._failures += 1
+            backoff = min(FIRST_BACKOFF_S * 2 ** (self._failures - 1), MAX_BACKOFF_S)
+            self._retry_at = self._clock() + backoff
+            flight.error = KeysUnavailable(
+                f"cannot fetch the issuer's keys: {reason}", retry_after_s=backoff
+            )
+            flight.error.__cause__ = error
+            if self._keys:
+                logger.warning("cannot refresh the issuer's keys (keeping the old): %s", reason)
+            else:
+                logger.warning(
+                    "cannot fetch the issuer's keys (retry in %g s): %s", backoff, reason
+                )
+            return
+        self._keys, self._fetched_at = keys, self._clock()
+        self._failures, self._retry_at = 0, None
 
     async def _fetch(self) -> dict[str | None, PyJWK]:
         self.fetches += 1
@@ -131,14 +213,18 @@ async def _discover(client: httpx2.AsyncClient, issuer: str) -> str:
 
 
 async def _get_json(client: httpx2.AsyncClient, url: str) -> dict[str, Any]:
-    response = await client.get(url, headers={"Accept": "application/json"})
-    if response.status_code != 200:
-        raise KeysUnavailable(f"{url} answered HTTP {response.status_code}")
-    if len(response.content) > MAX_DOCUMENT_BYTES:
-        raise KeysUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
+    """The JSON object at *url*, read no further than ``MAX_DOCUMENT_BYTES``."""
+    body = bytearray()
+    async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+        if response.status_code != 200:
+            raise KeysUnavailable(f"{url} answered HTTP {response.status_code}")
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_DOCUMENT_BYTES:
+                raise KeysUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        document = response.json()
-    except ValueError as error:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as error:
         raise KeysUnavailable(f"{url} did not answer JSON") from error
     if not isinstance(document, dict):
         raise KeysUnavailable(f"{url} did not answer a JSON object")

@@ -1,4 +1,10 @@
-"""Running the endpoint under uvicorn, and stopping it."""
+"""Running the endpoint under uvicorn, and stopping it.
+
+Stopping (SIGINT, SIGTERM, :meth:`HttpService.stop`) ends every open event stream at
+once, each closed properly, and lets other requests finish for a few seconds
+(``grant_watch``): uvicorn never has to cancel a request, which it would log as an
+``ERROR`` with a traceback.
+"""
 
 import logging
 import socket
@@ -11,7 +17,9 @@ from starlette.types import ASGIApp
 
 from taskloom.engine.errors import TaskloomError
 from taskloom.server.app import TaskServer
+from taskloom.server.http.authentication import Authenticator
 from taskloom.server.http.endpoint import HttpEndpoint
+from taskloom.server.http.grant_watch import GrantWatch
 from taskloom.server.http.header_timeout import with_header_timeout
 from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.sessions import HttpSessions
@@ -38,15 +46,23 @@ class HttpService:
         stored_tokens: StoredTokens | None = None,
         ui: ASGIApp | None = None,
         limiter: RateLimiter | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
         *stored_tokens*, if given, checks the database's tokens (every caller then needs
         a token); *ui*, if given, is the dashboard served under ``/ui``; *limiter*, the
-        per-principal rate limiter the dashboard shares (else made from *settings*)."""
+        per-principal rate limiter the dashboard shares (else made from *settings*);
+        *authenticator*, the one the dashboard shares (else made from *settings* and
+        *stored_tokens*): its ``watch`` runs while serving."""
         self._stored = stored_tokens
         self.settings = settings
-        self.sessions = HttpSessions(task_server, settings)
-        self._uvicorn = uvicorn.Server(
+        auth = (
+            authenticator if authenticator is not None else Authenticator(settings, stored_tokens)
+        )
+        self.watch = auth.watch
+        self.sessions = HttpSessions(task_server, settings, self.watch)
+        self._uvicorn = _Uvicorn(
+            self.watch,
             uvicorn.Config(
                 HttpEndpoint(
                     self.sessions,
@@ -55,6 +71,7 @@ class HttpService:
                     stored_tokens=stored_tokens,
                     ui=ui,
                     limiter=limiter,
+                    authenticator=auth,
                 ),
                 host=settings.host,
                 port=settings.port,
@@ -64,7 +81,7 @@ class HttpService:
                 log_config=None,  # uvicorn's records go to the root logger's format
                 access_log=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-            )
+            ),
         )
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -76,13 +93,32 @@ class HttpService:
                 "no tokens configured: HTTP serves loopback only, and every local process "
                 "that can reach it acts as the local user"
             )
-        async with self.sessions.run():
+        async with self.sessions.run(), anyio.create_task_group() as watching:
+            watching.start_soon(self.watch.run)
             task_status.started(port)
             await self._uvicorn.serve(sockets=[sock])
+            watching.cancel_scope.cancel()
 
     def stop(self) -> None:
         """Ask the server to stop (open streams get a grace period, then are closed)."""
         self._uvicorn.should_exit = True
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, which ends the open streams (``GrantWatch.close``) as it starts stopping."""
+
+    def __init__(self, watch: GrantWatch, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._watch = watch
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._watch.close()
+        await super().shutdown(sockets)
+
+
+def serving_uvicorn(watch: GrantWatch, config: uvicorn.Config) -> uvicorn.Server:
+    """A uvicorn server that ends *watch*'s open streams as it starts stopping."""
+    return _Uvicorn(watch, config)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -12,6 +12,11 @@ A session belongs to the principal that opened it: another principal presenting 
 gets 404, as if it did not exist. A POST body that is not one JSON-RPC message is
 answered before the SDK reads it (``envelope``). 2026-07-28 requests (no session, one request per POST)
 are served by a per-principal ``Server`` with no stream of its own.
+
+A session acts for the grant that opened it and ends with it (ADR 0037): once its token
+is revoked or expires, the session is closed (its streams end, its handlers are
+cancelled, its id is 404). A request reusing the id of one of the session's requests
+still in flight is refused ``-32600`` naming the id (``inflight``).
 """
 
 import logging
@@ -30,7 +35,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServ
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -40,6 +45,8 @@ from taskloom.server.app import TaskServer
 from taskloom.server.errors import QUOTA_EXCEEDED
 from taskloom.server.generation import Generation
 from taskloom.server.http.envelope import checked
+from taskloom.server.http.grant_watch import GrantWatch, LiveGrant
+from taskloom.server.http.inflight import InFlight
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.server.push import Outbox, TaskFollowers
@@ -51,14 +58,19 @@ logger = logging.getLogger(__name__)
 class _Session:
     transport: StreamableHTTPServerTransport
     grant: Grant | None
+    in_flight: InFlight
 
 
 class HttpSessions:
     """Routes each request to its session (opening one on ``initialize``) or, for
     2026-07-28, to the principal's request server."""
 
-    def __init__(self, task_server: TaskServer, settings: HttpSettings) -> None:
+    def __init__(
+        self, task_server: TaskServer, settings: HttpSettings, watch: GrantWatch | None = None
+    ) -> None:
+        """*watch* ends a session once the grant that opened it ends (``None``: never)."""
         self._task_server = task_server
+        self._watch = watch if watch is not None else GrantWatch()
         self._settings = settings
         self._security = _security(settings.host)
         self._sessions: dict[str, _Session] = {}
@@ -77,33 +89,48 @@ class HttpSessions:
                 self._task_group = None
                 self._sessions.clear()
 
-    async def handle(self, grant: Grant | None, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one HTTP request of *grant* (already authenticated and admitted; ``None``:
+    async def handle(
+        self, live: LiveGrant | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Serve one HTTP request of *live* (already authenticated and admitted; ``None``:
         the local user)."""
+        grant = live.grant if live is not None else None
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version is not None and Generation.of(version) is Generation.MODERN:
             server = self._request_server(grant)
             await handle_modern_request(server, self._security, False, {}, scope, receive, send)
             return
+        request_id: str | int | None = None
         if scope["method"] == "POST":
-            replay = await checked(scope, receive, send)  # the SDK's own answers leak
-            if replay is None:
+            body = await checked(scope, receive, send)  # the SDK's own answers leak
+            if body is None:
                 return
-            receive = replay
+            receive, request_id = body.receive, body.request_id
         session_id = headers.get(MCP_SESSION_ID_HEADER)
         if session_id is None:
-            await self._open(grant, scope, receive, send)
+            await self._open(live, scope, receive, send)
             return
         session = self._sessions.get(session_id)
         if session is None or session.grant != grant:
             await refusal(404, "Session not found")(scope, receive, send)
             return
-        await session.transport.handle_request(scope, receive, send)
+        if request_id is not None and not session.in_flight.claim(request_id):
+            message = f"Invalid request: request id {request_id!r} is still in flight"
+            await _refuse_id(request_id, message)(scope, receive, send)
+            return
+        try:
+            await session.transport.handle_request(scope, receive, send)
+        finally:
+            if request_id is not None:
+                session.in_flight.served(request_id)
         if session.transport.is_terminated:  # the client ended it (DELETE)
             await self._discard(session_id)
 
-    async def _open(self, grant: Grant | None, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _open(
+        self, live: LiveGrant | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        grant = live.grant if live is not None else None
         refused = self._refusal(grant)
         if refused is not None:
             await refused(scope, receive, send)
@@ -114,10 +141,11 @@ class HttpSessions:
             security_settings=self._security,
             idle_timeout=self._settings.session_idle_s,
         )
-        self._sessions[session_id] = _Session(transport, grant)
+        in_flight = InFlight()
+        self._sessions[session_id] = _Session(transport, grant, in_flight)
         opened = False
         try:
-            await self._group().start(self._serve_session, session_id, transport, grant)
+            await self._group().start(self._serve_session, session_id, transport, live, in_flight)
             status = await _answer(transport, scope, receive, send)
             opened = status is not None and status < 400
         finally:
@@ -153,18 +181,28 @@ class HttpSessions:
         self,
         session_id: str,
         transport: StreamableHTTPServerTransport,
-        grant: Grant | None,
+        live: LiveGrant | None,
+        in_flight: InFlight,
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        grant = live.grant if live is not None else None
         try:
             async with transport.connect() as (read_stream, write_stream):
                 task_status.started()
-                with transport.idle_scope or anyio.CancelScope():
+                with (
+                    transport.idle_scope or anyio.CancelScope(),
+                    self._watch.guard(live, "session", request=False) as held,
+                ):
                     owner, scopes = _acting(grant)
                     await self._task_server.serve(
-                        read_stream, write_stream, owner=owner, scopes=scopes
+                        in_flight.reads(read_stream),
+                        in_flight.writes(write_stream),
+                        owner=owner,
+                        scopes=scopes,
                     )
+                if held.ending is not None:
+                    logger.info("session %s ended: its token was %s", session_id[:8], held.ending)
         except Exception:
             logger.exception("session %s failed", session_id[:8])
         finally:
@@ -194,6 +232,18 @@ class HttpSessions:
 def _acting(grant: Grant | None) -> tuple[str | None, Scopes]:
     """The owner and scopes a connection of *grant* acts with."""
     return (grant.principal, grant.scopes) if grant is not None else (None, EVERYTHING)
+
+
+def _refuse_id(request_id: str | int, message: str) -> Response:
+    """HTTP 400 with the JSON-RPC error ``-32600`` answering the request *request_id*."""
+    body = JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=message)
+    )
+    return Response(
+        body.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=400,
+        media_type="application/json",
+    )
 
 
 def _who(grant: Grant | None) -> str:

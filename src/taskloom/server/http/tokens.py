@@ -2,19 +2,34 @@
 
 Two kinds: the static ``principal:token`` entries of the configuration
 (:class:`TokenTable`), and the database's tokens (``taskloom tokens create``), checked
-by a :data:`StoredTokens` lookup that ``bootstrap`` hands over (ADR 0028).
+by the :class:`StoredTokens` that ``bootstrap`` hands over (ADR 0028; the engine's
+``TokenVerifier``), which also tells which tokens in use have ended (ADR 0037).
 """
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from collections.abc import Collection, Mapping
+from typing import Final, Protocol
 
-from taskloom.engine.scopes import Grant
+from taskloom.engine.tokens import TokenRecord, TokenState
 
 BEARER: Final = "bearer "
-StoredTokens = Callable[[str], Awaitable[Grant | None]]
-"""The grant of a presented database token (``None``: not an active one)."""
+
+
+class StoredTokens(Protocol):
+    """The database's tokens (``taskloom.engine.tokens.TokenVerifier``)."""
+
+    async def record(self, presented: str) -> TokenRecord | None:
+        """The record of a presented token (``None``: not an active one)."""
+        ...
+
+    def seconds_left(self, record: TokenRecord) -> float | None:
+        """How long *record* is accepted from now (``None``: it does not expire)."""
+        ...
+
+    async def ended(self, token_ids: Collection[str]) -> dict[str, TokenState]:
+        """Which of *token_ids* are no longer accepted, and why (one read)."""
+        ...
 
 
 def bearer(authorization: str | None) -> str | None:
