@@ -1,0 +1,68 @@
+"""A real ``taskloom serve``: a token revoked by another process (``taskloom tokens
+revoke``), or one that expires, stops every long-lived answer it holds open: the
+``subscriptions/listen`` stream, both dashboard streams, a 2025-11-25 session's GET
+stream and a ``tasks/result`` wait fall silent within 1 s and end within 2 s."""
+
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from tests.e2e.live_streams import (
+    CLOSING_BYTES,
+    create_token,
+    environment,
+    expiry_of,
+    keep_busy,
+    new_url,
+    open_streams,
+    server,
+    serving,
+    taskloom,
+)
+
+SILENT_S = 1.0
+ENDED_S = 2.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", ["revoked", "expired"])
+async def test_a_revoked_or_expired_token_ends_every_stream_it_holds_open(
+    tmp_path: Path, ending: str
+) -> None:
+    url, db = new_url(), tmp_path / "x.db"
+    env = environment(url)
+    expires = "12s" if ending == "expired" else "never"
+    token = await create_token(db, env, expires=expires)
+    async with (
+        server(db, env, tmp_path / "stderr.log"),
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http,
+        anyio.create_task_group() as group,
+    ):
+        await serving(url)
+        group.start_soon(keep_busy, http, url)
+        streams = await open_streams(group, http, url, token)
+        if ending == "revoked":
+            await taskloom("tokens", "revoke", token[3:15], "--db", str(db), env=env)
+            ended = anyio.current_time()  # the command has returned
+        else:
+            expires_at = await expiry_of(db, token, env)
+            ended = anyio.current_time() + (expires_at - time.time())
+            assert ended > anyio.current_time() + 1, "the token expired before the streams opened"
+        with anyio.move_on_after(ended + ENDED_S + 1 - anyio.current_time()):
+            while any(stream.ended_at is None for stream in streams.values()):
+                await anyio.sleep(0.05)
+        group.cancel_scope.cancel()
+    for name, stream in streams.items():
+        assert stream.ended_at is not None, f"{name} is still open"
+        assert stream.ended_at <= ended + ENDED_S, f"{name} ended {stream.ended_at - ended:.2f} s after"
+        late = stream.sent_after(ended + SILENT_S)
+        assert late < CLOSING_BYTES, f"{name} sent {late} bytes more than {SILENT_S} s after"
+    assert "event: end" in streams["ui events"].text  # the page reloads, and asks to sign in
+    log = (tmp_path / "stderr.log").read_text()
+    endings = [line for line in log.splitlines() if f"taskloom.audit: end {ending}" in line]
+    assert len(endings) >= len(streams), log
+    assert "Traceback" not in log
+    assert " ERROR " not in log
