@@ -78,6 +78,7 @@ class Stream:
 
     name: str
     status: int | None = None
+    closed: anyio.Event = field(default_factory=anyio.Event)
     chunks: list[tuple[float, bytes]] = field(default_factory=list)
     ended_at: float | None = None
     opened: anyio.Event = field(default_factory=anyio.Event)
@@ -110,15 +111,13 @@ async def record(
     finally:
         stream.ended_at = anyio.current_time()
         stream.opened.set()
+        stream.closed.set()
 
 
 def sse_data(text: str) -> list[dict[str, Any]]:
     """The JSON of every ``data:`` line of an event stream."""
-    found = []
-    for line in text.splitlines():
-        if line.startswith("data: {"):
-            found.append(json.loads(line.removeprefix("data: ")))
-    return found
+    lines = text.splitlines()
+    return [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: {")]
 
 
 @dataclass
@@ -143,7 +142,9 @@ class Session:
         assert opened.status_code == 200, opened.text
         self.session_id = opened.headers["mcp-session-id"]
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await http.post(self.url, json=initialized, headers=self.headers())).status_code == 202
+        assert (
+            await http.post(self.url, json=initialized, headers=self.headers())
+        ).status_code == 202
 
     async def start_task(self, http: httpx2.AsyncClient, request_id: int = 2) -> str:
         """Start a countdown that runs for minutes; its task id."""
@@ -176,7 +177,7 @@ async def open_streams(
         ("session GET", "GET", url, session.headers("text/event-stream"), None),
         ("tasks/result wait", "POST", url, session.headers(), wait),
     ]
-    streams = {}
+    streams: dict[str, Stream] = {}
     for name, method, where, headers, body in plans:
         stream = streams[name] = Stream(name)
         group.start_soon(record, http, stream, method, where, headers, body)

@@ -52,12 +52,14 @@ async def test_a_revoked_or_expired_token_ends_every_stream_it_holds_open(
             ended = anyio.current_time() + (expires_at - time.time())
             assert ended > anyio.current_time() + 1, "the token expired before the streams opened"
         with anyio.move_on_after(ended + ENDED_S + 1 - anyio.current_time()):
-            while any(stream.ended_at is None for stream in streams.values()):
-                await anyio.sleep(0.05)
+            for stream in streams.values():
+                await stream.closed.wait()
         group.cancel_scope.cancel()
     for name, stream in streams.items():
         assert stream.ended_at is not None, f"{name} is still open"
-        assert stream.ended_at <= ended + ENDED_S, f"{name} ended {stream.ended_at - ended:.2f} s after"
+        assert stream.ended_at <= ended + ENDED_S, (
+            f"{name} ended {stream.ended_at - ended:.2f} s after"
+        )
         late = stream.sent_after(ended + SILENT_S)
         assert late < CLOSING_BYTES, f"{name} sent {late} bytes more than {SILENT_S} s after"
     assert "event: end" in streams["ui events"].text  # the page reloads, and asks to sign in

@@ -8,7 +8,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskloom.server.http.endpoint import UI_PATH
 from taskloom.server.http.grant_watch import GrantWatch
-from taskloom.server.http.service import GRACEFUL_SHUTDOWN_S, listen, serving_uvicorn
+from taskloom.server.http.service import (
+    GRACEFUL_SHUTDOWN_S,
+    listen,
+    run_uvicorn,
+    serving_uvicorn,
+)
 
 
 class _OnlyUi:
@@ -52,4 +57,4 @@ async def serve_ui_alone(
         ),
     )
     task_status.started(sock.getsockname()[1])
-    await server.serve(sockets=[sock])
+    await run_uvicorn(server, sock)

@@ -55,7 +55,11 @@ async def serve_guarded(
             await send(message)
 
         await app(scope, receive, guarded)
-    if held.ending is None or complete:
+    if complete:
+        return
+    if held.ending is None:  # the app returned early (sse_starlette does as uvicorn stops)
+        if started:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     if not started:
         if held.ending is Ending.SHUTDOWN:

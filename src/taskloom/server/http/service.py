@@ -28,6 +28,8 @@ from taskloom.server.http.tokens import StoredTokens
 
 logger = logging.getLogger(__name__)
 GRACEFUL_SHUTDOWN_S = 5
+STOP_WITHIN_S = GRACEFUL_SHUTDOWN_S + 2
+"""The longest a stop waits for uvicorn to finish (it closes every stream first)."""
 
 
 class ListenError(TaskloomError):
@@ -93,11 +95,11 @@ class HttpService:
                 "no tokens configured: HTTP serves loopback only, and every local process "
                 "that can reach it acts as the local user"
             )
-        async with self.sessions.run(), anyio.create_task_group() as watching:
-            watching.start_soon(self.watch.run)
+        async with self.sessions.run(), anyio.create_task_group() as group:
+            group.start_soon(self.watch.run)
             task_status.started(port)
-            await self._uvicorn.serve(sockets=[sock])
-            watching.cancel_scope.cancel()
+            await run_uvicorn(self._uvicorn, sock)
+            group.cancel_scope.cancel()
 
     def stop(self) -> None:
         """Ask the server to stop (open streams get a grace period, then are closed)."""
@@ -119,6 +121,32 @@ class _Uvicorn(uvicorn.Server):
 def serving_uvicorn(watch: GrantWatch, config: uvicorn.Config) -> uvicorn.Server:
     """A uvicorn server that ends *watch*'s open streams as it starts stopping."""
     return _Uvicorn(watch, config)
+
+
+async def run_uvicorn(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Serve on *sock* until *server* stops or this is cancelled. A cancel (the command
+    line's SIGINT) asks uvicorn to stop, as its own signal handling would, and waits for
+    it (bounded): cancelling uvicorn would cancel its open requests, each logged as an
+    ``ERROR`` with a traceback."""
+    stopped = anyio.Event()
+    shield = anyio.CancelScope(shield=True)
+
+    async def serve() -> None:
+        try:
+            with shield:
+                await server.serve(sockets=[sock])
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(serve)
+        try:
+            await stopped.wait()
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_WITHIN_S):
+                await stopped.wait()
+            shield.cancel()
 
 
 def listen(host: str, port: int) -> socket.socket:
