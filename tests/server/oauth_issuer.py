@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 RESOURCE = "https://mcp.test/mcp"
@@ -56,6 +56,10 @@ class Issuer:
     url: str = ""
     jwks_fetches: int = 0
     published: list[SigningKey] = field(default_factory=list)
+    outage: str | None = None
+    """``"hang"``: the JWK Set never answers (until the issuer stops); ``"500"``: it
+    answers HTTP 500; ``"endless"``: it sends a body that never ends; ``None``: it works."""
+    stopping: anyio.Event = field(default_factory=anyio.Event)
 
     def __post_init__(self) -> None:
         self.published = list(self.keys)
@@ -100,8 +104,14 @@ class Issuer:
                 "response_types_supported": ["code"],
             })  # fmt: skip
 
-        async def jwks(request: Request) -> JSONResponse:
+        async def jwks(request: Request) -> Response:
             self.jwks_fetches += 1
+            if self.outage == "hang":
+                await self.stopping.wait()
+            if self.outage == "500":
+                return JSONResponse({"error": "down"}, status_code=500)
+            if self.outage == "endless":
+                return StreamingResponse(_endless(self.stopping), media_type="application/json")
             return JSONResponse({"keys": [key.jwk() for key in self.published]})
 
         return Starlette(
@@ -110,6 +120,13 @@ class Issuer:
                 Route("/jwks", jwks),
             ]
         )
+
+
+async def _endless(stopping: anyio.Event) -> AsyncIterator[bytes]:
+    yield b'{"keys": ["'
+    while not stopping.is_set():
+        yield b"x" * 65536
+        await anyio.lowlevel.checkpoint()
 
 
 def _b64(part: dict[str, Any]) -> str:
@@ -131,6 +148,7 @@ async def issuing(issuer: Issuer) -> AsyncIterator[Issuer]:
             try:
                 yield issuer
             finally:
+                issuer.stopping.set()
                 server.should_exit = True
     finally:
         sock.close()
