@@ -14,7 +14,7 @@ from tests.server import flows
 from tests.server.http_support import ANN, serving
 
 
-def _request(request_id: int, method: str, task_id: str) -> dict[str, object]:
+def _request(request_id: int | str, method: str, task_id: str) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"taskId": task_id}}
 
 
