@@ -3,6 +3,7 @@ open on it: each recorded byte by byte, with when it came and when its stream en
 
 import json
 import os
+import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -14,11 +15,14 @@ from typing import Any
 
 import anyio
 import httpx2
+import psycopg
 from anyio.abc import Process, TaskGroup
+from psycopg import sql
 
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
 from tests.helpers import until_http_listening
+from tests.postgres import require_server
 from tests.server.client import LEGACY
 from tests.server.http_support import ACCEPT, ANN, initialize_body, modern_headers, modern_request
 
@@ -43,24 +47,43 @@ async def taskloom(*args: str, env: dict[str, str]) -> str:
     return done.stdout.decode()
 
 
-async def create_token(db: Path, env: dict[str, str], *, expires: str = "never") -> str:
+@asynccontextmanager
+async def database(store: str, tmp_path: Path) -> AsyncIterator[str]:
+    """The ``--db`` of a fresh database: an SQLite file, or a PostgreSQL database of its
+    own on the test server (dropped after)."""
+    if store == "sqlite":
+        yield str(tmp_path / "x.db")
+        return
+    server_url = require_server()
+    name = f"revoke_{secrets.token_hex(6)}"
+    async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield server_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as admin:
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            await admin.execute(drop.format(sql.Identifier(name)))
+
+
+async def create_token(db: str, env: dict[str, str], *, expires: str = "never") -> str:
     token = await taskloom(
-        "tokens", "create", "--principal", "ann", "--expires", expires, "--db", str(db), env=env
+        "tokens", "create", "--principal", "ann", "--expires", expires, "--db", db, env=env
     )
     return token.strip()
 
 
-async def expiry_of(db: Path, token: str, env: dict[str, str]) -> float:
+async def expiry_of(db: str, token: str, env: dict[str, str]) -> float:
     """When *token* expires, in seconds since the epoch."""
-    listed = json.loads(await taskloom("tokens", "list", "--json", "--db", str(db), env=env))
+    listed = json.loads(await taskloom("tokens", "list", "--json", "--db", db, env=env))
     (record,) = [each for each in listed if each["id"] == token[3:15]]
     return datetime.fromisoformat(record["expires_at"]).timestamp()
 
 
 @asynccontextmanager
-async def server(db: Path, env: dict[str, str], errlog: Path) -> AsyncIterator[Process]:
+async def server(db: str, env: dict[str, str], errlog: Path) -> AsyncIterator[Process]:
     """``taskloom serve`` on *db* while inside; stopped with SIGINT (bounded) after."""
-    command = [sys.executable, "-m", "taskloom", "serve", "--db", str(db)]
+    command = [sys.executable, "-m", "taskloom", "serve", "--db", db]
     with errlog.open("w") as log:
         process = await anyio.open_process(command, env=env, stdout=log, stderr=log)
         try:

@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.live_streams import (
     CLOSING_BYTES,
     create_token,
+    database,
     environment,
     expiry_of,
     keep_busy,
@@ -28,33 +29,36 @@ ENDED_S = 2.0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ending", ["revoked", "expired"])
+@pytest.mark.parametrize(
+    ("store", "ending"), [("sqlite", "revoked"), ("sqlite", "expired"), ("postgres", "revoked")]
+)
 async def test_a_revoked_or_expired_token_ends_every_stream_it_holds_open(
-    tmp_path: Path, ending: str
+    tmp_path: Path, store: str, ending: str
 ) -> None:
-    url, db = new_url(), tmp_path / "x.db"
+    url = new_url()
     env = environment(url)
     expires = "12s" if ending == "expired" else "never"
-    token = await create_token(db, env, expires=expires)
-    async with (
-        server(db, env, tmp_path / "stderr.log"),
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http,
-        anyio.create_task_group() as group,
-    ):
-        await serving(url)
-        group.start_soon(keep_busy, http, url)
-        streams = await open_streams(group, http, url, token)
-        if ending == "revoked":
-            await taskloom("tokens", "revoke", token[3:15], "--db", str(db), env=env)
-            ended = anyio.current_time()  # the command has returned
-        else:
-            expires_at = await expiry_of(db, token, env)
-            ended = anyio.current_time() + (expires_at - time.time())
-            assert ended > anyio.current_time() + 1, "the token expired before the streams opened"
-        with anyio.move_on_after(ended + ENDED_S + 1 - anyio.current_time()):
-            for stream in streams.values():
-                await stream.closed.wait()
-        group.cancel_scope.cancel()
+    async with database(store, tmp_path) as db:
+        token = await create_token(db, env, expires=expires)
+        async with (
+            server(db, env, tmp_path / "stderr.log"),
+            httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http,
+            anyio.create_task_group() as group,
+        ):
+            await serving(url)
+            group.start_soon(keep_busy, http, url)
+            streams = await open_streams(group, http, url, token)
+            if ending == "revoked":
+                await taskloom("tokens", "revoke", token[3:15], "--db", db, env=env)
+                ended = anyio.current_time()  # the command has returned
+            else:
+                expires_at = await expiry_of(db, token, env)
+                ended = anyio.current_time() + (expires_at - time.time())
+                assert ended > anyio.current_time() + 1, "the token expired before the streams"
+            with anyio.move_on_after(ended + ENDED_S + 1 - anyio.current_time()):
+                for stream in streams.values():
+                    await stream.closed.wait()
+            group.cancel_scope.cancel()
     for name, stream in streams.items():
         assert stream.ended_at is not None, f"{name} is still open"
         assert stream.ended_at <= ended + ENDED_S, (

@@ -13,7 +13,7 @@ from tests.e2e.live_streams import create_token, environment, new_url, open_stre
 
 @pytest.mark.slow
 async def test_sigint_with_open_streams_ends_them_quietly(tmp_path: Path) -> None:
-    url, db = new_url(), tmp_path / "x.db"
+    url, db = new_url(), str(tmp_path / "x.db")
     env = environment(url)
     token = await create_token(db, env)
     async with (

@@ -137,6 +137,8 @@ class GrantWatch:
         self._guards: set[Guard] = set()
         self._changed = anyio.Event()
         self._closing_at: float | None = None
+        self._wake_at = float("inf")
+        """When the watcher wakes next (``anyio.current_time``): a guard due sooner wakes it."""
         self._read_at = float("-inf")
         """When the stored tokens were last read back (``time.monotonic``)."""
 
@@ -157,7 +159,9 @@ class GrantWatch:
         try:
             with held.scope:
                 self._guards.add(held)
-                self._changed.set()
+                due = self._due_in(held)
+                if due is not None and anyio.current_time() + due < self._wake_at:
+                    self._changed.set()  # else the watcher wakes in time anyway
                 try:
                     if live is not None and self._expired(live):
                         held.end(Ending.EXPIRED)
@@ -190,8 +194,11 @@ class GrantWatch:
         while True:
             self._changed = anyio.Event()
             wait_s = self._wait_s()
-            with anyio.move_on_after(wait_s if wait_s is not None else float("inf")):
+            wait_s = wait_s if wait_s is not None else float("inf")
+            self._wake_at = anyio.current_time() + wait_s
+            with anyio.move_on_after(wait_s):
                 await self._changed.wait()
+            self._wake_at = float("-inf")  # checking: a new guard is seen by this check
             await self.check()
 
     async def check(self) -> None:
@@ -227,13 +234,19 @@ class GrantWatch:
 
     def _wait_s(self) -> float | None:
         """Until the next check is due (``None``: nothing to wait for but a change)."""
-        due: list[float] = []
+        due = [each for held in self._guards if (each := self._due_in(held)) is not None]
         if self._closing_at is not None:
             due.append(self._closing_at + self._grace_s - time.monotonic())
-        for held in self._guards:
-            live = held.live
-            if live is not None and live.token_id is not None and self._ended_tokens:
-                due.append(self._read_at + self._check_s - time.monotonic())
-            if live is not None and live.expires_at is not None:
-                due.append(live.expires_at - self._clock())
         return max(min(due), 0.0) if due else None
+
+    def _due_in(self, held: Guard) -> float | None:
+        """How soon *held* needs a check (``None``: never, but for a stop)."""
+        live = held.live
+        if live is None:
+            return None
+        due: list[float] = []
+        if live.token_id is not None and self._ended_tokens is not None:
+            due.append(self._read_at + self._check_s - time.monotonic())
+        if live.expires_at is not None:
+            due.append(live.expires_at - self._clock())
+        return min(due) if due else None
