@@ -182,7 +182,7 @@ class Session:
 async def open_streams(
     group: TaskGroup, http: httpx2.AsyncClient, url: str, token: str
 ) -> dict[str, Stream]:
-    """The four streams and a wait, all of *token*, open once this returns."""
+    """The four streams and two waits, all of *token*, open once this returns."""
     base = url.removesuffix("/mcp")
     session = Session(url, token)
     await session.open(http)
@@ -193,12 +193,16 @@ async def open_streams(
         "extensions": {"io.modelcontextprotocol/tasks": {}}
     }
     wait = {"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task_id}}
+    long_run = {"name": "countdown", "arguments": {"start": 400, "tick_s": 1}}
+    plain = modern_request("tools/call", long_run)  # a host without tasks: it waits
+    plain["params"]["_meta"]["progressToken"] = "plain"  # progress commits the stream
     plans: list[tuple[str, str, str, dict[str, str], dict[str, Any] | None]] = [
         ("listen", "POST", url, modern_headers(token, "subscriptions/listen"), listen),
         ("ui events", "GET", f"{base}/ui/events", auth, None),
         ("ui task events", "GET", f"{base}/ui/tasks/{task_id}/events", auth, None),
         ("session GET", "GET", url, session.headers("text/event-stream"), None),
         ("tasks/result wait", "POST", url, session.headers(), wait),
+        ("plain call wait", "POST", url, modern_headers(token, "tools/call", "countdown"), plain),
     ]
     streams: dict[str, Stream] = {}
     for name, method, where, headers, body in plans:

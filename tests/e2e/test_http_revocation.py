@@ -1,7 +1,8 @@
 """A real ``taskloom serve``: a token revoked by another process (``taskloom tokens
 revoke``), or one that expires, stops every long-lived answer it holds open: the
 ``subscriptions/listen`` stream, both dashboard streams, a 2025-11-25 session's GET
-stream and a ``tasks/result`` wait fall silent within 1 s and end within 2 s."""
+stream, a ``tasks/result`` wait and a plain call's wait fall silent within 1 s and end
+within 2 s, on SQLite and on PostgreSQL."""
 
 import time
 from pathlib import Path
