@@ -27,6 +27,7 @@ from tests.e2e.live_streams import (
 
 SILENT_S = 1.0
 ENDED_S = 2.0
+EXPIRES = "6s"
 
 
 @pytest.mark.slow
@@ -38,15 +39,16 @@ async def test_a_revoked_or_expired_token_ends_every_stream_it_holds_open(
 ) -> None:
     url = new_url()
     env = environment(url)
-    expires = "12s" if ending == "expired" else "never"
     async with database(store, tmp_path) as db:
-        token = await create_token(db, env, expires=expires)
+        token = await create_token(db, env)  # an active one before it starts: tokens on
         async with (
             server(db, env, tmp_path / "stderr.log"),
             httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http,
             anyio.create_task_group() as group,
         ):
             await serving(url)
+            if ending == "expired":  # made now, so that it lives just long enough
+                token = await create_token(db, env, expires=EXPIRES)
             group.start_soon(keep_busy, http, url)
             streams = await open_streams(group, http, url, token)
             if ending == "revoked":
