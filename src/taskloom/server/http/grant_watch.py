@@ -139,6 +139,8 @@ class GrantWatch:
         self._closing_at: float | None = None
         self._wake_at = float("inf")
         """When the watcher wakes next (``anyio.current_time``): a guard due sooner wakes it."""
+        self._failing = False
+        """The last read of the tokens failed (logged once until one succeeds)."""
         self._read_at = float("-inf")
         """When the stored tokens were last read back (``time.monotonic``)."""
 
@@ -202,7 +204,8 @@ class GrantWatch:
             await self.check()
 
     async def check(self) -> None:
-        """End the guards of every grant that ended by now (one read of the tokens)."""
+        """End the guards of every grant that ended by now (reading the stored tokens in
+        use, all in one read, at most once per ``check_s``)."""
         token_ids = {
             held.live.token_id
             for held in self._guards
@@ -214,8 +217,14 @@ class GrantWatch:
             self._read_at = time.monotonic()
             try:
                 ended = await self._ended_tokens(token_ids)
-            except Exception as error:  # noqa: BLE001  # an outage ends nothing: the next check retries
-                logger.warning("cannot read the tokens in use back: %s", error)
+            except Exception as error:  # noqa: BLE001  # an outage ends nothing: retried
+                if not self._failing:  # once per outage, not every CHECK_S
+                    logger.warning("cannot read the tokens in use back (retrying): %s", error)
+                self._failing = True
+            else:
+                if self._failing:
+                    logger.info("the tokens in use are read back again")
+                self._failing = False
         for held in list(self._guards):
             live = held.live
             if live is None:
