@@ -4,6 +4,8 @@ revoke``), or one that expires, stops every long-lived answer it holds open: the
 stream, a ``tasks/result`` wait and a plain call's wait fall silent within 1 s and end
 within 2 s, on SQLite and on PostgreSQL."""
 
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from tests.e2e.live_streams import (
     CLOSING_BYTES,
+    Stream,
     create_token,
     database,
     environment,
@@ -20,10 +23,13 @@ from tests.e2e.live_streams import (
     keep_busy,
     new_url,
     open_streams,
+    record,
     server,
     serving,
     taskloom,
 )
+from tests.e2e.test_http_server import _free_port
+from tests.helpers import eventually
 
 SILENT_S = 1.0
 ENDED_S = 2.0
@@ -75,3 +81,46 @@ async def test_a_revoked_or_expired_token_ends_every_stream_it_holds_open(
     assert len(endings) >= len(streams), log
     assert "Traceback" not in log
     assert " ERROR " not in log
+
+
+@pytest.mark.slow
+async def test_taskloom_ui_alone_ends_a_live_page_of_a_revoked_token(tmp_path: Path) -> None:
+    db, port = str(tmp_path / "x.db"), _free_port()
+    env = environment(new_url())
+    token = await create_token(db, env)
+    command = [sys.executable, "-m", "taskloom", "ui", "--db", db, "--port", str(port)]
+    base = f"http://127.0.0.1:{port}/ui"
+    with (tmp_path / "ui.log").open("w") as errlog:
+        process = await anyio.open_process(command, env=env, stdout=errlog, stderr=errlog)
+        try:
+            async with (
+                httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http,
+                anyio.create_task_group() as group,
+            ):
+
+                async def listening() -> bool:
+                    try:
+                        return (await http.get(f"{base}/login")).status_code == 200
+                    except httpx2.TransportError:
+                        return False
+
+                await eventually(listening, within_s=30, every_s=0.05)
+                page = Stream("ui events")
+                auth = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+                group.start_soon(record, http, page, "GET", f"{base}/events", auth)
+                with anyio.fail_after(10):
+                    await page.opened.wait()
+                assert page.status == 200
+                await taskloom("tokens", "revoke", token[3:15], "--db", db, env=env)
+                ended = anyio.current_time()
+                with anyio.fail_after(ENDED_S + 1):
+                    await page.closed.wait()
+                group.cancel_scope.cancel()
+        finally:
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(20):
+                await process.wait()
+    assert page.ended_at is not None
+    assert page.ended_at <= ended + ENDED_S
+    assert page.text.endswith("event: end\ndata: {}\n\n")
+    assert "Traceback" not in (tmp_path / "ui.log").read_text()
