@@ -66,6 +66,7 @@ def connect(task_server: TaskServer) -> Connect:
         protocol_version: str | None = None,
         owner: str | None = None,
         elicitation_callback: ElicitationFnT | None = None,
+        declare_tasks: bool = False,
     ) -> AsyncIterator[LegacyClient]:
         async with (
             create_client_server_memory_streams() as (client_streams, server_streams),
@@ -73,7 +74,10 @@ def connect(task_server: TaskServer) -> Connect:
         ):
             task_group.start_soon(lambda: task_server.serve(*server_streams, owner=owner))
             async with open_client(
-                *client_streams, protocol_version, elicitation_callback=elicitation_callback
+                *client_streams,
+                protocol_version,
+                elicitation_callback=elicitation_callback,
+                declare_tasks=declare_tasks,
             ) as client:
                 yield client
             task_group.cancel_scope.cancel()
