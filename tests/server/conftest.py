@@ -43,7 +43,7 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
         run_sweeper=False,
     )
     served = (countdown, flows.gated, flows.must_task, flows.ask, flows.fails, flows.broken)
-    extra = (flows.ask_two, flows.asks_first, flows.hello_now, flows.pause)
+    extra = (flows.ask_two, flows.asks_first, flows.hello_now, flows.pause, flows.pause_again)
     registry = WorkflowRegistry({w.name: w for w in (*served, *extra)})
     async with open_engine(settings, clock=clock, workflows=registry) as opened:
         yield opened
