@@ -29,6 +29,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from taskloom.config import TaskloomSettings
+from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteSettings
@@ -100,12 +101,16 @@ class UnfinishedTasks:
                     self._ids.add(task.id)
 
     async def any_left(self) -> bool:
-        """Whether one of them is still unfinished in the store (at most
-        ``HANDOFF_CHECK_S``: when the store does not answer in time, ``True``)."""
+        """Whether one of them is still queued or running in the store (a task waiting
+        for input needs no worker until answered); at most ``HANDOFF_CHECK_S``: when the
+        store does not answer in time, ``True``."""
         with anyio.move_on_after(HANDOFF_CHECK_S):
             for task_id in list(self._ids):
-                task = await self._manager.get(task_id)
-                if not task.is_terminal:
+                try:
+                    task = await self._manager.get(task_id)
+                except TaskNotFoundError:  # deleted, or expired
+                    continue
+                if task.state in WORK:
                     return True
             return False
         return True
