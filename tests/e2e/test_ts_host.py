@@ -45,7 +45,8 @@ def _host(
     within_s: float = 100,
 ) -> dict[str, Any]:
     """Run the TypeScript host against `taskloom serve` on a fresh database; its report."""
-    server_env = {"PYTHONPATH": str(REPOSITORY), "TASKLOOM_LINGER": "0"}
+    paths = [str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])]
+    server_env = {"PYTHONPATH": os.pathsep.join(paths), "TASKLOOM_LINGER": "0"}
     if plain_wait_s is not None:
         server_env["TASKLOOM_PLAIN_WAIT_S"] = str(plain_wait_s)
     env = {

@@ -64,9 +64,9 @@ async function main() {
   }
 
   try {
-    await client.connect(transport, options);
+    await client.connect(transport); // start-up is not what the timeout is about
     report.protocolVersion = transport._protocolVersion ?? null;
-    const tools = await client.listTools(undefined, options);
+    const tools = await client.listTools();
     report.outputSchemas = tools.tools.filter((t) => t.outputSchema).map((t) => t.name);
     const tool = process.env.TOOL;
     const toolArguments = JSON.parse(process.env.ARGUMENTS);
