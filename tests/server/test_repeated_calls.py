@@ -49,6 +49,7 @@ async def test_a_repeated_plain_call_joins_the_unfinished_task(
         deferred = await first.call("pause", {"gate": "twice"})
         joined = await second.call("pause", {"gate": "twice"})  # another connection, same user
         started = deferred["_meta"][TASK_META]
+        assert "Calling the tool again for the same job joins this task." in _text(deferred)
         assert joined["_meta"][TASK_META] == {
             "taskId": started["taskId"],
             "status": "working",
@@ -122,6 +123,7 @@ async def test_a_workflow_can_turn_joining_off(connect: Connect, engine: Engine)
         first = await client.call("pause_again", {"gate": "run-twice"})
         second = await client.call("pause_again", {"gate": "run-twice"})
     assert first["_meta"][TASK_META]["taskId"] != second["_meta"][TASK_META]["taskId"]
+    assert "joins this task" not in _text(first)  # it would not
     assert "joined" not in second["_meta"][TASK_META]
     assert len(await _task_ids(engine, "pause_again")) == 2
     flows.gate("run-twice").set()

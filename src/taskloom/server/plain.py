@@ -169,7 +169,7 @@ class PlainCalls:
         if latest.is_terminal:
             return _named(call_tool_result(latest), latest, status(latest), joined=joined)
         waited_s = anyio.current_time() - started
-        deferred = self._deferred(waited, waited_s, joined=joined)
+        deferred = self._deferred(waited, waited_s, joined=joined, joins=workflow.join_repeats)
         return _named(deferred, latest, status(latest), deferred=True, joined=joined)
 
     async def _task_for(
@@ -232,7 +232,9 @@ class PlainCalls:
             if anyio.current_time() >= (progress.sent_at or quiet_since) + every_s:
                 await progress.keepalive(waited.latest)
 
-    def _deferred(self, waited: _Waited, waited_s: float, *, joined: bool) -> dict[str, Any]:
+    def _deferred(
+        self, waited: _Waited, waited_s: float, *, joined: bool, joins: bool
+    ) -> dict[str, Any]:
         """The answer of a call whose task goes on: what it is doing and what to do. A
         normal result (``isError: false``): the work has not failed."""
         task, unanswered = waited.latest, waited.unanswered
@@ -245,10 +247,10 @@ class PlainCalls:
             lines.append(f"the last answer did not fit: {'; '.join(unanswered.problems)}")
         if self._after_host is not None:
             lines.append(self._after_host)
-        lines.append(self._next_steps(task))
+        lines.append(self._next_steps(task, joins=joins))
         return {"content": [text_content("\n".join(lines))], "isError": False}
 
-    def _next_steps(self, task: Task) -> str:
+    def _next_steps(self, task: Task, *, joins: bool) -> str:
         quoted = f'task_id "{task.id}"'
         wait = f"task_result with {quoted} and wait_s {self._result_wait_s:g}"
         if not self._fallback_tools:
@@ -258,11 +260,13 @@ class PlainCalls:
                 f"Next: get the answer (ask the user if needed), call task_answer with "
                 f"{quoted} and answer (an object matching the answer schema), then {wait}."
             )
-        return (
+        steps = (
             f"Next: call {wait} (again while it is not finished); task_status shows its "
-            "progress, task_cancel stops it. Do not call the tool again for the same job: "
-            "a repeated call joins this task."
+            "progress, task_cancel stops it."
         )
+        if joins:
+            steps += " Calling the tool again for the same job joins this task."
+        return steps
 
 
 def _legacy_status(task: Task) -> str:
