@@ -4,7 +4,7 @@ recommend, and nothing else (ADR 0040): no request outlives the host's timeout, 
 is an error or fails the SDK's output-schema check, and the structured result arrives.
 
 The real host gives up after 60 s and taskloom's first call waits 45 s; in the suite the
-same ratio runs scaled down (a 5 s host timeout, plain_wait_s 3.75, a job three times
+same ratio runs scaled down (a 6 s host timeout, plain_wait_s 4.5, a job three times
 longer than the timeout). ``TASKLOOM_FULL_SCALE_HOST=1`` runs the full-scale case: the
 SDK's default timeout, the default plain_wait_s, a 3-minute job.
 
@@ -100,11 +100,11 @@ def test_a_typescript_host_follows_a_job_three_times_its_timeout(tmp_path: Path)
     report = _host(
         tmp_path,
         tool="countdown",
-        arguments={"start": 240, "tick_s": 0.25},  # 60 numbers a lane at 4 a second: 15 s
-        timeout_s=5,
-        plain_wait_s=3.75,  # 45/60 of the host's timeout, as by default
+        arguments={"start": 288, "tick_s": 0.25},  # 72 numbers a lane at 4 a second: 18 s
+        timeout_s=6,
+        plain_wait_s=4.5,  # 45/60 of the host's timeout, as by default
     )
-    _follows_to_the_end(report, 5, 240)
+    _follows_to_the_end(report, 6, 288)
     assert report["closeSeconds"] < 5  # the server leaves with its host
 
 
