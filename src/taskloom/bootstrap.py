@@ -176,7 +176,7 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
                 group.cancel_scope.cancel()
     finally:  # the engine has handed its runs back: the worker takes them at once
         if left:
-            start_lingering_worker(settings)
+            start_lingering_worker(settings)  # OSError: logged, the tasks wait
 
 
 async def serve_http(

@@ -116,23 +116,28 @@ class UnfinishedTasks:
         return True
 
 
-def start_lingering_worker(settings: TaskloomSettings) -> Path:
+def start_lingering_worker(settings: TaskloomSettings) -> Path | None:
     """Start a lingering worker for the database of *settings* in the background (in a
-    session of its own, so the host's signals do not reach it); the path of its log."""
+    session of its own, so the host's signals do not reach it); the path of its log, or
+    ``None`` when it could not be started (logged: the tasks wait for the next process)."""
     assert isinstance(settings.database, SqliteSettings)
     log = log_path(settings.database.path)
-    with log.open("ab") as output:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "taskloom.linger"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=output,
-            start_new_session=True,
-            close_fds=True,
-        )
-    assert child.stdin is not None
-    with child.stdin:
-        child.stdin.write(settings.model_dump_json().encode("utf-8"))
+    try:
+        with log.open("ab") as output:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "taskloom.linger"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=output,
+                start_new_session=True,
+                close_fds=True,
+            )
+        assert child.stdin is not None
+        with child.stdin:
+            child.stdin.write(settings.model_dump_json().encode("utf-8"))
+    except OSError as error:
+        logger.warning("could not start a lingering worker (%s); the tasks wait", error)
+        return None
     logger.info("unfinished tasks handed to a lingering worker (pid %d, log %s)", child.pid, log)
     return log
 
