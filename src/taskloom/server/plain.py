@@ -19,6 +19,14 @@ had back (``task_cancel`` stops a task on purpose).
 
 Every plain result names its task, in a last text line and in ``_meta``; every error
 already does (message and ``data.taskId``).
+
+A call that repeats an unfinished call of the same owner, workflow and arguments joins
+its task rather than starting another (unless the workflow says ``join_repeats=False``),
+and a call with an idempotency key (``_meta["taskloom/idempotencyKey"]``) follows the
+task holding it; either answer says it joined (ADR 0040). The deferred answer
+recommends a ``task_result`` wait no longer than this call's, and is never an error:
+hosts that check results against output schemas are not shown them
+(``calls.ToolCalls.list_tools``).
 """
 
 import logging
@@ -70,7 +78,7 @@ IDEMPOTENCY_META_KEY: Final = "taskloom/idempotencyKey"
 200 characters); the same key gives the same task (``submit``, ADR 0040)."""
 JOINED_LINE: Final = (
     "This call joined it: an earlier call with the same arguments (or idempotency key) "
-    "started it and it has not finished, so no second job was started."
+    "started it, so no second job was started."
 )
 
 Context = ServerRequestContext[Any, Any]
