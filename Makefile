@@ -27,6 +27,7 @@ unit: $(STAMP)
 	scripts/ensure-postgres.sh
 	scripts/ensure-chromium.sh
 	scripts/ensure-tmux.sh
+	scripts/ensure-ts-host.sh
 	$(PY) -m pytest
 
 test: lint typecheck unit bench-quick
@@ -49,4 +50,4 @@ conformance: $(STAMP)
 	$(PY) -m tests.conformance.run $(CONFORMANCE_TOOLS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache $(CONFORMANCE_TOOLS)
+	rm -rf $(VENV) .mypy_cache .ruff_cache $(CONFORMANCE_TOOLS) .ts-host

@@ -152,13 +152,31 @@ def _worker_identity(database: DatabaseSettings) -> Iterator[tuple[str, str | No
 
 
 async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
-    """Open the engine and serve MCP over stdin and stdout until stdin closes."""
+    """Open the engine and serve MCP over stdin and stdout until stdin closes (or a
+    cancel). Tasks it created or ran that are unfinished then go to a lingering worker
+    (``taskloom.linger``), when ``settings.server.linger`` holds on SQLite."""
+    from taskloom.linger import UnfinishedTasks, after_host_note, hands_off, start_lingering_worker
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
 
     settings = settings if settings is not None else TaskloomSettings()
-    async with open_engine(settings) as engine:
-        server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)
-        await server.serve_stdio()
+    left = False
+    try:
+        async with open_engine(settings) as engine, anyio.create_task_group() as group:
+            note = after_host_note(settings)
+            server = TaskServer(
+                engine.manager, engine.workflows, settings.server, runs=engine.runs, after_host=note
+            )
+            unfinished = UnfinishedTasks(engine.manager)
+            await group.start(unfinished.follow)
+            try:
+                await server.serve_stdio()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    left = hands_off(settings) and await unfinished.any_left()
+                group.cancel_scope.cancel()
+    finally:  # the engine has handed its runs back: the worker takes them at once
+        if left:
+            start_lingering_worker(settings)  # OSError: logged, the tasks wait
 
 
 async def serve_http(

@@ -55,7 +55,7 @@ def _option(name: str, help: str, *, default: Any = None, **kwargs: Any) -> Call
 
 def http_options(command: F) -> F:
     """Add ``--http``, ``--tokens-file``, ``--max-body-bytes``, ``--max-result-bytes``,
-    ``--plain-wait-s``, ``--rate-limit``, the per-principal quotas, the session and header
+    ``--plain-wait-s``, ``--linger/--no-linger``, ``--rate-limit``, the per-principal quotas, the session and header
     timeouts and the OAuth flags to the ``serve`` command."""
     decorators = [
         _option(
@@ -90,6 +90,14 @@ def http_options(command: F) -> F:
             default=DEFAULT_PLAIN_WAIT_S,
             type=float,
             metavar="SECONDS",
+        ),
+        click.option(
+            "--linger/--no-linger",
+            "linger",
+            envvar="TASKLOOM_LINGER",
+            default=from_project("linger", True),
+            help="when a stdio server's host leaves, a background worker finishes its "
+            "unfinished tasks (env TASKLOOM_LINGER; default on)",
         ),
         _option(
             "--rate-limit",
@@ -175,6 +183,7 @@ def server_settings(args: Args) -> "ServerSettings":
         return ServerSettings(
             max_result_bytes=int(args.max_result_bytes) or None,
             plain_wait_s=float(args.plain_wait_s) or None,
+            linger=bool(args.linger),
             max_unfinished_per_principal=int(args.max_unfinished_per_principal) or None,
         )
     except ValidationError as error:

@@ -86,6 +86,9 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (ServerSettings, "plain_wait_s"): (
         "`--plain-wait-s SECONDS`, `TASKLOOM_PLAIN_WAIT_S` (0: until the task ends)"
     ),
+    (ServerSettings, "linger"): (
+        "`--linger/--no-linger`, `TASKLOOM_LINGER`, the project file's `[serve] linger`"
+    ),
     (HttpSettings, "host"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
     (HttpSettings, "port"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
     (HttpSettings, "tokens"): "`TASKLOOM_TOKENS`, `--tokens-file PATH`, `TASKLOOM_TOKENS_FILE`",

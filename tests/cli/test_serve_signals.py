@@ -3,6 +3,7 @@ stdio (whose reader used to block until EOF) and HTTP; its run in flight is hand
 and a restarted server finishes it."""
 
 import json
+import os
 import re
 import select
 import signal
@@ -32,6 +33,7 @@ def _serve(db: Path, transport: str, cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        env={**os.environ, "TASKLOOM_LINGER": "0"},  # the restart is what resumes the run
     )
 
 

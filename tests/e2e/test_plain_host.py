@@ -77,6 +77,9 @@ async def test_a_plain_host_gets_the_deferred_answer_in_time_then_the_result(
         started = anyio.current_time()
         deferred = await session.call_tool("countdown", THIRTY_SECONDS)
         answered_s = anyio.current_time() - started
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert listed["countdown"].output_schema is None  # nothing a deferral could fail
+        assert deferred.is_error is False  # no failure: the SDK checked it and let it pass
         assert deferred.meta is not None
         task = deferred.meta[TASK_META]
         assert task["deferred"] is True

@@ -158,12 +158,16 @@ async def open_client(
     protocol_version: str | None = None,
     *,
     elicitation_callback: ElicitationFnT | None = None,
+    declare_tasks: bool = False,
 ) -> AsyncIterator[LegacyClient]:
     """An initialized client at *protocol_version* (2025-11-25 when ``None``), declaring
-    form elicitation when given a callback that answers it."""
+    form elicitation when given a callback that answers it, and ``capabilities.tasks``
+    with *declare_tasks*."""
     tap = Tap(read_stream)
     dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(tap, write_stream)
     capabilities: dict[str, Any] = {"elicitation": {"form": {}}} if elicitation_callback else {}
+    if declare_tasks:
+        capabilities["tasks"] = {"list": {}, "cancel": {}}
     async with ClientSession(dispatcher=dispatcher, elicitation_callback=elicitation_callback):
         with anyio.fail_after(10):
             initialize = await dispatcher.send_raw_request(

@@ -43,7 +43,7 @@ async def engine(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Engine]:
         run_sweeper=False,
     )
     served = (countdown, flows.gated, flows.must_task, flows.ask, flows.fails, flows.broken)
-    extra = (flows.ask_two, flows.asks_first, flows.hello_now, flows.pause)
+    extra = (flows.ask_two, flows.asks_first, flows.hello_now, flows.pause, flows.pause_again)
     registry = WorkflowRegistry({w.name: w for w in (*served, *extra)})
     async with open_engine(settings, clock=clock, workflows=registry) as opened:
         yield opened
@@ -66,6 +66,7 @@ def connect(task_server: TaskServer) -> Connect:
         protocol_version: str | None = None,
         owner: str | None = None,
         elicitation_callback: ElicitationFnT | None = None,
+        declare_tasks: bool = False,
     ) -> AsyncIterator[LegacyClient]:
         async with (
             create_client_server_memory_streams() as (client_streams, server_streams),
@@ -73,7 +74,10 @@ def connect(task_server: TaskServer) -> Connect:
         ):
             task_group.start_soon(lambda: task_server.serve(*server_streams, owner=owner))
             async with open_client(
-                *client_streams, protocol_version, elicitation_callback=elicitation_callback
+                *client_streams,
+                protocol_version,
+                elicitation_callback=elicitation_callback,
+                declare_tasks=declare_tasks,
             ) as client:
                 yield client
             task_group.cancel_scope.cancel()

@@ -154,3 +154,18 @@ pause = Workflow(
 async def pause_at_gate(ctx: NodeContext[GateInput]) -> str:
     await gate(ctx.input.gate).wait()
     return f"opened {ctx.input.gate}"
+
+
+pause_again = Workflow(
+    "pause_again",
+    version="1",
+    input=GateInput,
+    description="Wait on a gate; a repeated call starts another run.",
+    join_repeats=False,
+)
+
+
+@pause_again.node()
+async def pause_again_at_gate(ctx: NodeContext[GateInput]) -> str:
+    await gate(ctx.input.gate).wait()
+    return f"opened {ctx.input.gate} again"

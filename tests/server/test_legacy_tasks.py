@@ -35,8 +35,9 @@ def _parses(moment: str) -> bool:
     return datetime.fromisoformat(moment).tzinfo is not None
 
 
-async def test_l3_tools_list_shows_schemas_and_task_support(client: LegacyClient) -> None:
-    tools = {tool["name"]: tool for tool in (await client.request("tools/list"))["tools"]}
+async def test_l3_tools_list_shows_schemas_and_task_support(connect: Connect) -> None:
+    async with connect(declare_tasks=True) as client:
+        tools = {tool["name"]: tool for tool in (await client.request("tools/list"))["tools"]}
     countdown = tools["countdown"]
     assert countdown["execution"] == {"taskSupport": "optional"}
     assert countdown["title"] == "Countdown"
@@ -45,6 +46,15 @@ async def test_l3_tools_list_shows_schemas_and_task_support(client: LegacyClient
     assert countdown["outputSchema"]["required"] == ["counted", "lanes"]
     assert tools["must_task"]["execution"] == {"taskSupport": "required"}
     assert "outputSchema" not in tools["must_task"]
+
+
+async def test_a_client_that_declares_no_tasks_is_shown_no_output_schema(
+    client: LegacyClient,
+) -> None:
+    """A plain host checks every non-error result against it (ADR 0040)."""
+    tools = {tool["name"]: tool for tool in (await client.request("tools/list"))["tools"]}
+    assert "outputSchema" not in tools["countdown"]
+    assert tools["countdown"]["execution"] == {"taskSupport": "optional"}
 
 
 async def test_l5_a_required_tool_without_task_is_32601(client: LegacyClient) -> None:

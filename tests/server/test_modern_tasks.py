@@ -379,3 +379,17 @@ async def test_a_legacy_connection_cannot_use_the_extension(connect: Connect) ->
         created = await legacy.call("countdown", {"start": 1, "tick_s": 0})
         assert "content" in created  # no task without params.task, whatever the _meta says
     flows.gate("unused").set()
+
+
+async def test_output_schemas_only_for_a_request_that_declares_the_extension(
+    connect_modern: ConnectModern,
+) -> None:
+    """A plain host's SDK checks every result against them, and a deferral cannot pass
+    (ADR 0040)."""
+    async with connect_modern() as client:
+        declared = await client.request("tools/list")
+        plain = await client.request("tools/list", declare=False)
+    schemas = {tool["name"]: tool.get("outputSchema") for tool in declared["tools"]}
+    assert schemas["countdown"] is not None
+    assert schemas["countdown"]["required"] == ["counted", "lanes"]
+    assert all("outputSchema" not in tool for tool in plain["tools"])

@@ -19,6 +19,7 @@ class ServeConfig(_Section):
     max_body_bytes: int | None = None
     max_result_bytes: int | None = None
     plain_wait_s: float | None = None
+    linger: bool | None = None
     rate_limit: float | None = None
     max_unfinished_per_principal: int | None = None
     max_sessions_per_principal: int | None = None

@@ -427,11 +427,15 @@ class Workflow(Generic[InputT]):
         settings: type[BaseModel] | None = None,
         asks: Sequence[Question[Any]] = (),
         extra_inputs: ExtraInputs | None = None,
+        join_repeats: bool = True,
     ) -> None:
         """*description* is the tool's: when empty, the input model's own docstring, else
         a generated line (never a docstring the model inherits). *extra_inputs* says what
         a call's unknown argument keys do; by default whatever the input model's
-        ``model_config["extra"]`` says if it sets it, else ``"forbid"`` (ADR 0022)."""
+        ``model_config["extra"]`` says if it sets it, else ``"forbid"`` (ADR 0022).
+        *join_repeats*: a plain call that repeats an unfinished one (same caller, same
+        arguments) follows that call's task rather than starting another (ADR 0040);
+        ``False`` for jobs meant to run twice."""
         if not _NAME.match(name):
             raise WorkflowDefinitionError(f"workflow name {name!r} is not a valid tool name")
         if not version:
@@ -459,6 +463,7 @@ class Workflow(Generic[InputT]):
         self._call_model = _with_extra(input, self.extra_inputs)
         self.task_support: TaskSupport = task_support
         self.max_concurrency = max_concurrency
+        self.join_repeats = join_repeats
         self.settings_model = settings
         self.asks: tuple[Question[Any], ...] = _checked_questions(name, asks)
         """Questions asked before the task exists, in order (their keys are unique)."""

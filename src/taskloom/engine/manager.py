@@ -271,11 +271,13 @@ class TaskManager:
         id_prefix: str | None = None,
         created_after: datetime | None = None,
         created_before: datetime | None = None,
+        idempotency_key: str | None = None,
     ) -> TaskPage:
         """A page of tasks, newest first; pass ``next_cursor`` back for the next page.
         With *parent_id*, only that task's children (ADR 0026); with *names*, only tasks
         of these workflows; with *id_prefix*, only ids starting so; with the time bounds,
-        only tasks created in ``[created_after, created_before)`` (ADR 0030).
+        only tasks created in ``[created_after, created_before)`` (ADR 0030); with
+        *idempotency_key*, only the task holding it (ADR 0040).
 
         Paging is stable under concurrent inserts: no task is skipped or repeated.
 
@@ -295,6 +297,7 @@ class TaskManager:
             parent_id=TaskId(parent_id) if parent_id is not None else None,
             names=frozenset(names) if names is not None else None,
             id_prefix=id_prefix,
+            idempotency_key=idempotency_key,
             created_after=created_after,
             created_before=created_before,
             before=decode_cursor(cursor) if cursor is not None else None,

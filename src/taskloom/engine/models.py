@@ -169,6 +169,9 @@ class TaskQuery(_Frozen):
     """Only tasks of these workflows (or tools), when set."""
     id_prefix: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_LENGTH)
     """Only tasks whose id starts with this, when set."""
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_LENGTH)
+    """Only the task of ``owner`` holding this idempotency key, when set (keys are per
+    owner, whatever ``match_owner`` says)."""
     created_after: UtcDatetime | None = None
     """Only tasks created at or after this time, when set."""
     created_before: UtcDatetime | None = None

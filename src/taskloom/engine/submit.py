@@ -1,9 +1,9 @@
 """Starting a workflow run: validate its input, then create its task durably."""
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import InvalidRequestError, QuotaExceededError
@@ -30,24 +30,28 @@ async def submit(
     *answers* answer some or all of the workflow's questions (``Workflow.asks``) by key;
     the task asks the others before its first node runs. With *max_unfinished*, a named
     *owner* that already has that many unfinished tasks (queued, running or waiting for
-    input) gets none more; the local user (``owner=None``) is never limited.
+    input) gets none more; the local user (``owner=None``) is never limited. With an
+    *idempotency_key* the owner already holds, the task holding it is returned (the
+    same name and arguments) whatever the quota says: a retry creates nothing.
 
     Raises:
         QuotaExceededError: *owner* has *max_unfinished* unfinished tasks (nothing stored).
+        IdempotencyConflictError: the key is held by a task of another workflow or with
+            other arguments.
         InvalidRequestError: the arguments do not match the input model or are refused by
             the workflow's settings, or an answer is not one to a question of the
             workflow or does not fit it (the message says which field and why).
     """
-    try:
-        validated = workflow.parse_arguments(arguments or {})
-    except ValidationError as error:
-        accepted = workflow.input_schema().get("properties", {})
-        raise InvalidRequestError(arguments_problem(workflow.name, error, accepted)) from error
+    validated = _validated(workflow, arguments)
     try:
         stored_answers = workflow.parse_answers(answers or {})
     except ValueError as error:
         raise InvalidRequestError(f"invalid answers for {workflow.name}: {error}") from None
-    await check_quota(manager, owner, max_unfinished)
+    held = None
+    if idempotency_key is not None:
+        held = await key_holder(manager, idempotency_key, owner=owner)
+    if held is None:  # a retry with a held key stores nothing, so it costs no quota
+        await check_quota(manager, owner, max_unfinished)
     return await manager.create(
         workflow.name,
         validated.model_dump(mode="json"),
@@ -72,6 +76,62 @@ async def check_quota(manager: TaskManager, owner: str | None, max_unfinished: i
     unfinished = await manager.count(owner=owner, states=ACTIVE_STATES)
     if unfinished >= max_unfinished:
         raise QuotaExceededError(owner=owner, limit=max_unfinished)
+
+
+async def key_holder(manager: TaskManager, key: str, *, owner: str | None) -> Task | None:
+    """The live task *owner* holds *key* with, if any."""
+    page = await manager.list(owner=owner, idempotency_key=key, limit=1)
+    return page.tasks[0] if page.tasks else None
+
+
+JOIN_SCAN_LIMIT: Final = 1_000
+"""The most unfinished tasks of one workflow :func:`unfinished_twin` reads (the default
+quota of a named principal)."""
+
+
+async def unfinished_twin(
+    manager: TaskManager,
+    workflow: Workflow[Any],
+    arguments: Mapping[str, Any] | None,
+    *,
+    owner: str | None,
+) -> Task | None:
+    """The newest unfinished task *owner* started of *workflow* with these *arguments*
+    (compared once validated, defaults filled in), that is not a child task; ``None``
+    if there is none among its newest ``JOIN_SCAN_LIMIT`` unfinished ones (ADR 0040).
+
+    Raises:
+        InvalidRequestError: the arguments do not match the input model.
+    """
+    wanted = _validated(workflow, arguments).model_dump(mode="json")
+    size = min(100, manager.settings.max_page_size)
+    cursor, read = None, 0
+    while read < JOIN_SCAN_LIMIT:
+        page = await manager.list(
+            owner=owner, states=ACTIVE_STATES, names=[workflow.name], limit=size, cursor=cursor
+        )
+        for task in page.tasks:
+            if task.parent_id is None and task.arguments == wanted:
+                return task
+        read += len(page.tasks)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return None
+
+
+def _validated(workflow: Workflow[Any], arguments: Mapping[str, Any] | None) -> BaseModel:
+    """*arguments* parsed by *workflow*'s input model (defaults filled in).
+
+    Raises:
+        InvalidRequestError: they do not match it (the message says which field and why).
+    """
+    try:
+        parsed: BaseModel = workflow.parse_arguments(arguments or {})
+    except ValidationError as error:
+        accepted = workflow.input_schema().get("properties", {})
+        raise InvalidRequestError(arguments_problem(workflow.name, error, accepted)) from error
+    return parsed
 
 
 def arguments_problem(tool: str, error: ValidationError, accepted: Iterable[str]) -> str:

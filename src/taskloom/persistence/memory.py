@@ -535,6 +535,10 @@ def _matches(task: Task, query: TaskQuery) -> bool:
         return False
     if query.id_prefix is not None and not task.id.startswith(query.id_prefix):
         return False
+    if query.idempotency_key is not None and (
+        task.idempotency_key != query.idempotency_key or task.owner != query.owner
+    ):
+        return False
     if query.created_after is not None and task.created_at < query.created_after:
         return False
     if query.created_before is not None and task.created_at >= query.created_before:

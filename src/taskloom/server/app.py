@@ -25,7 +25,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.runs import RunStore
 from taskloom.engine.scopes import EVERYTHING, Scopes
 from taskloom.server.calls import ToolCalls
-from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
+from taskloom.server.fallback import DEFAULT_MAX_WAIT_S, FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.generation import TASKS_EXTENSION, Generation, generation
 from taskloom.server.history import HistoryTools
 from taskloom.server.legacy import LegacyTasks
@@ -51,8 +51,14 @@ class TaskServer:
         settings: ServerSettings | None = None,
         *,
         runs: RunStore | None = None,
+        after_host: str | None = None,
     ) -> None:
+        """*after_host*: what becomes of a task if the host closes this server, said in
+        each deferred answer (``None``: nothing; the server outlives its hosts)."""
         self.manager = manager
+        self.after_host = after_host
+        self._creating = anyio.Lock()
+        """Held while a plain call finds or creates its task (two identical calls, one task)."""
         self.runs = runs
         """Where the history tools read node attempts (no history tools without it)."""
         self.workflows = dict(workflows)
@@ -101,8 +107,14 @@ class TaskServer:
         history = (
             HistoryTools(self.manager, self.runs, owner=owner) if self.runs is not None else None
         )
+        result_wait_s = self.settings.plain_wait_s or DEFAULT_MAX_WAIT_S
         fallback = (
-            FallbackTools(self.manager, owner=owner, extra=history.specs() if history else None)
+            FallbackTools(
+                self.manager,
+                owner=owner,
+                extra=history.specs() if history else None,
+                max_wait_s=result_wait_s,
+            )
             if self.settings.fallback_tools
             else None
         )
@@ -114,6 +126,9 @@ class TaskServer:
             keepalive_s=self.settings.progress_keepalive_s,
             fallback_tools=self.settings.fallback_tools,
             max_unfinished=self.settings.max_unfinished_per_principal,
+            result_wait_s=result_wait_s,
+            after_host=self.after_host,
+            creating=self._creating,
         )
         calls = ToolCalls(
             self.manager,

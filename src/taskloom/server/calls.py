@@ -14,7 +14,12 @@ What a call of a workflow does depends on the request's generation
 - older versions: nothing was announced, so ``params.task`` is ignored (§2.1) and every
   call is a plain call.
 
-A plain call runs the workflow as a task and answers its result (``plain.PlainCalls``).
+A plain call runs the workflow as a task and answers its result (``plain.PlainCalls``);
+one that repeats an unfinished call follows that call's task (ADR 0040). Any call may
+carry an idempotency key in ``_meta["taskloom/idempotencyKey"]``: the same key gives the
+same task (``submit``). Output schemas are shown only to clients that know tasks
+(``generation.takes_tasks``): a plain host checks every non-error result against them,
+which a deferred answer cannot meet.
 The fallback tools (``task_status``...) answer at once; their task support is
 forbidden, so ``params.task`` on them is ``-32601`` on 2025-11-25, as on a workflow
 whose task support is ``forbidden`` (a plain call on every generation, ADR 0019).
@@ -33,21 +38,22 @@ from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
 from taskloom.engine.submit import submit
 from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
-from taskloom.server.generation import Generation, generation
+from taskloom.server.generation import Generation, generation, takes_tasks
 from taskloom.server.middleware import TaskCreated
 from taskloom.server.modern import becomes_task, start_directed
 from taskloom.server.mrtr import gather
-from taskloom.server.plain import PlainCalls, complete, progress_token
+from taskloom.server.plain import PlainCalls, complete, idempotency_key, progress_token
 from taskloom.server.push import TaskFollowers
 from taskloom.server.wire import legacy_create_task_result
 
 Context = ServerRequestContext[Any, Any]
 
 
-def tool_for(workflow: Workflow[Any]) -> types.Tool:
+def tool_for(workflow: Workflow[Any], *, output_schema: bool = True) -> types.Tool:
     """The tool that starts *workflow*: input schema from its input model, output
-    schema when it has an output model, ``execution.taskSupport`` from the workflow."""
-    output = workflow.output_model
+    schema when it has an output model (and *output_schema*), ``execution.taskSupport``
+    from the workflow."""
+    output = workflow.output_model if output_schema else None
     return types.Tool(
         name=workflow.name,
         title=workflow.title,
@@ -59,11 +65,14 @@ def tool_for(workflow: Workflow[Any]) -> types.Tool:
 
 
 def list_tools(
-    workflows: Mapping[str, Workflow[Any]], extra: Sequence[types.Tool] = ()
+    workflows: Mapping[str, Workflow[Any]],
+    extra: Sequence[types.Tool] = (),
+    *,
+    output_schemas: bool = True,
 ) -> types.ListToolsResult:
     """Every workflow's tool in registration order, then *extra* (one page: tool lists
-    are short)."""
-    tools = [tool_for(workflow) for workflow in workflows.values()]
+    are short); without *output_schemas*, none has one."""
+    tools = [tool_for(workflow, output_schema=output_schemas) for workflow in workflows.values()]
     return types.ListToolsResult(tools=[*tools, *extra])
 
 
@@ -93,8 +102,10 @@ class ToolCalls:
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """Every workflow as a tool, then the fallback tools."""
-        return list_tools(self._workflows, self._fallback.tools() if self._fallback else ())
+        """Every workflow as a tool, then the fallback tools; output schemas only for a
+        client that knows tasks."""
+        extra = self._fallback.tools() if self._fallback else ()
+        return list_tools(self._workflows, extra, output_schemas=takes_tasks(ctx))
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> dict[str, Any]:
         """Start the workflow as a task, or run it as a plain call (module docstring)."""
@@ -107,6 +118,7 @@ class ToolCalls:
         if workflow is None:
             raise unknown_tool(params.name)
         answers: dict[str, JsonValue] = {}
+        key = idempotency_key(ctx)
         if speaking is Generation.MODERN:
             as_task = becomes_task(ctx, workflow)
             first = gather(workflow, params)  # questions asked before the task exists
@@ -121,15 +133,21 @@ class ToolCalls:
                     owner=self._owner,
                     answers=answers,
                     max_unfinished=self._max_unfinished,
+                    idempotency_key=key,
                 )
         elif speaking is Generation.LEGACY:
             if params.task is not None:
                 if workflow.task_support == "forbidden":
                     raise tool_forbids_task(workflow.name)
-                await self._start(ctx, workflow, params.arguments, params.task)
+                await self._start(ctx, workflow, params.arguments, params.task, key)
             if workflow.task_support == "required":
                 raise tool_needs_task(workflow.name)
-        return complete(await self._plain.run(ctx, workflow, params.arguments, answers))
+        until_end = workflow.output_model is not None and takes_tasks(ctx)
+        return complete(
+            await self._plain.run(
+                ctx, workflow, params.arguments, answers, idempotency_key=key, until_end=until_end
+            )
+        )
 
     async def _start(
         self,
@@ -137,6 +155,7 @@ class ToolCalls:
         workflow: Workflow[Any],
         arguments: dict[str, Any] | None,
         metadata: types.TaskMetadata,
+        key: str | None,
     ) -> None:
         """2025-11-25 task-augmented call: commit, follow, answer through the bridge."""
         if isinstance((ctx.params or {}).get("task", {}).get("ttl"), bool):
@@ -151,6 +170,7 @@ class ToolCalls:
                 owner=self._owner,
                 ttl_ms=ttl,
                 max_unfinished=self._max_unfinished,
+                idempotency_key=key,
             ),
             session=ctx.session,
             request_id=ctx.request_id,

@@ -36,9 +36,10 @@ from taskloom.server.wire import (
     wire_status,
 )
 
+DEFAULT_MAX_WAIT_S: Final = 45.0
+"""The longest ``task_result`` waits by default: the default ``plain_wait_s`` (ADR 0040)."""
 LINE_LIMIT: Final = 180
 """Longest summary line of ``task_list`` (so a default page of 10 stays under 2 KB)."""
-MAX_WAIT_S: Final = 60.0
 TEXT_LIMIT: Final = 160
 """Longest message or question a ``task_status`` answer repeats."""
 SHOWN_QUESTIONS: Final = 2
@@ -59,11 +60,13 @@ STATUS_DESCRIPTION: Final = (
     "answer schema. It does not wait: to wait for the result, use task_result with wait_s."
 )
 RESULT_DESCRIPTION: Final = (
-    "Get a task's result. Long jobs: pass wait_s (up to 60) to wait that many seconds for "
-    "it to finish; if it has not, the answer says so and you call task_result again. If "
-    "the task waits on a question, the answer shows it at once: answer it with "
+    "Get a task's result. Long jobs: pass wait_s (up to {max:g}) to wait that many seconds "
+    "for it to finish; if it has not, the answer says so and you call task_result again. "
+    "If the task waits on a question, the answer shows it at once: answer it with "
     "task_answer, then call task_result again."
 )
+"""With ``{max}``: the longest wait, which is what a plain call waits (``plain_wait_s``)
+so that a follow-up fits every host the first call fits (ADR 0040)."""
 CANCEL_DESCRIPTION: Final = (
     "Cancel a task that has not finished: its work stops and it has no result. Only when "
     "the user wants it stopped; a finished task cannot be cancelled."
@@ -87,7 +90,11 @@ class ResultInput(TaskIdInput):
     """Which task, and how long to wait for it to finish."""
 
     wait_s: float = Field(
-        default=0, ge=0, le=MAX_WAIT_S, description="seconds to wait for the task to finish"
+        default=0,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds to wait for the task to finish (more than the server's longest "
+        "wait waits that long)",
     )
 
 
@@ -114,14 +121,24 @@ class FallbackTools:
     """The five tools (and any *extra* ones), answering for one owner from the task store."""
 
     def __init__(
-        self, manager: TaskManager, *, owner: str | None, extra: dict[str, ToolSpec] | None = None
+        self,
+        manager: TaskManager,
+        *,
+        owner: str | None,
+        extra: dict[str, ToolSpec] | None = None,
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
     ) -> None:
+        """*max_wait_s*: the longest ``task_result`` waits (a longer ``wait_s`` is cut to
+        it, and the answer says so): at most what a plain call waits, so that the
+        follow-up fits the host's timeout as the first call does."""
         self._manager = manager
         self._owner = owner
+        self._max_wait_s = max_wait_s
+        result_description = RESULT_DESCRIPTION.format(max=max_wait_s)
         self._tools: dict[str, ToolSpec] = {
             "task_list": (ListInput, LIST_DESCRIPTION, self._list),
             "task_status": (TaskIdInput, STATUS_DESCRIPTION, self._status),
-            "task_result": (ResultInput, RESULT_DESCRIPTION, self._result),
+            "task_result": (ResultInput, result_description, self._result),
             "task_cancel": (TaskIdInput, CANCEL_DESCRIPTION, self._cancel),
             "task_answer": (AnswerInput, ANSWER_DESCRIPTION, self._answer),
             **(extra or {}),  # the history tools (history.py), when the server has them
@@ -170,17 +187,25 @@ class FallbackTools:
 
     async def _result(self, query: ResultInput) -> dict[str, Any]:
         task = await self._manager.get(query.task_id, owner=self._owner)
-        if not task.is_terminal and not task.input_requests and query.wait_s > 0:
-            with anyio.move_on_after(query.wait_s) as waiting:
+        wait_s = min(query.wait_s, self._max_wait_s)
+        cut = (
+            [f"wait_s {query.wait_s:g} is more than this server waits: waited at most {wait_s:g} s"]
+            if query.wait_s > wait_s
+            else []
+        )
+        if not task.is_terminal and not task.input_requests and wait_s > 0:
+            with anyio.move_on_after(wait_s) as waiting:
                 task = await self._until_settled(task.id)
             if waiting.cancelled_caught:  # show how far it got meanwhile
                 task = await self._manager.get(task.id, owner=self._owner)
         if task.input_requests:
             steps = "waits on a question: answer it with task_answer, then call task_result"
-            return _text("\n".join([*status_lines(task), steps]))
+            return _text("\n".join([*cut, *status_lines(task), steps]))
         if not task.is_terminal:
-            steps = "not finished: call task_result again (with wait_s to wait)"
-            return _text("\n".join([*status_lines(task), steps]))
+            steps = (
+                f"not finished: call task_result again (with wait_s {self._max_wait_s:g} to wait)"
+            )
+            return _text("\n".join([*cut, *status_lines(task), steps]))
         if task.state is TaskState.CANCELLED:
             return _error(f"task {task.id} was cancelled ({task.status_message}); no result")
         try:

@@ -79,3 +79,18 @@ def declares_tasks_extension(ctx: ServerRequestContext[Any, Any]) -> bool:
     capabilities = ctx.session.client_capabilities
     extensions = capabilities.extensions if capabilities is not None else None
     return extensions is not None and TASKS_EXTENSION in extensions
+
+
+def takes_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """True when the client of *ctx* said it knows tasks: on 2025-11-25 it declared
+    ``capabilities.tasks`` at ``initialize``, on 2026-07-28 this request declared the
+    tasks extension. Only such clients are shown output schemas (ADR 0040)."""
+    speaking = generation(ctx)
+    if speaking is Generation.MODERN:
+        return declares_tasks_extension(ctx)
+    capabilities = ctx.session.client_capabilities
+    return (
+        speaking is Generation.LEGACY
+        and capabilities is not None
+        and (capabilities.tasks is not None)
+    )

@@ -89,15 +89,24 @@ async def start_directed(
     owner: str | None,
     answers: Mapping[str, JsonValue],
     max_unfinished: int | None = None,
+    idempotency_key: str | None = None,
 ) -> dict[str, Any]:
-    """The ``CreateTaskResult`` of a task committed for this call.
+    """The ``CreateTaskResult`` of a task committed for this call (or of the task holding
+    *idempotency_key*).
 
     Raises:
         InvalidRequestError: the arguments do not fit (``-32602``: no task was created).
+        IdempotencyConflictError: the key holds another call's task (``-32602``).
         QuotaExceededError: *owner* has *max_unfinished* unfinished tasks (``-32031``).
     """
     task = await submit(
-        manager, workflow, arguments, owner=owner, answers=answers, max_unfinished=max_unfinished
+        manager,
+        workflow,
+        arguments,
+        owner=owner,
+        answers=answers,
+        max_unfinished=max_unfinished,
+        idempotency_key=idempotency_key,
     )
     return modern_create_task_result(task)
 

@@ -23,6 +23,12 @@ class ServerSettings(BaseModel):
     for the task before answering that the work goes on, with the task's id and how to
     follow it through the fallback tools (ADR 0018). Hosts on the TypeScript SDK give up
     after 60 s; ``None``: wait until the task ends (for hosts that wait without limit)."""
+    linger: bool = True
+    """When the host of a stdio server goes away (its stdin closes, or SIGINT or SIGTERM)
+    while tasks the server created or ran are unfinished, hand them to a background
+    worker on the same SQLite database, which exits when no work is left (one per
+    database: ``<db>.linger.lock``; its log: ``<db>.linger.log``; ADR 0040). ``False``:
+    they wait for the next process on the database. Not used over HTTP or PostgreSQL."""
     progress_keepalive_s: float | None = Field(default=10.0, gt=0)
     """While a plain call waits, the longest silence between two ``notifications/progress``
     on its progress token, so that hosts which reset their timeout on progress keep

@@ -364,6 +364,9 @@ async def _matching(
     if query.id_prefix is not None:
         where.append("id >= %s AND id < %s")
         params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
+    if query.idempotency_key is not None:  # the terms of the (owner, key) index
+        where.append("coalesce(owner, '') = %s AND idempotency_key = %s")
+        params += [query.owner or "", query.idempotency_key]
     for bound, condition in (
         (query.created_after, "position >= %s"),
         (query.created_before, "position < %s"),

@@ -495,6 +495,9 @@ def _matching(
     if query.id_prefix is not None:
         where.append("id >= ? AND id < ?")
         params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
+    if query.idempotency_key is not None:  # the terms of the (owner, key) index
+        where.append("coalesce(owner, '') = ? AND idempotency_key = ?")
+        params += [query.owner or "", query.idempotency_key]
     for bound, condition in ((query.created_after, "seq >= ?"), (query.created_before, "seq < ?")):
         if bound is not None:
             where.append(condition)
