@@ -561,7 +561,7 @@ class TaskManager:
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         lease_for: timedelta,
         limit: int,
         reclaim_from: str | None = None,

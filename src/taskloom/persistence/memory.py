@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine.claims import ClaimRule
 from taskloom.engine.errors import (
     LeaseLostError,
     TaskNotFoundError,
@@ -209,7 +210,7 @@ class InMemoryTaskStore:
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         now: datetime,
         lease_for: timedelta,
         limit: int,
@@ -225,18 +226,12 @@ class InMemoryTaskStore:
             for task_id, lease in self._leases.items()
             if lease.worker == worker and lease.expires_at > now and task_id in self._positions
         )
+        rule = ClaimRule.of(workflows, reclaim_from)
         ranks: Counter[str | None] = Counter()
         ready: list[tuple[int, int]] = []  # (turn, position)
         for position in self._order:
             task = self._tasks[position]
-            lease = self._leases.get(task.id)
-            if (
-                task.is_terminal
-                or task.is_expired(now)
-                or task.name not in workflows
-                or (lease is not None and lease.expires_at > now and lease.worker != reclaim_from)
-                or (task.parked and (task.wake_at is None or task.wake_at > now))
-            ):
+            if not rule.admits(task, self._leases.get(task.id), now):
                 continue
             ranks[task.owner] += 1
             turn = held[task.owner] + ranks[task.owner]
