@@ -120,7 +120,7 @@ async def open_engine(
             if settings.run_worker:
                 worker = Worker(
                     manager,
-                    dict(registry),
+                    registry,
                     settings=settings.worker,
                     worker_id=worker_id,
                     reclaim_from=reclaim_from,

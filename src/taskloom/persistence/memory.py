@@ -3,13 +3,14 @@
 import secrets
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
-from taskloom.engine.claims import ClaimRule
+from taskloom.engine.claims import ClaimRule, WorkflowKey
 from taskloom.engine.errors import (
     LeaseLostError,
     TaskNotFoundError,
@@ -38,6 +39,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
+from taskloom.engine.versions import FORGET_AFTER, StoredVersion, version_sort_key
 
 _Key = tuple[str | None, str]
 
@@ -58,6 +60,8 @@ class InMemoryTaskStore:
         self._children: dict[TaskId, list[TaskId]] = {}
         self._tokens: dict[str, TokenRecord] = {}
         self._history: dict[TaskId, list[HistoryEntry]] = {}
+        self._processes: dict[str, tuple[frozenset[WorkflowKey], datetime]] = {}
+        """Each process's loaded versions and when its record lapses (ADR 0039)."""
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -203,6 +207,47 @@ class InMemoryTaskStore:
         for position in doomed:
             self._remove(position)
         return len(doomed)
+
+    # -- versions (VersionStore) ----------------------------------------------------------
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
+        await anyio.lowlevel.checkpoint()
+        for other, (_, lapses) in list(self._processes.items()):
+            if lapses <= now - FORGET_AFTER:
+                del self._processes[other]
+        self._processes[process] = (frozenset(loaded), until)
+
+    async def forget_process(self, process: str) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
+        await anyio.lowlevel.checkpoint()
+        self._processes.pop(process, None)
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
+        await anyio.lowlevel.checkpoint()
+        live: frozenset[WorkflowKey] = frozenset()
+        for loaded, lapses in self._processes.values():
+            if lapses > now:
+                live |= loaded
+        return live
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
+        await anyio.lowlevel.checkpoint()
+        found: dict[tuple[str, str | None], tuple[int, datetime]] = {}
+        for task in self._tasks.values():
+            if task.is_terminal or task.is_expired(now):
+                continue
+            key = (task.name, task.workflow_version)
+            count, oldest = found.get(key, (0, task.created_at))
+            found[key] = (count + 1, min(oldest, task.created_at))
+        return [
+            StoredVersion(name=name, version=version, unfinished=count, oldest=oldest)
+            for (name, version), (count, oldest) in sorted(found.items(), key=_version_sort)
+        ]
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
@@ -530,3 +575,8 @@ def _matches(task: Task, query: TaskQuery) -> bool:
     if query.created_before is not None and task.created_at >= query.created_before:
         return False
     return query.states is None or task.state in query.states
+
+
+def _version_sort(item: tuple[tuple[str, str | None], Any]) -> tuple[str, tuple[int, ...], str]:
+    (name, version), _ = item
+    return version_sort_key(name, version)

@@ -1,7 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -12,6 +12,7 @@ import psycopg
 from anyio.abc import TaskStatus
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     ConcurrencyError,
     TaskNotFoundError,
@@ -36,7 +37,8 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens
+from taskloom.engine.versions import StoredVersion
+from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens, versions
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
@@ -113,6 +115,26 @@ class PostgresTaskStore:
         )
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
+        await self._db.transaction(
+            partial(versions.record_loaded, process, list(loaded), now, until)
+        )
+
+    async def forget_process(self, process: str) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
+        await self._db.transaction(partial(versions.forget_process, process))
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
+        return await self._db.read(partial(versions.live_versions, now))
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
+        return await self._db.read(partial(versions.unfinished_versions, now))
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""

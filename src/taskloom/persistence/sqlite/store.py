@@ -1,7 +1,7 @@
 """SqliteTaskStore: the embedded default store (WAL, group commit, ``synchronous=FULL``)."""
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -12,6 +12,7 @@ import aiosqlite
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
@@ -37,7 +38,8 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.persistence.sqlite import history, rows, runs, schema, tokens
+from taskloom.engine.versions import StoredVersion
+from taskloom.persistence.sqlite import history, rows, runs, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
     connect,
     database_uri,
@@ -294,6 +296,30 @@ class SqliteTaskStore:
                 partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
             )
         )
+
+    # -- versions (VersionStore) ------------------------------------------------------------
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
+        record = partial(
+            versions.record_loaded, process=process, loaded=list(loaded), now=now, until=until
+        )
+        await self.writer.submit(partial(_call_with_raw, record), durable=False)
+
+    async def forget_process(self, process: str) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
+        forget = partial(versions.forget_process, process=process)
+        await self.writer.submit(partial(_call_with_raw, forget), durable=False)
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
+        return await self._read(partial(versions.live_versions, now=now))
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
+        return await self._read(partial(versions.unfinished_versions, now=now))
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
 

@@ -1,0 +1,135 @@
+"""Workflow versions across processes (ADR 0039): which versions the live processes have
+loaded, which versions stored runs wait for, and what an operator may remove.
+
+Each worker records the (name, version) pairs it has loaded in the store, with a time
+after which the record lapses (a few heartbeat periods). A run whose version no live
+process has loaded is *waiting for a process*: no worker fails it or takes it; it
+resumes once a process with that version starts.
+"""
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Final, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from taskloom.engine.claims import WorkflowKey
+from taskloom.engine.models import Task, UtcDatetime
+from taskloom.engine.registry import version_order
+from taskloom.engine.states import TaskState
+
+FORGET_AFTER: Final = timedelta(days=1)
+"""A process record that lapsed this long ago is deleted (its process is gone)."""
+
+
+def version_sort_key(name: str, version: str | None) -> tuple[str, tuple[int, ...], str]:
+    """Sort by name, then versions as numbers (ADR 0039), non-numbers by text."""
+    return (name, version_order(version or "") or (), version or "")
+
+
+class StoredVersion(BaseModel):
+    """The unfinished runs of one (name, recorded version) in the store."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str | None
+    """``None``: runs that recorded no version."""
+    unfinished: int
+    oldest: UtcDatetime
+    """When the oldest of them was created."""
+
+
+@runtime_checkable
+class VersionStore(Protocol):
+    """What processes have loaded, and what stored runs need. Each method is one
+    transaction."""
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """Record that *process* has *loaded* these versions, live until *until*; forget
+        records that lapsed long ago."""
+        ...
+
+    async def forget_process(self, process: str) -> None:
+        """Drop *process*'s record (it stops)."""
+        ...
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """Every (name, version) some process whose record is live at *now* has loaded."""
+        ...
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """Per (name, recorded version), the unexpired unfinished runs: how many and when
+        the oldest was created; sorted by name, then version."""
+        ...
+
+
+def waiting_for_process(task: Task, live: frozenset[WorkflowKey]) -> str | None:
+    """What *task* waits for when no live process has its version: ``"waiting for a
+    process that has vflow version 1"``; ``None`` when some process can take it (or it
+    has ended, or waits for a person)."""
+    version = task.workflow_version
+    if task.is_terminal or task.state is TaskState.INPUT_REQUIRED or version is None:
+        return None
+    if (task.name, version) in live:
+        return None
+    return f"waiting for a process that has {task.name} version {version}"
+
+
+class VersionLine(BaseModel):
+    """One workflow version as an operator sees it: where it is loaded, what it has left."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str | None
+    loaded_here: bool
+    """This process has it (it would run its runs)."""
+    loaded_elsewhere: bool
+    """A live process (a worker) has it, per the store's records."""
+    newest: bool
+    """New calls to this process get it."""
+    unfinished: int
+    oldest: UtcDatetime | None
+    """Creation of its oldest unfinished run."""
+
+    @property
+    def safe_to_remove(self) -> bool:
+        """No unfinished run needs it, and new calls do not get it."""
+        return self.unfinished == 0 and not self.newest
+
+    @property
+    def orphaned(self) -> bool:
+        """Unfinished runs need it and no live process (nor this one) has it."""
+        return self.unfinished > 0 and not (self.loaded_here or self.loaded_elsewhere)
+
+
+def version_report(
+    loaded_here: Iterable[WorkflowKey],
+    live: frozenset[WorkflowKey],
+    stored: Sequence[StoredVersion],
+) -> list[VersionLine]:
+    """Every version loaded here, by a live process, or needed by a stored unfinished run,
+    sorted by name then version (as numbers)."""
+    here = frozenset(loaded_here)
+    newest = dict(sorted(here, key=lambda key: version_sort_key(*key)))  # the last wins
+    counts = {(each.name, each.version): each for each in stored}
+    keys: set[tuple[str, str | None]] = {*here, *live, *counts}
+    lines = []
+    for key in sorted(keys, key=lambda key: version_sort_key(*key)):
+        name, version = key
+        found = counts.get(key)
+        lines.append(
+            VersionLine(
+                name=name,
+                version=version,
+                loaded_here=key in here,
+                loaded_elsewhere=key in live,
+                newest=newest.get(name) == version,
+                unfinished=found.unfinished if found is not None else 0,
+                oldest=found.oldest if found is not None else None,
+            )
+        )
+    return lines
