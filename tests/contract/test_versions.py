@@ -7,15 +7,18 @@ from datetime import timedelta
 from typing import Any, cast
 
 import anyio
+import pytest
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.errors import InvalidRequestError, TaskStateError, UnknownWorkflowError
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
+from taskloom.engine.upgrade import move_to_version
 from taskloom.engine.versions import VersionStore
 from taskloom.engine.worker import Worker
 from tests.contract.harness import FAST, finish, run_store, until_state
@@ -190,3 +193,87 @@ async def test_a_worker_records_its_versions_while_it_runs(
         live = await versions.live_versions(manager.clock.now())
         assert live == {("vflow", "1"), ("vflow", "2")}
     assert await versions.live_versions(manager.clock.now()) == frozenset()
+
+
+def _upgradable(version: str, calls: list[str], first_type: type = int) -> Workflow[Empty]:
+    """vflow whose first node computes a number, then asks before its last node."""
+    flow = Workflow("vflow", version=version, input=Empty)
+
+    @flow.node()
+    async def compute(ctx: NodeContext[Empty]) -> first_type:  # type: ignore[valid-type]
+        calls.append(f"compute {version}")
+        return 21
+
+    @flow.node(deps=[compute])
+    async def report(ctx: NodeContext[Empty]) -> str:
+        calls.append(f"report {version}")
+        await ctx.ask("Report?", Confirm)
+        return f"{ctx.output(compute)} reported by {version}"
+
+    return flow
+
+
+class Shaped(BaseModel):
+    value: str
+
+
+async def test_an_upgrade_keeps_the_completed_nodes_and_runs_the_rest_on_the_new_code(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    calls: list[str] = []
+    old = _upgradable("1", calls)
+    async with _worker(manager, _registry(old)):
+        task = await submit(manager, old)
+        await until_state(manager, task, TaskState.INPUT_REQUIRED)
+    both = _registry(old, _upgradable("2", calls))
+    moved = await move_to_version(manager, cast(VersionStore, store), both, task.id, "2")
+    assert moved.kept == ("compute",)
+    assert moved.from_version == "1"
+    assert moved.task.workflow_version == "2"
+    assert "moved from vflow version 1 to 2" in (moved.task.status_message or "")
+    _, history = await manager.history(task.id)
+    assert history[-1].cause == "upgraded"
+    async with _worker(manager, _registry(_upgradable("2", calls))):
+        await until_state(manager, task, TaskState.INPUT_REQUIRED)
+        await _answer(manager, task)
+        assert (await finish(manager, task)).result == "21 reported by 2"
+    assert calls.count("compute 1") == 1
+    assert "compute 2" not in calls
+
+
+async def test_an_upgrade_whose_kept_outputs_do_not_fit_is_refused_naming_the_node(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    calls: list[str] = []
+    old = _upgradable("1", calls)
+    async with _worker(manager, _registry(old)):
+        task = await submit(manager, old)
+        await until_state(manager, task, TaskState.INPUT_REQUIRED)
+    before = await manager.get(task.id)
+    both = _registry(old, _upgradable("2", calls, first_type=Shaped))
+    with pytest.raises(InvalidRequestError) as refused:
+        await move_to_version(manager, cast(VersionStore, store), both, task.id, "2")
+    assert str(refused.value).startswith(
+        f"task {task.id}: node 'compute''s output from version 1 does not fit version 2's type"
+    )
+    assert await manager.get(task.id) == before  # nothing stored changed
+    with pytest.raises(UnknownWorkflowError, match="vflow version 7 is not loaded"):
+        await move_to_version(manager, cast(VersionStore, store), both, task.id, "7")
+    assert await manager.get(task.id) == before
+
+
+async def test_a_run_a_worker_holds_is_not_moved(manager: TaskManager, store: TaskStore) -> None:
+    task = await manager.create("vflow", {}, workflow_version="1")
+    now = manager.clock.now()
+    await run_store(store).claim_runs(
+        worker="busy",
+        workflows=frozenset({("vflow", "1")}),
+        now=now,
+        lease_for=timedelta(seconds=30),
+        limit=1,
+        start=claim_start(now),
+    )
+    both = _registry(_plain("1"), _plain("2"))
+    with pytest.raises(TaskStateError, match="is running in worker busy"):
+        await move_to_version(manager, cast(VersionStore, store), both, task.id, "2")
+    assert (await manager.get(task.id)).workflow_version == "1"

@@ -7,15 +7,16 @@ process has loaded is *waiting for a process*: no worker fails it or takes it; i
 resumes once a process with that version starts.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from taskloom.engine.claims import WorkflowKey
-from taskloom.engine.models import Task, UtcDatetime
+from taskloom.engine.models import Task, TaskId, UtcDatetime
 from taskloom.engine.registry import version_order
+from taskloom.engine.runs import NodeRun
 from taskloom.engine.states import TaskState
 
 FORGET_AFTER: Final = timedelta(days=1)
@@ -38,6 +39,11 @@ class StoredVersion(BaseModel):
     unfinished: int
     oldest: UtcDatetime
     """When the oldest of them was created."""
+
+
+RunMove = Callable[[Task, Mapping[str, NodeRun]], Task]
+"""The change :meth:`VersionStore.move_run` makes: the task and its checkpoints, both as
+stored now, to the task's next version (or an engine error that refuses the move)."""
 
 
 @runtime_checkable
@@ -64,6 +70,25 @@ class VersionStore(Protocol):
         """Per (name, recorded version), the unexpired unfinished runs: how many and when
         the oldest was created; sorted by name, then version."""
         ...
+
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """Store ``move(task, checkpoints)`` over the unfinished task *task_id*, in one
+        transaction, unless a worker holds a live lease on it.
+
+        Raises:
+            TaskNotFoundError: no live task has this id.
+            TaskStateError: a worker is running it now.
+            TaskloomError: whatever *move* raised (nothing is written).
+        """
+        ...
+
+
+def running_now(task_id: TaskId, worker: str) -> str:
+    """Why a run cannot move to another version now."""
+    return (
+        f"task {task_id} is running in worker {worker}; a run moves to another version "
+        "only while no worker runs it (stop that worker, or wait until the run waits)"
+    )
 
 
 def waiting_for_process(task: Task, live: frozenset[WorkflowKey]) -> str | None:

@@ -39,7 +39,13 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.engine.versions import FORGET_AFTER, StoredVersion, version_sort_key
+from taskloom.engine.versions import (
+    FORGET_AFTER,
+    RunMove,
+    StoredVersion,
+    running_now,
+    version_sort_key,
+)
 
 _Key = tuple[str | None, str]
 
@@ -248,6 +254,18 @@ class InMemoryTaskStore:
             StoredVersion(name=name, version=version, unfinished=count, oldest=oldest)
             for (name, version), (count, oldest) in sorted(found.items(), key=_version_sort)
         ]
+
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+        await anyio.lowlevel.checkpoint()
+        current = self._current(task_id, now)
+        lease = self._leases.get(task_id)
+        if lease is not None and lease.expires_at > now:
+            raise TaskStateError(running_now(task_id, lease.worker))
+        nodes = dict(self._nodes.get(task_id, {}))
+        new = self._successor(current, lambda task: move(task, nodes))
+        self._replace(new, None, now)
+        return new
 
     # -- runs (RunStore) ------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     ConcurrencyError,
     TaskNotFoundError,
+    TaskStateError,
 )
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
@@ -37,7 +38,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.engine.versions import StoredVersion
+from taskloom.engine.versions import RunMove, StoredVersion, running_now
 from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens, versions
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
 from taskloom.persistence.postgres.notify import OnChange
@@ -135,6 +136,10 @@ class PostgresTaskStore:
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
         """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
         return await self._db.read(partial(versions.unfinished_versions, now))
+
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+        return await self._db.transaction(partial(_move_run, task_id, now, move))
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -438,6 +443,18 @@ async def _update(
     if fence is not None:
         await runs.check_fence(connection, fence)
     return await _write(current, mutate, fence, now, connection)
+
+
+async def _move_run(task_id: TaskId, now: datetime, move: RunMove, connection: Connection) -> Task:
+    current = await _locked(task_id, now, connection)  # a claim's lease waits for this row
+    cursor = await connection.execute(
+        "SELECT worker FROM leases WHERE task_id = %s AND expires_at > %s", (task_id, now)
+    )
+    holder = await cursor.fetchone()
+    if holder is not None:
+        raise TaskStateError(running_now(task_id, holder[0]))
+    nodes = await runs.node_runs(connection, task_id)
+    return await _write(current, lambda task: move(task, nodes), None, now, connection)
 
 
 async def _finish_run(

@@ -17,6 +17,7 @@ from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
     TaskNotFoundError,
+    TaskStateError,
 )
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
@@ -38,7 +39,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.engine.versions import StoredVersion
+from taskloom.engine.versions import RunMove, StoredVersion, running_now
 from taskloom.persistence.sqlite import history, rows, runs, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
     connect,
@@ -321,6 +322,10 @@ class SqliteTaskStore:
         """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
         return await self._read(partial(versions.unfinished_versions, now=now))
 
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+        return await self.writer.submit(partial(_move_run, task_id, now, move))
+
     # -- tokens (TokenStore) ----------------------------------------------------------------
 
     async def add_token(self, record: TokenRecord) -> None:
@@ -568,6 +573,18 @@ def _update(
     if fence is not None:
         runs.check_fence(raw, fence)
     return _write(current, mutate, fence, now, raw)
+
+
+def _move_run(task_id: TaskId, now: datetime, move: RunMove, raw: sqlite3.Connection) -> Task:
+    now_us = rows.micros(now)
+    current = _current(task_id, now_us, raw)
+    holder = raw.execute(
+        "SELECT worker FROM leases WHERE task_id = ? AND expires_at > ?", (task_id, now_us)
+    ).fetchone()
+    if holder is not None:
+        raise TaskStateError(running_now(task_id, holder[0]))
+    nodes = runs.node_runs(raw, task_id)
+    return _write(current, lambda task: move(task, nodes), None, now_us, raw)
 
 
 def _finish_run(
