@@ -149,7 +149,11 @@ async def test_a_process_without_the_version_leaves_the_run_waiting_not_failed(
         assert (await finish(manager, await submit(manager, only_new["vflow"]))).result == (
             "version 2"
         )
-    waiting = await manager.get(old.id)
+        says = "waiting for a process that has vflow version 1"
+        with anyio.fail_after(10), manager.subscribe([old.id]) as changes:
+            waiting = await manager.get(old.id)
+            while waiting.status_message != says:  # the worker's next record writes it
+                waiting = await changes.receive()
     assert waiting.state is TaskState.QUEUED
     async with _worker(manager, _registry(_plain("1"), _plain("2"))):
         assert (await finish(manager, old)).result == "version 1"
@@ -277,3 +281,39 @@ async def test_a_run_a_worker_holds_is_not_moved(manager: TaskManager, store: Ta
     with pytest.raises(TaskStateError, match="is running in worker busy"):
         await move_to_version(manager, cast(VersionStore, store), both, task.id, "2")
     assert (await manager.get(task.id)).workflow_version == "1"
+
+
+def _child(version: str) -> Workflow[Empty]:
+    flow = Workflow("vchild", version=version, input=Empty)
+
+    @flow.node()
+    async def only(ctx: NodeContext[Empty]) -> str:
+        return f"child {version}"
+
+    return flow
+
+
+async def test_a_child_records_the_version_its_parents_code_starts(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """The parent's version 1 code starts version 1 of the child, though the process
+    also has (and new calls get) version 2 of both."""
+    old_child, new_child = _child("1"), _child("2")
+
+    def parent(version: str, child: Workflow[Empty]) -> Workflow[Empty]:
+        flow = Workflow("vparent", version=version, input=Empty)
+
+        @flow.node()
+        async def call(ctx: NodeContext[Empty]) -> Any:
+            return await ctx.child(child, {})
+
+        return flow
+
+    task = await manager.create("vparent", {}, workflow_version="1")
+    everything = _registry(parent("1", old_child), parent("2", new_child), old_child, new_child)
+    async with _worker(manager, everything):
+        assert (await finish(manager, task)).result == "child 1"
+        fresh = await submit(manager, everything["vparent"])
+        assert (await finish(manager, fresh)).result == "child 2"
+    children = (await manager.list(parent_id=task.id)).tasks
+    assert [child.workflow_version for child in children] == ["1"]

@@ -28,14 +28,7 @@ async def read_report(db: str, loaded_here: frozenset[WorkflowKey]) -> list[Vers
 
 def note(line: VersionLine) -> str:
     """What an operator should know of *line*, in a few words."""
-    runs = f"{line.unfinished} unfinished run{'s' if line.unfinished != 1 else ''}"
-    if line.orphaned:
-        return f"no process has it: {runs} wait"
-    if line.newest:
-        return "newest: new calls get it"
-    if line.safe_to_remove:
-        return "safe to remove"
-    return f"draining: {runs}"
+    return line.note
 
 
 def loaded_where(line: VersionLine) -> str:

@@ -9,15 +9,19 @@ resumes once a process with that version starts.
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from taskloom.engine.claims import WorkflowKey
+from taskloom.engine.errors import TaskNotFoundError, TaskStateError
 from taskloom.engine.models import Task, TaskId, UtcDatetime
 from taskloom.engine.registry import version_order
 from taskloom.engine.runs import NodeRun
 from taskloom.engine.states import TaskState
+
+if TYPE_CHECKING:
+    from taskloom.engine.manager import TaskManager
 
 FORGET_AFTER: Final = timedelta(days=1)
 """A process record that lapsed this long ago is deleted (its process is gone)."""
@@ -130,6 +134,19 @@ class VersionLine(BaseModel):
         """Unfinished runs need it and no live process (nor this one) has it."""
         return self.unfinished > 0 and not (self.loaded_here or self.loaded_elsewhere)
 
+    @property
+    def note(self) -> str:
+        """What an operator should know of it, in a few words."""
+        runs = f"{self.unfinished} unfinished run{'s' if self.unfinished != 1 else ''}"
+        if self.orphaned:
+            waits = "run waits" if self.unfinished == 1 else "runs wait"
+            return f"no process has it: {self.unfinished} {waits}"
+        if self.newest:
+            return "newest: new calls get it"
+        if self.safe_to_remove:
+            return "safe to remove"
+        return f"draining: {runs}"
+
 
 def version_report(
     loaded_here: Iterable[WorkflowKey],
@@ -158,3 +175,34 @@ def version_report(
             )
         )
     return lines
+
+
+MARKED_PER_PASS: Final = 100
+"""At most this many runs of one version get their status message per pass."""
+
+
+async def mark_waiting_runs(manager: "TaskManager", store: VersionStore) -> int:
+    """Write "waiting for a process that has vflow version 1" as the status message of
+    queued runs whose version no live process has (so MCP clients and the dashboard,
+    which show the stored message, say it too); a process that has the version replaces
+    it as it claims the run. Return how many were written."""
+    now = manager.clock.now()
+    live = await store.live_versions(now)
+    stored = await store.unfinished_versions(now)
+    written = 0
+    for line in version_report((), live, stored):
+        if not line.orphaned or line.version is None:
+            continue
+        page = await manager.list(
+            states=[TaskState.QUEUED], names=[line.name], limit=MARKED_PER_PASS
+        )
+        for task in page.tasks:
+            message = waiting_for_process(task, live)
+            if message is None or task.status_message == message:
+                continue
+            try:
+                await manager.note_queued(task.id, message)
+            except (TaskStateError, TaskNotFoundError):
+                continue  # claimed, cancelled or deleted meanwhile
+            written += 1
+    return written

@@ -30,7 +30,7 @@ from taskloom.engine.registry import loaded_versions, workflow_for
 from taskloom.engine.runner import RunExecution
 from taskloom.engine.runs import ClaimedRun, Lease, RunStore
 from taskloom.engine.states import TaskState
-from taskloom.engine.versions import VersionStore
+from taskloom.engine.versions import VersionStore, mark_waiting_runs
 
 logger = logging.getLogger(__name__)
 
@@ -256,6 +256,7 @@ class Worker:
                 try:
                     until = now + timedelta(seconds=3 * period)
                     await versions.record_loaded(self.worker_id, loaded, now, until)
+                    await mark_waiting_runs(self.manager, versions)
                 except Exception as error:  # noqa: BLE001  # never fatal: try next period
                     _log_failure(self.worker_id, "recording its versions", error, period)
                 if not started:
