@@ -67,7 +67,7 @@ def test_sql_and_python_admit_the_same_runs() -> None:
     database = sqlite3.connect(":memory:")
     database.execute(
         "CREATE TABLE tasks (id TEXT, name TEXT, state TEXT, expires_at INTEGER,"
-        " parked INTEGER, wake_at INTEGER, body TEXT)"
+        " parked INTEGER, wake_at INTEGER, workflow_version TEXT, body TEXT)"
     )
     database.execute("CREATE TABLE leases (task_id TEXT, worker TEXT, expires_at INTEGER)")
     tasks = []
@@ -77,7 +77,7 @@ def test_sql_and_python_admit_the_same_runs() -> None:
         tasks.append((task, lease))
         expires = task.expires_at
         database.execute(
-            "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 task.id,
                 task.name,
@@ -85,6 +85,7 @@ def test_sql_and_python_admit_the_same_runs() -> None:
                 rows.micros(expires) if expires is not None else None,
                 int(task.parked),
                 rows.micros(task.wake_at) if task.wake_at is not None else None,
+                task.workflow_version,
                 task.model_dump_json(),
             ),
         )

@@ -87,9 +87,12 @@ async def resume_task(args: Args) -> int:
         )
     try:
         workflow = workflows.version(source.name, source.workflow_version)
-    except UnknownWorkflowError as error:
+    except UnknownWorkflowError:
+        loaded = ", ".join(each.version for each in workflows.versions(source.name))
         raise CommandError(
-            f"task {source.id} ran {error} (load that version with --workflows MODULE)"
+            f"task {source.id} ran {source.name} version {source.workflow_version}, which is "
+            f"not loaded here (loaded versions: {loaded}); load it with --workflows "
+            "MODULE|FILE.py"
         ) from None
     async with _opened(args, workflow) as local:
         forked = await fork(

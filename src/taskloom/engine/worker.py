@@ -34,6 +34,10 @@ from taskloom.engine.versions import VersionStore, mark_waiting_runs
 
 logger = logging.getLogger(__name__)
 
+_MARK_EVERY_S = 15.0
+"""How often a worker looks for queued runs that no live process can take, to say so in
+their status message (at its first record, then at most this often)."""
+
 _FORGET_S = 2.0
 """How long a stopping worker tries to drop its record of loaded versions."""
 
@@ -249,6 +253,7 @@ class Worker:
         has says so (ADR 0039); forget the record when the worker stops."""
         period = self.settings.heartbeat_s or self.settings.lease_s / 3
         loaded = frozenset(self._loaded)
+        next_mark = self.manager.clock.now()
         started = False
         try:
             while True:
@@ -256,7 +261,9 @@ class Worker:
                 try:
                     until = now + timedelta(seconds=3 * period)
                     await versions.record_loaded(self.worker_id, loaded, now, until)
-                    await mark_waiting_runs(self.manager, versions)
+                    if next_mark <= now:  # one grouped read of the unfinished runs
+                        await mark_waiting_runs(self.manager, versions)
+                        next_mark = now + timedelta(seconds=_MARK_EVERY_S)
                 except Exception as error:  # noqa: BLE001  # never fatal: try next period
                     _log_failure(self.worker_id, "recording its versions", error, period)
                 if not started:

@@ -19,18 +19,12 @@ class Dialect:
 
     parameter: Callable[[str], str]
     """The placeholder of a named parameter."""
-    recorded_version: str
-    """The version a task recorded (from its JSON body), as an SQL expression."""
+    recorded_version: str = "t.workflow_version"
+    """The version a task recorded, as an SQL expression (the column schema 8 added)."""
 
 
-SQLITE: Final = Dialect(
-    parameter=lambda name: f":{name}",
-    recorded_version="json_extract(t.body, '$.workflow_version')",
-)
-POSTGRES: Final = Dialect(
-    parameter=lambda name: f"%({name})s",
-    recorded_version="(t.body ->> 'workflow_version')",
-)
+SQLITE: Final = Dialect(parameter=lambda name: f":{name}")
+POSTGRES: Final = Dialect(parameter=lambda name: f"%({name})s")
 
 _ACTIVE: Final = ", ".join(f"'{state.value}'" for state in sorted(ACTIVE_STATES))
 

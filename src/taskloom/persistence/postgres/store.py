@@ -454,7 +454,11 @@ async def _move_run(task_id: TaskId, now: datetime, move: RunMove, connection: C
     if holder is not None:
         raise TaskStateError(running_now(task_id, holder[0]))
     nodes = await runs.node_runs(connection, task_id)
-    return await _write(current, lambda task: move(task, nodes), None, now, connection)
+    moved = await _write(current, lambda task: move(task, nodes), None, now, connection)
+    await connection.execute(
+        "UPDATE tasks SET workflow_version = %s WHERE id = %s", (moved.workflow_version, task_id)
+    )
+    return moved
 
 
 async def _finish_run(

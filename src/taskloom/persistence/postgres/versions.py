@@ -46,7 +46,7 @@ async def live_versions(now: datetime, connection: Connection) -> frozenset[Work
 async def unfinished_versions(now: datetime, connection: Connection) -> list[StoredVersion]:
     """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
     cursor = await connection.execute(
-        "SELECT name, body ->> 'workflow_version', count(*), min(created_at)"
+        "SELECT name, workflow_version, count(*), min(created_at)"
         f" FROM tasks WHERE state IN ({_ACTIVE})"
         " AND (expires_at IS NULL OR expires_at > %s) GROUP BY 1, 2",
         (now,),

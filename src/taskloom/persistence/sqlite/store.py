@@ -584,7 +584,11 @@ def _move_run(task_id: TaskId, now: datetime, move: RunMove, raw: sqlite3.Connec
     if holder is not None:
         raise TaskStateError(running_now(task_id, holder[0]))
     nodes = runs.node_runs(raw, task_id)
-    return _write(current, lambda task: move(task, nodes), None, now_us, raw)
+    moved = _write(current, lambda task: move(task, nodes), None, now_us, raw)
+    raw.execute(
+        "UPDATE tasks SET workflow_version = ? WHERE id = ?", (moved.workflow_version, task_id)
+    )
+    return moved
 
 
 def _finish_run(

@@ -46,7 +46,7 @@ def live_versions(raw: sqlite3.Connection, now: datetime) -> frozenset[WorkflowK
 def unfinished_versions(raw: sqlite3.Connection, now: datetime) -> list[StoredVersion]:
     """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
     found = raw.execute(
-        "SELECT name, json_extract(body, '$.workflow_version'), count(*), min(created_us)"
+        "SELECT name, workflow_version, count(*), min(created_us)"
         f" FROM tasks WHERE state IN ({_ACTIVE}) AND {rows.LIVE} GROUP BY 1, 2",
         (rows.micros(now),),
     ).fetchall()

@@ -9,3 +9,8 @@ CREATE TABLE processes (
     seen_at    timestamptz NOT NULL,
     expires_at timestamptz NOT NULL
 );
+
+-- The workflow version a task recorded, copied from its body at insert (and by an
+-- operator's `tasks upgrade`): what claims filter on, without reading each task's JSON.
+ALTER TABLE tasks ADD COLUMN workflow_version text;
+UPDATE tasks SET workflow_version = body->>'workflow_version';

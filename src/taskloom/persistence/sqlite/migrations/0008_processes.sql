@@ -9,3 +9,8 @@ CREATE TABLE processes (
     seen_at    INTEGER NOT NULL,
     expires_at INTEGER NOT NULL
 );
+
+-- The workflow version a task recorded, copied from its body at insert (and by an
+-- operator's `tasks upgrade`): what claims filter on, without reading each task's JSON.
+ALTER TABLE tasks ADD COLUMN workflow_version TEXT;
+UPDATE tasks SET workflow_version = json_extract(body, '$.workflow_version');
