@@ -83,3 +83,24 @@ def test_two_files_of_one_name_are_refused(
         f"taskloom: error: --workflows {v1} and {twin} are both the module 'vflow_v1': give the "
         "files different names (e.g. flows_v1.py and flows_v2.py)\n"
     )
+
+
+def test_a_project_file_loads_two_versions_side_by_side(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    files: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "taskloom.toml").write_text(
+        'db = "p.db"\nworkflows = ["vflow_v2.py", "vflow_v1.py"]\n', encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TASKLOOM_DB", raising=False)
+    _, listed, _ = cli(capsys, "workflows", "list", "--json")
+    versions = [
+        flow["version"] for flow in json.loads(listed)["workflows"] if flow["name"] == "vflow"
+    ]
+    assert versions == ["1", "2"]  # ordered as numbers, whatever the file's order
+    code, out, _ = cli(capsys, "run", "vflow")
+    assert code == 0
+    assert '"ran version 2"' in out

@@ -160,3 +160,26 @@ def test_a_lone_version_may_be_any_string(tmp_path: Path, monkeypatch: pytest.Mo
     (module,) = _versions(tmp_path, monkeypatch, "beta")
     registry.load_module(module)
     assert registry["vflow"].version == "beta"
+
+
+def test_entry_points_may_bring_several_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install(
+        tmp_path,
+        "versions_plugin",
+        """
+        [taskloom.workflows]
+        old = plugin_v1:flow
+        new = plugin_v2
+        """,
+        {
+            "plugin_v1": VERSIONED.format(version="1"),
+            "plugin_v2": VERSIONED.format(version="2"),
+        },
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = WorkflowRegistry()
+    registry.load_entry_points()
+    assert [flow.version for flow in registry.versions("vflow")] == ["1", "2"]
+    assert registry["vflow"].version == "2"
