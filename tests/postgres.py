@@ -68,5 +68,8 @@ async def emptied_store(schema: str) -> AsyncIterator[PostgresTaskStore]:
         await connection.execute(
             sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "tasks"))  # cascades
         )
-        await connection.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, "tokens")))
+        for table in ("tokens", "processes"):
+            await connection.execute(
+                sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, table))
+            )
         yield store

@@ -120,7 +120,7 @@ async def open_engine(
             if settings.run_worker:
                 worker = Worker(
                     manager,
-                    dict(registry),
+                    registry,
                     settings=settings.worker,
                     worker_id=worker_id,
                     reclaim_from=reclaim_from,
@@ -189,6 +189,7 @@ async def serve_http(
     until the process is stopped; *task_status* gets the bound port once listening. The
     workflows are configured for ``network`` callers, whatever ``settings.exposure`` says."""
     from taskloom.observability.metrics import Metrics  # prometheus_client: only to serve
+    from taskloom.observability.version_watch import watch_versions
     from taskloom.server.app import TaskServer  # the SDK loads only to serve
     from taskloom.server.dashboard.hub import ChangeHub
     from taskloom.server.dashboard.mount import ui_app
@@ -228,6 +229,10 @@ async def serve_http(
         )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, engine.manager)
+            loaded = engine.workflows.loaded() if engine.worker is not None else {}
+            task_group.start_soon(
+                watch_versions, metrics, engine.runs, engine.manager.clock, loaded
+            )
             await service.serve(task_status=task_status)
             task_group.cancel_scope.cancel()
 

@@ -424,25 +424,6 @@ async def test_a_restarted_worker_takes_back_its_own_runs_at_once(
     assert outcomes[-1] is AttemptOutcome.COMPLETED
 
 
-async def test_a_run_of_another_version_fails_with_a_clear_message(
-    manager: TaskManager, store: TaskStore
-) -> None:
-    flow = Workflow("versioned", version="2", input=Empty)
-
-    @flow.node()
-    async def only(ctx: NodeContext[Empty]) -> int:
-        return 1
-
-    task = await manager.create("versioned", {}, workflow_version="1")
-    async with running(manager, store, flow):
-        done = await _finish(manager, task)
-    assert done.state is TaskState.FAILED
-    assert done.error is not None
-    assert done.error.code == "version_mismatch"
-    assert "version 1" in done.error.message
-    assert "version 2" in done.error.message
-
-
 async def test_bad_arguments_are_refused_before_a_task_exists(
     manager: TaskManager, store: TaskStore
 ) -> None:

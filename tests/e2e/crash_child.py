@@ -115,7 +115,7 @@ class KillingStore(SqliteTaskStore):
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         now: datetime,
         lease_for: timedelta,
         limit: int,

@@ -22,7 +22,12 @@ def _schema_6_file(path: Path, task: Task) -> None:
             raw.executescript(sql)
         raw.execute(f"PRAGMA user_version = {BEFORE_HISTORY:d}")
         raw.execute(f"PRAGMA application_id = {schema.APPLICATION_ID:d}")
-        raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+        row = rows.insert_row(task)  # schema 6 has no workflow_version column (schema 8)
+        raw.execute(
+            "INSERT INTO tasks (id, name, owner, state, version, updated_at, expires_at,"
+            " idempotency_key, parent_id, created_us, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row[:10], row[11]),
+        )
 
 
 async def test_a_task_stored_before_the_history_gets_one_migrated_row(tmp_path: Path) -> None:

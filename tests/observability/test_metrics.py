@@ -2,11 +2,14 @@
 library's process and GC metrics, served on an address of their own (ADR 0034)."""
 
 import socket
+from datetime import timedelta
 
+import anyio
 import httpx2
 import pytest
 
 from taskloom.engine.errors import InvalidRequestError
+from taskloom.engine.manager import TaskManager
 from taskloom.observability import standard_observer
 from taskloom.observability.metrics import Metrics
 from taskloom.observability.metrics_server import (
@@ -14,6 +17,9 @@ from taskloom.observability.metrics_server import (
     parse_address,
     start_metrics_server,
 )
+from taskloom.observability.version_watch import watch_versions
+from taskloom.persistence.memory import InMemoryTaskStore
+from taskloom.testing import FakeClock
 from tests.observability.scrape import samples, value
 from tests.observability.test_observer import engine, run_shaky
 
@@ -103,3 +109,30 @@ def test_no_address_serves_nothing() -> None:
     with metrics_endpoint("127.0.0.1:0") as served:
         assert served is not None
         assert served.port > 0
+
+
+async def test_runs_of_a_version_no_process_has_show_in_the_metrics() -> None:
+    """A watcher reads the store's records: a version with unfinished runs that no live
+    process has is counted with the age of its oldest run, and leaves the gauges once a
+    process with it records itself (ADR 0039)."""
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    await manager.create("vflow", {}, workflow_version="1")
+    await manager.create("vflow", {}, workflow_version="1")
+    await manager.create("vflow", {}, workflow_version="2")
+    now = clock.now()
+    await store.record_loaded("new", [("vflow", "2")], now, now + timedelta(minutes=10))
+    clock.advance(90)
+    metrics = Metrics()
+    with anyio.move_on_after(0.5):
+        await watch_versions(metrics, store, clock, every_s=0.01)
+    text = metrics.render()
+    waiting = {"workflow": "vflow", "version": "1"}
+    assert value(text, "taskloom_runs_waiting_for_a_version", **waiting) == 2
+    assert value(text, "taskloom_oldest_run_waiting_for_a_version_seconds", **waiting) == 90
+    assert value(text, "taskloom_runs_waiting_for_a_version", workflow="vflow", version="2") is None
+    await store.record_loaded("old", [("vflow", "1")], clock.now(), clock.now() + timedelta(1))
+    with anyio.move_on_after(0.5):
+        await watch_versions(metrics, store, clock, every_s=0.01)
+    assert value(metrics.render(), "taskloom_runs_waiting_for_a_version", **waiting) is None

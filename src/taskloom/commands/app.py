@@ -196,6 +196,35 @@ def tasks_resume(**params: Any) -> None:
 
 
 @_task_command(
+    "upgrade",
+    "move unfinished runs to another loaded version of their workflow",
+    help="Move unfinished runs to another version of their workflow that --workflows "
+    "loads, when you know their checkpoints still fit it: the completed nodes that the "
+    "new version has are kept (their outputs are checked against its types first), the "
+    "rest runs on the new code. A run a worker is executing now is refused; it moves "
+    "while it waits. Each move is recorded in the task's history (cause: upgraded).",
+)
+@click.argument("task_ids", nargs=-1, metavar="[ID...]")
+@click.option(
+    "--to",
+    "to_version",
+    required=True,
+    envvar="TASKLOOM_TO",
+    metavar="VERSION",
+    help="the version to move them to (env TASKLOOM_TO)",
+)
+@click.option(
+    "--all-of",
+    "all_of",
+    envvar="TASKLOOM_ALL_OF",
+    metavar="NAME@VERSION",
+    help="every unfinished run of this workflow version, instead of IDs (env TASKLOOM_ALL_OF)",
+)
+def tasks_upgrade(**params: Any) -> None:
+    dispatch("tasks_upgrade:upgrade_tasks", params)
+
+
+@_task_command(
     "delete",
     "delete finished tasks and their history now",
     help="Delete finished tasks (completed, failed or cancelled) with their nodes and "
@@ -240,11 +269,14 @@ def workflows() -> None:
     project file's), and their DAGs."""
 
 
-@workflows.command("list", short_help="every loaded workflow")
+@workflows.command("list", short_help="every loaded workflow version, and the database's")
 @options.json_output
+@options.db
 @options.workflows
 def workflows_list(**params: Any) -> None:
-    """Every loaded workflow: version, nodes, phases."""
+    """Every loaded workflow version: nodes, phases. When the database exists, also each
+    version it has unfinished runs of or a running worker has loaded: how many runs,
+    the oldest, and whether it is safe to remove."""
     dispatch("workflows:list_workflows", params)
 
 

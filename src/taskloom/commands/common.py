@@ -74,9 +74,11 @@ def workflow_modules(entries: Sequence[str]) -> list[str]:
     ``.py`` file as the module of that name in its folder (put first on ``sys.path``).
 
     Raises:
-        CommandError: a ``.py`` file that does not exist.
+        CommandError: a ``.py`` file that does not exist, or two files of one name
+            (they would be one module).
     """
     modules = []
+    files: dict[str, Path] = {}
     for entry in entries:
         if not entry.endswith(".py"):
             modules.append(entry)
@@ -84,6 +86,12 @@ def workflow_modules(entries: Sequence[str]) -> list[str]:
         path = Path(entry).expanduser().resolve()
         if not path.is_file():
             raise CommandError(f"--workflows {entry}: no such file")
+        other = files.setdefault(path.stem, path)
+        if other != path:  # Python would import the first one twice
+            raise CommandError(
+                f"--workflows {other} and {path} are both the module {path.stem!r}: give "
+                "the files different names (e.g. flows_v1.py and flows_v2.py)"
+            )
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))
         modules.append(path.stem)

@@ -23,6 +23,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeState, RunStore
 from taskloom.engine.states import TaskState
+from taskloom.engine.versions import waiting_for_process
 
 OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"
@@ -108,11 +109,13 @@ async def _unclaimed(manager: TaskManager, task: Task, view: ProgressView, flags
     workflow (or all are busy)."""
     await anyio.sleep(UNCLAIMED_NOTE_S)
     current = await manager.get(task.id)
-    if current.state is TaskState.QUEUED and current.updated_at == task.updated_at:
+    marked = current.status_message == waiting_for_process(current, frozenset())  # ADR 0039
+    if current.state is TaskState.QUEUED and (current.updated_at == task.updated_at or marked):
+        version = f" version {current.workflow_version}" if current.workflow_version else ""
         view.note(
             f"Task {task.id} is still queued after {UNCLAIMED_NOTE_S:g} s: no worker on this "
-            f"database runs {task.name} (or all are busy). Start one with: taskloom worker"
-            f"{flags}"
+            f"database runs {task.name}{version} (or all are busy). Start one with: "
+            f"taskloom worker{flags}"
         )
 
 

@@ -17,6 +17,7 @@ from taskloom.commands.common import (
 )
 from taskloom.commands.follow import follow
 from taskloom.engine.dag import Workflow
+from taskloom.engine.errors import UnknownWorkflowError
 from taskloom.engine.fork import fork
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.observability import standard_observer
@@ -84,7 +85,15 @@ async def resume_task(args: Args) -> int:
             f"task {source.id} ran workflow {source.name!r}, which is not loaded "
             "(load it with --workflows MODULE)"
         )
-    workflow = workflows[source.name]
+    try:
+        workflow = workflows.version(source.name, source.workflow_version)
+    except UnknownWorkflowError:
+        loaded = ", ".join(each.version for each in workflows.versions(source.name))
+        raise CommandError(
+            f"task {source.id} ran {source.name} version {source.workflow_version}, which is "
+            f"not loaded here (loaded versions: {loaded}); load it with --workflows "
+            "MODULE|FILE.py"
+        ) from None
     async with _opened(args, workflow) as local:
         forked = await fork(
             local.manager, local.runs, workflow, source.id, from_node=args.from_node

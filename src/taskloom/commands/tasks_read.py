@@ -14,12 +14,28 @@ from taskloom.commands.common import (
     task_json,
 )
 from taskloom.commands.durations import since
-from taskloom.commands.render import node_rows, node_table, task_facts, timeline, took, when
+from taskloom.commands.render import (
+    node_rows,
+    node_table,
+    span,
+    task_facts,
+    timeline,
+    took,
+    when,
+)
 from taskloom.commands.screen import print_table
+from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.dag import Workflow
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
+from taskloom.engine.registry import workflow_for
 from taskloom.engine.states import TaskState
+from taskloom.engine.versions import (
+    VersionLine,
+    VersionStore,
+    version_report,
+    waiting_for_process,
+)
 
 
 def _workflows(args: Args) -> dict[str, Workflow[Any]]:
@@ -27,7 +43,8 @@ def _workflows(args: Args) -> dict[str, Workflow[Any]]:
 
 
 async def list_tasks(args: Args) -> int:
-    """Print a page of tasks."""
+    """Print a page of tasks; a run that waits for a workflow version no live process has
+    says so in its status, and a last line names every such version (ADR 0039)."""
     async with open_database(args.db, read_only=True) as local:
         states = [TaskState(state) for state in args.state] if args.state else None
         page = await local.manager.list(
@@ -37,32 +54,68 @@ async def list_tasks(args: Args) -> int:
             names=None if args.workflow is None else [args.workflow],
             created_after=_since(args.since),
         )
+        live, orphaned = await _versions(local.runs)
+    now = datetime.now(UTC)
     if args.json:
-        tasks = [task_json(task) for task in page.tasks]
+        tasks = [
+            {**task_json(task), "waiting_for_a_process": _waiting(task, live)}
+            for task in page.tasks
+        ]
         print_json({"tasks": tasks, "next_cursor": page.next_cursor})
         return EXIT_OK
     if not page.tasks:
         print("no tasks")
-        return EXIT_OK
     narrow = sys.stdout.isatty()  # a terminal: fit the width; a pipe: every detail
-    print_table(
-        ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"],
-        [
+    if page.tasks:
+        print_table(
+            ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"],
             [
-                task.id,
-                task.name,
-                str(task.state),
-                when(task.created_at) if not narrow else f"{task.created_at:%m-%d %H:%M}",
-                took(task),
-                task.status_message or "",
-            ]
-            for task in page.tasks
-        ],
-        squeeze={"STATUS"},
-    )
+                [
+                    task.id,
+                    task.name,
+                    str(task.state),
+                    when(task.created_at) if not narrow else f"{task.created_at:%m-%d %H:%M}",
+                    took(task),
+                    _status(task, live, now),
+                ]
+                for task in page.tasks
+            ],
+            squeeze={"STATUS"},
+        )
     if page.next_cursor is not None:
         print(f"(more: --cursor {page.next_cursor})")
+    for line in orphaned:
+        waited = span((now - line.oldest).total_seconds()) if line.oldest else "?"
+        runs = f"{line.unfinished} run{'s wait' if line.unfinished != 1 else ' waits'}"
+        print(
+            f"{runs} for a process that has {line.name} version {line.version} "
+            f"(the oldest created {waited} ago): deploy that version, or move them with taskloom tasks "
+            "upgrade"
+        )
     return EXIT_OK
+
+
+async def _versions(store: object) -> tuple[frozenset[WorkflowKey] | None, list[VersionLine]]:
+    """The versions live processes have, and the stored versions no live process has
+    (none of either when the store keeps no such records)."""
+    if not isinstance(store, VersionStore):
+        return None, []
+    now = datetime.now(UTC)
+    live = await store.live_versions(now)
+    report = version_report((), live, await store.unfinished_versions(now))
+    return live, [line for line in report if line.orphaned and line.version is not None]
+
+
+def _waiting(task: Task, live: frozenset[WorkflowKey] | None) -> str | None:
+    return waiting_for_process(task, live) if live is not None else None
+
+
+def _status(task: Task, live: frozenset[WorkflowKey] | None, now: datetime) -> str:
+    """Its status message, or what it waits for when no live process can run it."""
+    waiting = _waiting(task, live)
+    if waiting is None:
+        return task.status_message or ""
+    return f"{waiting} (for {span(max((now - task.updated_at).total_seconds(), 0.0))})"
 
 
 def _since(text: str | None) -> datetime | None:
@@ -86,12 +139,15 @@ async def show_task(args: Args) -> int:
         nodes = await local.runs.checkpoints(task.id)
         attempts = await local.runs.attempts(task.id)
         children = await _children(local.manager, task)
-    records = node_rows(_workflows(args).get(task.name), task, nodes, attempts)
+        live, _ = await _versions(local.runs)
+    shape = workflow_for(_workflows(args), task.name, task.workflow_version)
+    records = node_rows(shape, task, nodes, attempts)
     if args.json:
         history = [attempt.model_dump(mode="json") for attempt in attempts]
         print_json(
             {
                 "task": task_json(task),
+                "waiting_for_a_process": _waiting(task, live),
                 "nodes": records,
                 "attempts": history,
                 "children": [_child_json(task, child) for child in children],
@@ -99,7 +155,10 @@ async def show_task(args: Args) -> int:
             }
         )
         return EXIT_OK
-    facts = task_facts(task)
+    facts = [
+        (key, _status(task, live, datetime.now(UTC)) if key == "status" else value)
+        for key, value in task_facts(task)
+    ]
     print_table(["", ""], [[key, value] for key, value in facts], wrap={""}, show_header=False)
     if records:
         print()

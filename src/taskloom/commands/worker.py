@@ -20,10 +20,12 @@ from taskloom.commands.common import settings_from
 from taskloom.commands.options import setup_logging
 from taskloom.commands.render import when
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
 from taskloom.observability import standard_observer
 from taskloom.observability.metrics_server import metrics_endpoint
+from taskloom.observability.version_watch import watch_versions
 from taskloom.persistence.factory import describe_database
 
 logger = logging.getLogger(__name__)
@@ -50,16 +52,25 @@ async def run_worker(args: Args) -> int:
             assert engine.worker is not None
             if text:
                 await task_group.start(log_changes, engine.manager)
+            if served:
+                task_group.start_soon(
+                    watch_versions,
+                    served.metrics,
+                    engine.runs,
+                    engine.manager.clock,
+                    engine.workflows.loaded(),
+                )
             database = describe_database(args.db)
             _say(
                 text,
                 f"worker {engine.worker.worker_id} on {database} runs: "
-                f"{', '.join(engine.workflows)}"
+                f"{', '.join(_with_versions(engine.workflows))}"
                 f"{f'; metrics at {served.url}' if served else ''} (Ctrl-C stops it)",
                 metrics=served.url if served else None,
                 worker_id=engine.worker.worker_id,
                 database=database,
                 workflows=list(engine.workflows),
+                versions=[f"{name}@{version}" for name, version in engine.workflows.loaded()],
             )
             async for received in signals:
                 name = signal.Signals(received).name
@@ -96,3 +107,12 @@ async def log_changes(
             print(
                 f"{when(task.updated_at)}  {task.name} {task.id} {task.state}{why}", file=sys.stderr
             )
+
+
+def _with_versions(workflows: WorkflowRegistry) -> list[str]:
+    """Each workflow's name, with its versions when it has loaded several."""
+    shown = []
+    for name in workflows:
+        versions = [workflow.version for workflow in workflows.versions(name)]
+        shown.append(name if len(versions) < 2 else f"{name} (versions {', '.join(versions)})")
+    return shown

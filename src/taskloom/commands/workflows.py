@@ -6,15 +6,24 @@ from typing import Any
 from taskloom.bootstrap import load_workflows
 from taskloom.commands.base import EXIT_OK, Args
 from taskloom.commands.common import find_workflow, print_json, settings_from
-from taskloom.commands.render import table
+from taskloom.commands.render import table, when
+from taskloom.commands.versions import line_json, loaded_where, note, read_report
 from taskloom.engine.dag import MapNode, Node, Workflow
+from taskloom.persistence.factory import describe_database
 
 
 async def list_workflows(args: Args) -> int:
-    """One line per workflow."""
+    """One line per loaded workflow version; then, when the database exists, each
+    version it stores runs of or a live worker has: unfinished runs, the oldest, and
+    whether it is safe to remove (ADR 0039)."""
     workflows = load_workflows(settings_from(args))
+    loaded = workflows.loaded()
+    report = await read_report(str(args.db), frozenset(loaded))
     if args.json:
-        print_json({"workflows": [describe(workflow) for workflow in workflows.values()]})
+        shown: dict[str, Any] = {"workflows": [describe(each) for each in loaded.values()]}
+        if report is not None:
+            shown["versions"] = [line_json(line) for line in report]
+        print_json(shown)
         return EXIT_OK
     rows = [["WORKFLOW", "VERSION", "NODES", "PHASES", "DESCRIPTION"]]
     rows += [
@@ -25,9 +34,24 @@ async def list_workflows(args: Args) -> int:
             " > ".join(workflow.phases),
             workflow.title or workflow.description.split("\n")[0],
         ]
-        for workflow in workflows.values()
+        for workflow in loaded.values()
     ]
     print("\n".join(table(rows)))
+    if report:
+        print(f"\nversions in {describe_database(str(args.db))}:")
+        versions = [["WORKFLOW", "VERSION", "LOADED", "UNFINISHED", "OLDEST", "NOTE"]]
+        versions += [
+            [
+                line.name,
+                line.version or "(none recorded)",
+                loaded_where(line),
+                str(line.unfinished),
+                when(line.oldest) if line.oldest is not None else "",
+                note(line),
+            ]
+            for line in report
+        ]
+        print("\n".join(table(versions)))
     return EXIT_OK
 
 

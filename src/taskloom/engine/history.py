@@ -36,6 +36,8 @@ class Cause(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    UPGRADED = "upgraded"
+    """An operator moved the run to another version of its workflow (ADR 0039)."""
     MIGRATED = "migrated"
     """The state the task had when its database gained a history (schema 7); its earlier
     changes were never recorded."""
@@ -86,6 +88,8 @@ def _cause(before: Task | None, after: Task) -> Cause:
     }
     if after.state in ending:
         return ending[after.state]
+    if after.workflow_version != before.workflow_version:
+        return Cause.UPGRADED
     if len(after.input_responses) > len(before.input_responses):
         return Cause.ANSWER
     if after.state is TaskState.INPUT_REQUIRED and before.state is not after.state:

@@ -343,6 +343,22 @@ class TaskManager:
             task_id, TaskState.QUEUED, ANY_OWNER, None, status_message=status_message
         )
 
+    async def note_queued(self, task_id: str, message: str) -> Task:
+        """Set the status message of a task that is still queued (e.g. what it waits
+        for, ADR 0039).
+
+        Raises:
+            TaskStateError: it is no longer queued, or already says *message*.
+        """
+        now = self._clock.now()
+
+        def mutate(task: Task) -> Task:
+            if task.state is not TaskState.QUEUED or task.status_message == message:
+                raise TaskStateError(f"task {task.id} is {task.state}; no note is due")
+            return _next_version(task, now, {"status_message": message})
+
+        return await self._write(task_id, mutate)
+
     async def report_progress(
         self,
         task_id: str,
@@ -564,7 +580,7 @@ class TaskManager:
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         lease_for: timedelta,
         limit: int,
         reclaim_from: str | None = None,

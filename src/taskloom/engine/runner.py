@@ -188,7 +188,9 @@ class RunExecution:
             self._observer.run_ended(self._info, end.value, time.perf_counter() - started)
 
     async def _execute(self) -> None:
-        if self._task.workflow_version != self.workflow.version:
+        recorded = self._task.workflow_version
+        if recorded is not None and recorded != self.workflow.version:  # a caller's mistake:
+            # workers only claim runs of the versions they have loaded (ADR 0039)
             await self._fail(
                 "version_mismatch",
                 f"this run was started by {self.workflow.name} version "

@@ -164,7 +164,7 @@ class RunStore(Protocol):
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         now: datetime,
         lease_for: timedelta,
         limit: int,
@@ -174,7 +174,10 @@ class RunStore(Protocol):
     ) -> Sequence[ClaimedRun]:
         """Claim up to *limit* runs of *workflows*: queued tasks, and active tasks whose
         lease expired (or belongs to *reclaim_from*, a dead earlier incarnation of this
-        worker). Queued tasks are moved to running with *start*.
+        worker). Queued tasks are moved to running with *start*. Which runs are
+        claimable is :class:`taskloom.engine.claims.ClaimRule` (``ClaimRule.of(workflows,
+        reclaim_from)``): a bare name in *workflows* admits every version of it, a
+        (name, version) pair that version only.
 
         Fair across owners (ADR 0028): the owner holding the fewest of *worker*'s leases
         goes first, round-robin, each owner's runs oldest first; with *per_owner*, no

@@ -13,6 +13,7 @@ that this or another worker resumes it from its checkpoints (ADR 0017).
 import logging
 import secrets
 import socket
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,15 +21,25 @@ import anyio
 from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict, Field
 
+from taskloom.engine.claims import ClaimRule
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
+from taskloom.engine.registry import loaded_versions, workflow_for
 from taskloom.engine.runner import RunExecution
 from taskloom.engine.runs import ClaimedRun, Lease, RunStore
 from taskloom.engine.states import TaskState
+from taskloom.engine.versions import VersionStore, mark_waiting_runs
 
 logger = logging.getLogger(__name__)
+
+_MARK_EVERY_S = 15.0
+"""How often a worker looks for queued runs that no live process can take, to say so in
+their status message (at its first record, then at most this often)."""
+
+_FORGET_S = 2.0
+"""How long a stopping worker tries to drop its record of loaded versions."""
 
 
 class WorkerSettings(BaseModel):
@@ -79,7 +90,7 @@ class Worker:
     def __init__(
         self,
         manager: TaskManager,
-        workflows: dict[str, Workflow[Any]],
+        workflows: Mapping[str, Workflow[Any]],
         *,
         settings: WorkerSettings | None = None,
         worker_id: str | None = None,
@@ -88,7 +99,10 @@ class Worker:
         self.manager = manager
         self.runs: RunStore = manager.runs
         """Where node checkpoints and leases go; task state goes through the manager."""
-        self.workflows = dict(workflows)
+        self.workflows = workflows
+        """The workflows it runs: a registry's every version, or one per name."""
+        self._loaded = loaded_versions(workflows)
+        self._rule = ClaimRule.of(self._loaded)
         self.settings = settings or WorkerSettings()
         self.worker_id = worker_id or default_worker_id()
         self._reclaim_from = reclaim_from
@@ -117,6 +131,8 @@ class Worker:
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
             task_group.start_soon(self._heartbeat)
+            if isinstance(self.runs, VersionStore):
+                await task_group.start(self._announce, self.runs)
             await task_group.start(self._watch)
             task_status.started()
             while True:
@@ -135,7 +151,7 @@ class Worker:
             return
         claimed = await self.manager.claim(
             worker=self.worker_id,
-            workflows=frozenset(self.workflows),
+            workflows=frozenset(self._loaded),  # only the versions it has (ADR 0039)
             lease_for=timedelta(seconds=self.settings.lease_s),
             limit=free,
             reclaim_from=self._reclaim_from,
@@ -154,11 +170,18 @@ class Worker:
     def _execution(self, claimed: ClaimedRun) -> RunExecution:
         return RunExecution(
             claimed=claimed,
-            workflow=self.workflows[claimed.task.name],
+            workflow=self._workflow_of(claimed.task),
             manager=self.manager,
             node_concurrency=self.settings.node_concurrency,
             progress_interval_s=self.settings.progress_interval_s,
         )
+
+    def _workflow_of(self, task: Task) -> Workflow[Any]:
+        """The version of its workflow *task* runs on: the one it started with."""
+        workflow = workflow_for(self.workflows, task.name, task.workflow_version)
+        if workflow is None:  # the claim admits only loaded versions
+            raise AssertionError(f"claimed {task.id} of {task.name} {task.workflow_version}")
+        return workflow
 
     async def _execute(self, execution: RunExecution) -> None:
         try:
@@ -201,7 +224,7 @@ class Worker:
         execution = self._executions.get(task.id)
         if execution is not None and task.is_terminal:
             execution.stop()
-        elif task.name not in self.workflows or execution is not None:
+        elif execution is not None or not self._rule.has_version(task.name, task.workflow_version):
             return
         elif task.parked:  # claimable once its wait is over (an answer sets wake_at)
             if task.wake_at is not None:
@@ -221,6 +244,40 @@ class Worker:
     async def _wake_after(self, delay: float) -> None:
         await anyio.sleep(delay)
         self.wake()
+
+    async def _announce(
+        self, versions: VersionStore, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Record in the store, every heartbeat period, the versions this worker has
+        loaded (live for three periods), so that a run waiting for a version no process
+        has says so (ADR 0039); forget the record when the worker stops."""
+        period = self.settings.heartbeat_s or self.settings.lease_s / 3
+        loaded = frozenset(self._loaded)
+        next_mark = self.manager.clock.now()
+        started = False
+        try:
+            while True:
+                now = self.manager.clock.now()
+                try:
+                    until = now + timedelta(seconds=3 * period)
+                    await versions.record_loaded(self.worker_id, loaded, now, until)
+                    if next_mark <= now:  # one grouped read of the unfinished runs
+                        await mark_waiting_runs(self.manager, versions)
+                        next_mark = now + timedelta(seconds=_MARK_EVERY_S)
+                except Exception as error:  # noqa: BLE001  # never fatal: try next period
+                    _log_failure(self.worker_id, "recording its versions", error, period)
+                if not started:
+                    task_status.started()
+                    started = True
+                await anyio.sleep(period)
+        finally:
+            with anyio.move_on_after(_FORGET_S, shield=True):
+                try:
+                    await versions.forget_process(self.worker_id)
+                except Exception as error:  # noqa: BLE001  # it lapses on its own
+                    logger.debug(
+                        "worker %s: forgetting its record failed: %s", self.worker_id, error
+                    )
 
     async def _heartbeat(self) -> None:
         period = self.settings.heartbeat_s or self.settings.lease_s / 3

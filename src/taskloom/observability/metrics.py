@@ -12,6 +12,8 @@ process, platform and garbage-collector collectors. ``prometheus_client`` is imp
 only by processes that serve metrics (ADR 0022).
 """
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Final
 
 from prometheus_client import (
@@ -28,6 +30,7 @@ from prometheus_client.process_collector import ProcessCollector
 from taskloom.engine.models import Task
 from taskloom.engine.observe import AttemptInfo, RunInfo
 from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+from taskloom.engine.versions import VersionLine
 
 BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 """Seconds: node attempts and tasks last from milliseconds to an hour."""
@@ -89,6 +92,32 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+
+        self.runs_waiting_for_a_version = Gauge(
+            "taskloom_runs_waiting_for_a_version",
+            "Unfinished runs of a workflow version that no live process has loaded.",
+            ["workflow", "version"],
+            registry=self.registry,
+        )
+        self.oldest_waiting_for_a_version = Gauge(
+            "taskloom_oldest_run_waiting_for_a_version_seconds",
+            "Age of the oldest unfinished run of a workflow version no live process has.",
+            ["workflow", "version"],
+            registry=self.registry,
+        )
+
+    def versions_seen(self, lines: Sequence[VersionLine], now: datetime) -> None:
+        """Set the gauges of the versions no live process has from a version report
+        (``taskloom.engine.versions.version_report``); versions that are served again
+        leave the gauges."""
+        self.runs_waiting_for_a_version.clear()
+        self.oldest_waiting_for_a_version.clear()
+        for line in lines:
+            if not line.orphaned or line.version is None:
+                continue
+            self.runs_waiting_for_a_version.labels(line.name, line.version).set(line.unfinished)
+            age = (now - line.oldest).total_seconds() if line.oldest is not None else 0.0
+            self.oldest_waiting_for_a_version.labels(line.name, line.version).set(max(age, 0.0))
 
     def render(self) -> str:
         """Every metric in the Prometheus text format, version 0.0.4."""

@@ -3,12 +3,14 @@
 import secrets
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine.claims import ClaimRule, WorkflowKey
 from taskloom.engine.errors import (
     LeaseLostError,
     TaskNotFoundError,
@@ -37,6 +39,13 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
+from taskloom.engine.versions import (
+    FORGET_AFTER,
+    RunMove,
+    StoredVersion,
+    running_now,
+    version_sort_key,
+)
 
 _Key = tuple[str | None, str]
 
@@ -57,6 +66,8 @@ class InMemoryTaskStore:
         self._children: dict[TaskId, list[TaskId]] = {}
         self._tokens: dict[str, TokenRecord] = {}
         self._history: dict[TaskId, list[HistoryEntry]] = {}
+        self._processes: dict[str, tuple[frozenset[WorkflowKey], datetime]] = {}
+        """Each process's loaded versions and when its record lapses (ADR 0039)."""
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -208,13 +219,66 @@ class InMemoryTaskStore:
             self._remove(position)
         return len(doomed)
 
+    # -- versions (VersionStore) ----------------------------------------------------------
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
+        await anyio.lowlevel.checkpoint()
+        for other, (_, lapses) in list(self._processes.items()):
+            if lapses <= now - FORGET_AFTER:
+                del self._processes[other]
+        self._processes[process] = (frozenset(loaded), until)
+
+    async def forget_process(self, process: str) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
+        await anyio.lowlevel.checkpoint()
+        self._processes.pop(process, None)
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
+        await anyio.lowlevel.checkpoint()
+        live: frozenset[WorkflowKey] = frozenset()
+        for loaded, lapses in self._processes.values():
+            if lapses > now:
+                live |= loaded
+        return live
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
+        await anyio.lowlevel.checkpoint()
+        found: dict[tuple[str, str | None], tuple[int, datetime]] = {}
+        for task in self._tasks.values():
+            if task.is_terminal or task.is_expired(now):
+                continue
+            key = (task.name, task.workflow_version)
+            count, oldest = found.get(key, (0, task.created_at))
+            found[key] = (count + 1, min(oldest, task.created_at))
+        return [
+            StoredVersion(name=name, version=version, unfinished=count, oldest=oldest)
+            for (name, version), (count, oldest) in sorted(found.items(), key=_version_sort)
+        ]
+
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+        await anyio.lowlevel.checkpoint()
+        current = self._current(task_id, now)
+        lease = self._leases.get(task_id)
+        if lease is not None and lease.expires_at > now:
+            raise TaskStateError(running_now(task_id, lease.worker))
+        nodes = dict(self._nodes.get(task_id, {}))
+        new = self._successor(current, lambda task: move(task, nodes))
+        self._replace(new, None, now)
+        return new
+
     # -- runs (RunStore) ------------------------------------------------------------------
 
     async def claim_runs(
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         now: datetime,
         lease_for: timedelta,
         limit: int,
@@ -230,18 +294,12 @@ class InMemoryTaskStore:
             for task_id, lease in self._leases.items()
             if lease.worker == worker and lease.expires_at > now and task_id in self._positions
         )
+        rule = ClaimRule.of(workflows, reclaim_from)
         ranks: Counter[str | None] = Counter()
         ready: list[tuple[int, int]] = []  # (turn, position)
         for position in self._order:
             task = self._tasks[position]
-            lease = self._leases.get(task.id)
-            if (
-                task.is_terminal
-                or task.is_expired(now)
-                or task.name not in workflows
-                or (lease is not None and lease.expires_at > now and lease.worker != reclaim_from)
-                or (task.parked and (task.wake_at is None or task.wake_at > now))
-            ):
+            if not rule.admits(task, self._leases.get(task.id), now):
                 continue
             ranks[task.owner] += 1
             turn = held[task.owner] + ranks[task.owner]
@@ -544,3 +602,8 @@ def _matches(task: Task, query: TaskQuery) -> bool:
     if query.created_before is not None and task.created_at >= query.created_before:
         return False
     return query.states is None or task.state in query.states
+
+
+def _version_sort(item: tuple[tuple[str, str | None], Any]) -> tuple[str, tuple[int, ...], str]:
+    (name, version), _ = item
+    return version_sort_key(name, version)

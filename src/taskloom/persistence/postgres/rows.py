@@ -11,8 +11,8 @@ from taskloom.engine.models import Task
 INSERT_SQL: Final = (
     "INSERT INTO tasks"
     " (id, name, owner, state, version, updated_at, expires_at, idempotency_key, parent_id,"
-    " created_at, body)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " created_at, workflow_version, body)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 UPDATE_SQL: Final = (
     "UPDATE tasks SET state = %s, version = %s, updated_at = %s, parked = %s, wake_at = %s,"
@@ -36,6 +36,7 @@ def insert_row(task: Task) -> tuple[Any, ...]:
         task.idempotency_key,
         task.parent_id,
         task.created_at,
+        task.workflow_version,
         task.model_dump_json(),
     )
 

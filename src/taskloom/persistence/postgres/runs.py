@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from taskloom.engine.claims import ClaimRule
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
 from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
 from taskloom.engine.runs import (
@@ -29,6 +30,7 @@ from taskloom.engine.runs import (
     NodeState,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.persistence.claims import POSTGRES, claimable
 from taskloom.persistence.postgres import history, rows
 from taskloom.persistence.postgres.driver import Connection
 
@@ -53,7 +55,7 @@ async def claim_runs(
     connection: Connection,
     *,
     worker: str,
-    workflows: frozenset[str],
+    workflows: frozenset[str | tuple[str, str]],
     now: datetime,
     lease_for: timedelta,
     limit: int,
@@ -70,8 +72,10 @@ async def claim_runs(
     each other); the lease is then taken by a conditional upsert, the verdict that
     settles a race with a claim that read an older snapshot.
     """
-    if not workflows or limit < 1:
+    rule = ClaimRule.of(workflows, reclaim_from)
+    if rule.is_empty or limit < 1:
         return []
+    condition, parameters = claimable(rule, POSTGRES)
     cursor = await connection.execute(
         "WITH held AS ("
         "  SELECT coalesce(t.owner, '') AS who, count(*) AS n FROM leases l"
@@ -80,12 +84,7 @@ async def claim_runs(
         " ready AS ("
         "  SELECT t.id, t.position, coalesce(t.owner, '') AS who,"
         "   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.position) AS rank"
-        "  FROM tasks t LEFT JOIN leases l ON l.task_id = t.id"
-        "  WHERE t.state IN ('queued', 'running', 'input_required')"
-        "  AND (t.expires_at IS NULL OR t.expires_at > %(now)s)"
-        "  AND t.name = ANY(%(names)s)"
-        "  AND (l.task_id IS NULL OR l.expires_at <= %(now)s OR l.worker = %(reclaim)s)"
-        "  AND (NOT t.parked OR t.wake_at <= %(now)s)),"
+        f"  FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE {condition}),"
         " chosen AS ("
         "  SELECT r.id FROM ready r LEFT JOIN held h ON h.who = r.who"
         "  WHERE (r.who = '' OR coalesce(h.n, 0) + r.rank <= %(cap)s)"
@@ -95,9 +94,8 @@ async def claim_runs(
         " WHERE t.id IN (SELECT id FROM chosen)"
         " FOR NO KEY UPDATE OF t SKIP LOCKED",
         {
+            **parameters,
             "now": now,
-            "names": sorted(workflows),
-            "reclaim": reclaim_from,
             "limit": limit,
             "worker": worker,
             "cap": per_owner if per_owner is not None else _NO_CAP,

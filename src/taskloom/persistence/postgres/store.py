@@ -1,7 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -12,9 +12,11 @@ import psycopg
 from anyio.abc import TaskStatus
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     ConcurrencyError,
     TaskNotFoundError,
+    TaskStateError,
 )
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
@@ -36,7 +38,8 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens
+from taskloom.engine.versions import RunMove, StoredVersion, running_now
+from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens, versions
 from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
@@ -113,6 +116,30 @@ class PostgresTaskStore:
         )
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
+        await self._db.transaction(
+            partial(versions.record_loaded, process, list(loaded), now, until)
+        )
+
+    async def forget_process(self, process: str) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
+        await self._db.transaction(partial(versions.forget_process, process))
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
+        return await self._db.read(partial(versions.live_versions, now))
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
+        return await self._db.read(partial(versions.unfinished_versions, now))
+
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+        return await self._db.transaction(partial(_move_run, task_id, now, move))
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -193,7 +220,7 @@ class PostgresTaskStore:
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         now: datetime,
         lease_for: timedelta,
         limit: int,
@@ -423,6 +450,22 @@ async def _update(
     if fence is not None:
         await runs.check_fence(connection, fence)
     return await _write(current, mutate, fence, now, connection)
+
+
+async def _move_run(task_id: TaskId, now: datetime, move: RunMove, connection: Connection) -> Task:
+    current = await _locked(task_id, now, connection)  # a claim's lease waits for this row
+    cursor = await connection.execute(
+        "SELECT worker FROM leases WHERE task_id = %s AND expires_at > %s", (task_id, now)
+    )
+    holder = await cursor.fetchone()
+    if holder is not None:
+        raise TaskStateError(running_now(task_id, holder[0]))
+    nodes = await runs.node_runs(connection, task_id)
+    moved = await _write(current, lambda task: move(task, nodes), None, now, connection)
+    await connection.execute(
+        "UPDATE tasks SET workflow_version = %s WHERE id = %s", (moved.workflow_version, task_id)
+    )
+    return moved
 
 
 async def _finish_run(

@@ -13,8 +13,8 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 INSERT_SQL: Final = (
     "INSERT INTO tasks"
     " (id, name, owner, state, version, updated_at, expires_at, idempotency_key, parent_id,"
-    " created_us, body)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " created_us, workflow_version, body)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPDATE_SQL: Final = (
     "UPDATE tasks SET state = ?, version = ?, updated_at = ?, parked = ?, wake_at = ?, body = ?"
@@ -22,7 +22,9 @@ UPDATE_SQL: Final = (
 )
 LIVE: Final = "(expires_at IS NULL OR expires_at > ?)"
 
-InsertRow = tuple[str, str, str | None, str, int, int, int | None, str | None, str | None, int, str]
+InsertRow = tuple[
+    str, str, str | None, str, int, int, int | None, str | None, str | None, int, str | None, str
+]
 UpdateRow = tuple[str, int, int, int, int | None, str, str]
 
 
@@ -51,6 +53,7 @@ def insert_row(task: Task) -> InsertRow:
         task.idempotency_key,
         task.parent_id,
         micros(task.created_at),
+        task.workflow_version,
         task.model_dump_json(),
     )
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from taskloom.engine.claims import ClaimRule
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
 from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
 from taskloom.engine.runs import (
@@ -27,6 +28,7 @@ from taskloom.engine.runs import (
     NodeState,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.persistence.claims import SQLITE, claimable
 from taskloom.persistence.sqlite import history, rows
 
 _NO_CAP = 2**62
@@ -43,7 +45,7 @@ def claim_runs(
     raw: sqlite3.Connection,
     *,
     worker: str,
-    workflows: frozenset[str],
+    workflows: frozenset[str | tuple[str, str]],
     now: datetime,
     lease_for: timedelta,
     limit: int,
@@ -53,38 +55,30 @@ def claim_runs(
 ) -> list[ClaimedRun]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs` (fair: an owner's turn is
     its held leases plus its candidate's rank among its own, oldest first)."""
-    if not workflows or limit < 1:
+    rule = ClaimRule.of(workflows, reclaim_from)
+    if rule.is_empty or limit < 1:
         return []
     now_us = rows.micros(now)
-    names = sorted(workflows)
+    condition, parameters = claimable(rule, SQLITE)
     candidates = raw.execute(
         "WITH held AS ("
         "  SELECT coalesce(t.owner, '') AS who, count(*) AS n FROM leases l"
-        "  JOIN tasks t ON t.id = l.task_id WHERE l.worker = ? AND l.expires_at > ?"
+        "  JOIN tasks t ON t.id = l.task_id WHERE l.worker = :worker AND l.expires_at > :now"
         "  GROUP BY who),"
         " ready AS ("
         "  SELECT t.id, t.body, l.task_id IS NOT NULL AS had, t.seq, coalesce(t.owner, '') AS who,"
         "   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.seq) AS rank"
-        "  FROM tasks t LEFT JOIN leases l ON l.task_id = t.id"
-        "  WHERE t.state IN ('queued', 'running', 'input_required')"
-        f" AND {rows.LIVE.replace('expires_at', 't.expires_at')}"
-        f" AND t.name IN ({', '.join('?' * len(names))})"
-        "  AND (l.task_id IS NULL OR l.expires_at <= ? OR l.worker = ?)"
-        "  AND (t.parked = 0 OR t.wake_at <= ?))"
+        f"  FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE {condition})"
         " SELECT r.id, r.body, r.had FROM ready r LEFT JOIN held h ON h.who = r.who"
-        " WHERE (r.who = '' OR coalesce(h.n, 0) + r.rank <= ?)"
-        " ORDER BY coalesce(h.n, 0) + r.rank, r.seq LIMIT ?",
-        (
-            worker,
-            now_us,
-            now_us,
-            *names,
-            now_us,
-            reclaim_from or "",
-            now_us,
-            per_owner if per_owner is not None else _NO_CAP,
-            limit,
-        ),
+        " WHERE (r.who = '' OR coalesce(h.n, 0) + r.rank <= :cap)"
+        " ORDER BY coalesce(h.n, 0) + r.rank, r.seq LIMIT :limit",
+        {
+            **parameters,
+            "worker": worker,
+            "now": now_us,
+            "cap": per_owner if per_owner is not None else _NO_CAP,
+            "limit": limit,
+        },
     ).fetchall()
     claimed: list[ClaimedRun] = []
     expires = now + lease_for

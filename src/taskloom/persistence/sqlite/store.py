@@ -1,7 +1,7 @@
 """SqliteTaskStore: the embedded default store (WAL, group commit, ``synchronous=FULL``)."""
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -12,10 +12,12 @@ import aiosqlite
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
     TaskNotFoundError,
+    TaskStateError,
 )
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
@@ -37,7 +39,8 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.persistence.sqlite import history, rows, runs, schema, tokens
+from taskloom.engine.versions import RunMove, StoredVersion, running_now
+from taskloom.persistence.sqlite import history, rows, runs, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
     connect,
     database_uri,
@@ -206,7 +209,7 @@ class SqliteTaskStore:
         self,
         *,
         worker: str,
-        workflows: frozenset[str],
+        workflows: frozenset[str | tuple[str, str]],
         now: datetime,
         lease_for: timedelta,
         limit: int,
@@ -294,6 +297,34 @@ class SqliteTaskStore:
                 partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
             )
         )
+
+    # -- versions (VersionStore) ------------------------------------------------------------
+
+    async def record_loaded(
+        self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
+    ) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
+        record = partial(
+            versions.record_loaded, process=process, loaded=list(loaded), now=now, until=until
+        )
+        await self.writer.submit(partial(_call_with_raw, record), durable=False)
+
+    async def forget_process(self, process: str) -> None:
+        """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
+        forget = partial(versions.forget_process, process=process)
+        await self.writer.submit(partial(_call_with_raw, forget), durable=False)
+
+    async def live_versions(self, now: datetime) -> frozenset[WorkflowKey]:
+        """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
+        return await self._read(partial(versions.live_versions, now=now))
+
+    async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
+        """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
+        return await self._read(partial(versions.unfinished_versions, now=now))
+
+    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
+        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+        return await self.writer.submit(partial(_move_run, task_id, now, move))
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
 
@@ -549,6 +580,22 @@ def _update(
     if fence is not None:
         runs.check_fence(raw, fence)
     return _write(current, mutate, fence, now, raw)
+
+
+def _move_run(task_id: TaskId, now: datetime, move: RunMove, raw: sqlite3.Connection) -> Task:
+    now_us = rows.micros(now)
+    current = _current(task_id, now_us, raw)
+    holder = raw.execute(
+        "SELECT worker FROM leases WHERE task_id = ? AND expires_at > ?", (task_id, now_us)
+    ).fetchone()
+    if holder is not None:
+        raise TaskStateError(running_now(task_id, holder[0]))
+    nodes = runs.node_runs(raw, task_id)
+    moved = _write(current, lambda task: move(task, nodes), None, now_us, raw)
+    raw.execute(
+        "UPDATE tasks SET workflow_version = ? WHERE id = ?", (moved.workflow_version, task_id)
+    )
+    return moved
 
 
 def _finish_run(

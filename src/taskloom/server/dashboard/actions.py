@@ -18,6 +18,7 @@ from taskloom.engine.errors import (
     TaskStateError,
 )
 from taskloom.engine.fork import fork
+from taskloom.engine.registry import workflow_for
 from taskloom.engine.submit import check_quota
 from taskloom.server.audit import ANONYMOUS, Action, Outcome
 from taskloom.server.audit import write as audit
@@ -128,9 +129,11 @@ async def resume(dashboard: Dashboard, viewer: Viewer, request: Request) -> Resp
         task = await dashboard.manager.get(task_id, owner=viewer.owner)
         if not viewer.scopes.sees(task.name):  # not served to it, as over MCP
             raise TaskNotFoundError(task_id)
-        workflow = dashboard.workflows.get(task.name)
+        workflow = workflow_for(dashboard.workflows, task.name, task.workflow_version)
         if workflow is None:
-            raise InvalidRequestError(f"this server does not run the workflow {task.name}")
+            raise InvalidRequestError(
+                f"this server does not run the workflow {task.name} version {task.workflow_version}"
+            )
         if isinstance(viewer.owner, str):
             await check_quota(dashboard.manager, viewer.owner, dashboard.max_unfinished)
         forked = await fork(

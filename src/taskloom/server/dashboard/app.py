@@ -20,6 +20,7 @@ from taskloom.server.dashboard.context import PREFIX, Dashboard, page, too_many
 from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.listing import SINCE, BadFilter, Filters, exact_match, listing
 from taskloom.server.dashboard.live import event_stream
+from taskloom.server.dashboard.versions import versions_shown
 from taskloom.server.http.authentication import Refusal
 
 FRAGMENT: Final = "fragment"
@@ -122,8 +123,17 @@ async def _list_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> 
         shown = await listing(dashboard, viewer, filters)
     except BadFilter as error:
         return page("message.html", viewer, 400, title="Bad filter", message=str(error))
-    template = "_list.html" if FRAGMENT in request.query_params else "list.html"
-    return page(template, viewer, filters=filters, listing=shown, since=_since_choices())
+    if FRAGMENT in request.query_params:
+        return page("_list.html", viewer, filters=filters, listing=shown, since=_since_choices())
+    versions = await versions_shown(dashboard, viewer)
+    return page(
+        "list.html",
+        viewer,
+        filters=filters,
+        listing=shown,
+        since=_since_choices(),
+        versions=versions,
+    )
 
 
 async def _list_events(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:

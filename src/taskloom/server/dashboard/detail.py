@@ -9,6 +9,7 @@ from typing import Final
 
 from taskloom.engine.history import MAX_STATUS_ROWS, HistoryEntry
 from taskloom.engine.models import Task
+from taskloom.engine.registry import workflow_for
 from taskloom.engine.runs import NodeAttempt
 from taskloom.engine.states import TaskState
 from taskloom.server.dashboard.access import Viewer
@@ -93,7 +94,7 @@ async def detail(dashboard: Dashboard, viewer: Viewer, task_id: str) -> Detail:
     """
     manager = dashboard.manager
     task, entries = await manager.history(task_id, owner=viewer.owner)
-    workflow = dashboard.workflows.get(task.name)
+    workflow = workflow_for(dashboard.workflows, task.name, task.workflow_version)
     nodes = await dashboard.runs.checkpoints(task.id)
     attempts = tuple(await dashboard.runs.attempts(task.id))
     children = await manager.list(owner=viewer.owner, parent_id=task.id, limit=MAX_CHILDREN)

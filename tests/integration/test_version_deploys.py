@@ -1,0 +1,214 @@
+"""Deploys that lose no run (ADR 0039), over real worker processes: runs stay on the
+version they started with across a restart that adds a version; a process without a
+run's version leaves it waiting; on PostgreSQL, workers of different versions share one
+database through a rolling deploy and a kill -9 of either."""
+
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from taskloom.bootstrap import open_engine
+from taskloom.cli import main
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task
+from taskloom.engine.states import TaskState
+from taskloom.engine.submit import submit
+from tests import postgres
+from tests.helpers import eventually
+from tests.integration.version_worker import registry, settings
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def worker(db: str, versions: str, schema: str | None = None) -> Iterator[subprocess.Popen[str]]:
+    """A worker process with these versions of vflow; stopped (SIGTERM) at the end
+    unless the test killed it."""
+    argv = [sys.executable, "-m", "tests.integration.version_worker", db, versions]
+    process = subprocess.Popen(
+        [*argv, *([schema] if schema else [])],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready", process.stderr
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+        assert "Traceback" not in err, err
+
+
+@asynccontextmanager
+async def client(db: str, versions: str, schema: str | None = None) -> AsyncIterator[TaskManager]:
+    """A manager on the database (no worker), whose new calls get the newest of *versions*."""
+    async with open_engine(
+        settings(db, schema, run_worker=False), workflows=registry(versions)
+    ) as engine:
+        yield engine.manager
+
+
+async def _new(manager: TaskManager, versions: str, **arguments: Any) -> Task:
+    return await submit(manager, registry(versions)["vflow"], arguments)
+
+
+async def _when(manager: TaskManager, task: Task, *states: TaskState, within_s: float = 30) -> Task:
+    found: list[Task] = []
+
+    async def reached() -> bool:
+        found[:] = [await manager.get(task.id)]
+        return found[0].state in states
+
+    await eventually(reached, within_s=within_s, every_s=0.05)
+    return found[0]
+
+
+async def _answer(manager: TaskManager, task: Task) -> None:
+    waiting = await _when(manager, task, TaskState.INPUT_REQUIRED)
+    (key,) = waiting.input_requests
+    await manager.provide_input(task.id, key, {"go": True})
+
+
+async def _cli(*argv: str) -> tuple[int, str, str]:
+    """``taskloom ARGV`` as a process of its own: exit code, stdout, stderr."""
+    done = await anyio.run_process([sys.executable, "-m", "taskloom", *argv], cwd=ROOT, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def _by(version: str) -> str:
+    return f"started by {version}, worked by {version}, finished by {version}"
+
+
+async def test_an_sqlite_deploy_keeps_old_runs_on_the_old_code(tmp_path: Path) -> None:
+    """Stop the process, start it with both versions: every old run completes on the
+    old code, new calls run the new."""
+    db = str(tmp_path / "deploy.db")
+    async with client(db, "1") as manager:
+        with worker(db, "1"):
+            old = [await _new(manager, "1", n=n, ask=True) for n in range(3)]
+            for task in old:
+                await _when(manager, task, TaskState.INPUT_REQUIRED)
+        # deployed: version 2 beside version 1
+        with worker(db, "1,2"):
+            new = await _new(manager, "1,2", ask=True)
+            assert new.workflow_version == "2"
+            for task in [*old, new]:
+                await _answer(manager, task)
+            for task in old:
+                assert (await _when(manager, task, TaskState.COMPLETED)).result == _by("1")
+            assert (await _when(manager, new, TaskState.COMPLETED)).result == _by("2")
+
+
+async def test_a_process_without_the_version_leaves_old_runs_waiting(tmp_path: Path) -> None:
+    """Only version 2 deployed: version 1's runs wait (none fails) and say so; when a
+    process with version 1 is back they complete on it."""
+    db = str(tmp_path / "only-new.db")
+    async with client(db, "1") as manager:
+        old = [await _new(manager, "1", n=n) for n in range(3)]
+        with worker(db, "2"):
+            newer = await _new(manager, "2")
+            assert (await _when(manager, newer, TaskState.COMPLETED)).result == _by("2")
+            for task in old:
+                assert (await manager.get(task.id)).state is TaskState.QUEUED
+            _, listed, _ = await _cli("tasks", "list", "--db", db, "--state", "queued")
+            assert listed.count("waiting for a process that has vflow version 1") == 3
+            assert "3 runs wait for a process that has vflow version 1" in listed
+        with worker(db, "1"):
+            for task in old:
+                assert (await _when(manager, task, TaskState.COMPLETED)).result == _by("1")
+
+
+async def test_bad_input_to_upgrade_and_a_workflow_gone_everywhere(tmp_path: Path) -> None:
+    """An unknown version given to ``upgrade``, and a run whose workflow no process has:
+    one clear line each, nothing stored changes."""
+    db = str(tmp_path / "bad.db")
+    async with client(db, "1") as manager:
+        task = await _new(manager, "1")
+        before = await manager.get(task.id)
+        code, _, err = await _cli("tasks", "upgrade", task.id, "--to", "9", "--db", db)
+        assert code == 2
+        assert err == (
+            "taskloom: error: vflow version 9 is not loaded (loaded versions: none); "
+            "load it with --workflows MODULE|FILE.py\n"
+        )
+        code, _, err = await _cli(
+            "tasks", "upgrade", "--all-of", "vflow@1", "--to", "9", "--db", db
+        )
+        assert code == 2
+        assert err.count("\n") == 1
+        code, shown, _ = await _cli("tasks", "show", task.id, "--db", db)
+        assert code == 0
+        assert "waiting for a process that has vflow version 1 (for " in shown
+        assert await manager.get(task.id) == before
+
+
+async def test_a_rolling_deploy_on_postgresql_loses_nothing() -> None:
+    """Two workers of different versions on one database: the old one (version 1)
+    and the new one (versions 1 and 2), each claiming only what it has; a kill -9 of
+    each in turn during the deploy; every run completes on its own version."""
+    postgres.require_server()
+    schema = postgres.new_schema_name()
+    url = postgres.TEST_URL
+    try:
+        async with client(url, "1", schema) as old_calls, client(url, "1,2", schema) as new_calls:
+            with worker(url, "1", schema) as old_worker:
+                old = [await _new(old_calls, "1", n=n, work_s=1.0) for n in range(4)]
+                await _when(old_calls, old[0], TaskState.RUNNING)
+                with worker(url, "1,2", schema) as new_worker:
+                    new = [await _new(new_calls, "1,2", n=n, work_s=1.0) for n in range(4)]
+                    await _when(new_calls, new[0], TaskState.RUNNING)
+                    old_worker.kill()  # kill -9 of the old worker mid-run
+                    more = [await _new(new_calls, "1,2", n=n) for n in range(2)]
+                    for task in old:
+                        done = await _when(old_calls, task, TaskState.COMPLETED, within_s=60)
+                        assert done.result == _by("1")
+                    for task in [*new, *more]:
+                        done = await _when(new_calls, task, TaskState.COMPLETED, within_s=60)
+                        assert done.result == _by("2")
+                    late = [await _new(new_calls, "1,2", n=n, work_s=1.0) for n in range(2)]
+                    await _when(new_calls, late[0], TaskState.RUNNING)
+                    new_worker.kill()  # and kill -9 of the new one, while it runs them
+                with worker(url, "1,2", schema):
+                    for task in late:
+                        done = await _when(new_calls, task, TaskState.COMPLETED, within_s=60)
+                        assert done.result == _by("2")
+            failed = await new_calls.count(states=[TaskState.FAILED])
+            assert failed == 0
+    finally:
+        postgres.drop_schema_now(schema)
+
+
+def test_two_modules_defining_one_version_differently_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = (
+        "from pydantic import BaseModel\nfrom taskloom import NodeContext, Workflow\n"
+        "class In(BaseModel):\n    n: int = 0\n"
+        "flow = Workflow('vflow', version='1', input=In)\n"
+        "@flow.node()\nasync def only(ctx: NodeContext[In]) -> int:\n    return {value}\n"
+    )
+    (tmp_path / "vflow_a.py").write_text(source.format(value=1))
+    (tmp_path / "vflow_b.py").write_text(source.format(value=2))
+    db = tmp_path / "refused.db"
+    flags = ["--workflows", str(tmp_path / "vflow_a.py"), "--workflows"]
+    with pytest.raises(SystemExit) as refused:
+        main(["workflows", "list", "--db", str(db), *flags, str(tmp_path / "vflow_b.py")])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err == (
+        "taskloom: error: two modules define vflow version 1 differently: give the changed "
+        "one a new version\n"
+    )
+    assert not db.exists()
