@@ -16,13 +16,13 @@ from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from taskloom.commands.common import RECHECK_S
 from taskloom.commands.progress_view import ProgressView
 from taskloom.commands.prompt import Prompter
-from taskloom.commands.render import node_view
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskStateError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeState, RunStore
 from taskloom.engine.states import TaskState
+from taskloom.engine.view import node_view
 
 OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from taskloom.commands.pipe import silence_stdout
-from taskloom.commands.render import NodeView, node_view
 from taskloom.engine.dag import Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeRun
+from taskloom.engine.shape import RunShape
+from taskloom.engine.view import NodeView, fraction, node_view, shape_of
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -54,27 +55,21 @@ class PhaseProgress:
         return self.done / self.total if self.total else 0.0
 
 
-def overall(task: Task, workflow: Workflow[Any] | None) -> float:
-    """The run's fraction done: 1 once completed, else the progress the runner stores
-    (nodes settled of all), else 0."""
-    if task.state == "completed":
-        return 1.0
-    if task.progress is not None and task.progress.total:
-        return min(task.progress.completed / task.progress.total, 1.0)
-    return 0.0
+def overall(task: Task, workflow: Workflow[Any] | None = None) -> float:
+    """The run's fraction done, as every view reads it (:func:`taskloom.engine.view.fraction`:
+    nodes settled plus what running nodes reported)."""
+    return fraction(task)
 
 
-def phases(
-    workflow: Workflow[Any], task: Task, nodes: Mapping[str, NodeRun]
-) -> list[PhaseProgress]:
-    """Each phase of *workflow*, in order, with its counts."""
+def phases(shape: RunShape, task: Task, nodes: Mapping[str, NodeRun]) -> list[PhaseProgress]:
+    """Each phase of the run's *shape*, in order, with its counts."""
     items: dict[str, list[NodeRun]] = {}
     for key, run in nodes.items():
         if parse_item_key(key) is not None:
             items.setdefault(base_node(key), []).append(run)
     found = []
-    for phase in workflow.phases:
-        names = [name for name in workflow.order() if workflow.nodes[name].phase == phase]
+    for phase in shape.phases:
+        names = shape.in_phase(phase)
         views = {name: node_view(task, nodes.get(name)) for name in names}
         mapped = [name for name in names if items.get(name)]
         if mapped and len(names) == len(mapped):
@@ -180,9 +175,10 @@ class ProgressView:
         header.append(f" {fraction:4.0%}")
         if task.status_message:
             header.append(f"  {task.status_message}", style="dim")
-        if self._workflow is None:
+        shape = shape_of(task, self._workflow)
+        if shape is None:
             return header
-        for phase in phases(self._workflow, task, nodes):
+        for phase in phases(shape, task, nodes):
             note = Text(no_wrap=True, overflow="ellipsis")
             parts = [
                 (f"failed: {', '.join(phase.failed)}", "bold red", phase.failed),

@@ -20,6 +20,7 @@ from taskloom.engine.dag import Workflow
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
+from taskloom.engine.view import shape_of
 
 
 def _workflows(args: Args) -> dict[str, Workflow[Any]]:
@@ -86,7 +87,8 @@ async def show_task(args: Args) -> int:
         nodes = await local.runs.checkpoints(task.id)
         attempts = await local.runs.attempts(task.id)
         children = await _children(local.manager, task)
-    records = node_rows(_workflows(args).get(task.name), task, nodes, attempts)
+    shape = task.shape or shape_of(task, _workflows(args).get(task.name))
+    records = node_rows(shape, task, nodes, attempts)
     if args.json:
         history = [attempt.model_dump(mode="json") for attempt in attempts]
         print_json(
