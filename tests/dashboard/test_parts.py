@@ -7,11 +7,11 @@ import pytest
 from pydantic import BaseModel, JsonValue
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import NodeRun, NodeState
+from taskloom.engine.states import TaskState
 from taskloom.server.dashboard import live
 from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
-from taskloom.engine.models import Task, TaskId
-from taskloom.engine.states import TaskState
 from taskloom.server.dashboard.graph import layout
 from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.live import event_stream

@@ -270,8 +270,8 @@ async def test_progress_is_one_history_line_that_reads_the_latest_message() -> N
             await manager.report_progress(task.id, completed=tick, message=f"tick {tick}")
         page = await shown.page(f"/ui/tasks/{task.id}")
         assert len(_history(page.text)) == 2
-        assert re.findall(r"<span class=\"progress-line\" data-progress>([^<]*)</span>", page.text) == [
-            "tick 59"
-        ]
+        assert re.findall(
+            r"<span class=\"progress-line\" data-progress>([^<]*)</span>", page.text
+        ) == ["tick 59"]
         assert "tick 49" not in page.text
         assert "were not kept" not in page.text

@@ -177,7 +177,9 @@ def _history(
     for entry in entries:
         if entry.state_changed:
             folded = None
-            events.append(Event(entry.at, entry.status_message or "", entry.state, str(entry.cause)))
+            events.append(
+                Event(entry.at, entry.status_message or "", entry.state, str(entry.cause))
+            )
             continue
         text = entry.status_message or ""
         if folded is None:
@@ -189,7 +191,9 @@ def _history(
             events[index] = folded
     if folded is not None and not task.is_terminal and task.status_message:
         index = events.index(folded)
-        events[index] = Event(task.updated_at, task.status_message, None, "progress", folded.updates)
+        events[index] = Event(
+            task.updated_at, task.status_message, None, "progress", folded.updates
+        )
     for attempt in sorted(attempts, key=lambda each: each.started_at)[-MAX_TIMELINE_ROWS:]:
         events.append(
             Event(attempt.started_at, f"{attempt.node} attempt {attempt.attempt} started", None)
