@@ -1,7 +1,9 @@
 """Workflows for the CLI tests: one that fails while a marker file exists, one that asks."""
 
+from typing import Literal
+
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from taskloom.engine.dag import NodeContext, Workflow
 
@@ -87,3 +89,25 @@ async def spawn(ctx: NodeContext[Number]) -> int:
 @family.node(phase="sum", deps=[spawn])
 async def total(ctx: NodeContext[Number]) -> int:
     return ctx.output(spawn) + 1
+
+
+class Launch(BaseModel):
+    """A form of four fields: text, a number with a default, a choice and a yes or no."""
+
+    pilot: str = Field(title="Pilot", description="who flies")
+    boosters: int = Field(default=3, title="Boosters")
+    orbit: Literal["low", "high"] = Field(title="Orbit")
+    crewed: bool = Field(title="Crewed")
+
+
+launch = Workflow("launch", version="1", input=Empty)
+
+
+@launch.node()
+async def plan_launch(ctx: NodeContext[Empty]) -> dict[str, object]:
+    answer = await ctx.ask(
+        "Fill in the launch plan: who flies, with how many boosters, to which orbit, and"
+        " whether anyone is on board (the answer is checked against the plan's rules)",
+        Launch,
+    )
+    return answer.model_dump()

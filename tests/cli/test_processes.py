@@ -66,6 +66,10 @@ def test_a_worker_process_runs_queued_tasks_and_stops_on_sigterm(
     assert "Traceback" not in err
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""A terminal's colour and cursor codes, left out of what :meth:`Terminal.read_until` reads."""
+
+
 class Terminal:
     """A child process whose stdin, stdout and stderr are a pseudo-terminal."""
 
@@ -82,7 +86,7 @@ class Terminal:
     def read_until(self, pattern: str, within_s: float = 30.0) -> re.Match[str]:
         """Read what the process writes until *pattern* matches it (bounded)."""
         deadline = time.monotonic() + within_s
-        while (found := re.search(pattern, self.output)) is None:
+        while (found := re.search(pattern, _ANSI.sub("", self.output))) is None:
             left = deadline - time.monotonic()
             assert left > 0, f"{pattern!r} not seen in {self.output!r}"
             if not self._read(left):
@@ -163,10 +167,10 @@ def test_run_in_a_terminal_asks_the_tasks_question_there(
     argv = ["run", "confirm", "--db", db, "--workflows", "tests.cli.flows"]
     terminal = Terminal([sys.executable, "-m", "taskloom", *argv], tmp_path)
     try:
-        terminal.read_until(r"The task asks: Launch the rocket\?\s+answer \(y/n\): ")
+        terminal.read_until(r"The task asks: Launch the rocket\?\s+Go \(yes/no\) \[y/n\]: ")
         terminal.type("maybe\n")
-        terminal.read_until(r"please answer with y or n\s+answer \(y/n\): ")
-        terminal.type("y\n")
+        terminal.read_until(r"Please answer y or n \(yes or no\)\s+Go \(yes/no\) \[y/n\]: ")
+        terminal.type("yes\n")
         terminal.read_to_end()
         assert terminal.process.wait(timeout=30) == 0, terminal.output
     finally:

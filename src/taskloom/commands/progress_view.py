@@ -7,11 +7,13 @@ terminal's width (nothing wraps, so redraws never stack); colour unless ``NO_COL
 file or a pipe, one plain line per change.
 """
 
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from taskloom.commands.pipe import silence_stdout
+from taskloom.commands.say import wrapped
 from taskloom.engine.dag import Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
@@ -204,6 +206,8 @@ class ProgressView:
         """Print *message* above the drawing (or as a line in a pipe)."""
         if self._live is not None:
             self._live.console.print(message, markup=False, highlight=False)
+        elif self._live_wanted:  # a terminal: wrapped at spaces, never in a word
+            self._write(wrapped(message, shutil.get_terminal_size().columns))
         else:
             self._write(message)
 

@@ -55,11 +55,9 @@ def stopped_by_the_end(run: NodeRun) -> bool:
 def node_view(task: Task, run: NodeRun | None) -> NodeView:
     """How *run* reads within *task*: a node stopped because the task ended is
     ``cancelled`` if the task was cancelled, else ``stopped``, never ``failed``; a node
-    that had not started when a task was cancelled is ``cancelled`` too."""
+    that never started is ``not started``, whatever its task's state."""
     ended = "cancelled" if task.state is TaskState.CANCELLED else "stopped"
     if run is None:
-        if task.state is TaskState.CANCELLED:
-            return NodeView("cancelled", settled=True, busy=False)
         return NodeView(NOT_STARTED, settled=False, busy=False)
     if stopped_by_the_end(run):
         return NodeView(ended, settled=True, busy=False)
@@ -76,27 +74,30 @@ def map_view(task: Task, runs: Iterable[NodeRun], planned: int | None = None) ->
     e.g. ``("running", "10,000 items: 10 completed, 2 running, 9,988 not started")``;
     *planned* is the map's item count when known (items not started yet count too)."""
     labels = [node_view(task, run).label for run in runs]
-    return summarise(labels, planned, cancelled=task.state is TaskState.CANCELLED)
+    ended = None
+    if task.is_terminal:
+        ended = "cancelled" if task.state is TaskState.CANCELLED else "stopped"
+    return summarise(labels, planned, ended=ended)
 
 
 def summarise(
-    labels: Sequence[str], planned: int | None = None, *, cancelled: bool = False
+    labels: Sequence[str], planned: int | None = None, *, ended: str | None = None
 ) -> tuple[str, str]:
-    """:func:`map_view` from the items' labels."""
+    """:func:`map_view` from the items' labels; *ended* is what a map that was under way
+    when its task ended reads as (``cancelled``, ``stopped``)."""
     counts: dict[str, int] = {}
     for label in labels:
         counts[label] = counts.get(label, 0) + 1
     waiting = (planned or 0) - len(labels)
     if waiting > 0:
-        unstarted = "cancelled" if cancelled else NOT_STARTED
-        counts[unstarted] = counts.get(unstarted, 0) + waiting
+        counts[NOT_STARTED] = counts.get(NOT_STARTED, 0) + waiting
     size = sum(counts.values())
     if not size:
-        return ("cancelled" if cancelled else NOT_STARTED), "no items yet"
+        return NOT_STARTED, "no items yet"
     if len(counts) == 1:
         state = next(iter(counts))
     elif NOT_STARTED in counts and set(counts) <= {NOT_STARTED, "completed"}:
-        state = "running"  # some done, some to go: the map is under way
+        state = ended or "running"  # some done, some to go: under way, or ended so
     else:
         state = next((each for each in SUMMARY_ORDER if each in counts), min(counts))
     spread = ", ".join(f"{number:,} {each}" for each, number in sorted(counts.items()))
