@@ -5,7 +5,7 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.dag import MapContext, NodeContext, Workflow
 
 
 class FragileInput(BaseModel):
@@ -111,3 +111,22 @@ async def plan_launch(ctx: NodeContext[Empty]) -> dict[str, object]:
         Launch,
     )
     return answer.model_dump()
+
+
+class Count(BaseModel):
+    """How many items the map spreads over."""
+
+    n: int
+
+
+wide = Workflow("wide", version="1", input=Count, phases=["list", "spread"])
+
+
+@wide.node(phase="list")
+async def listing(ctx: NodeContext[Count]) -> list[int]:
+    return list(range(ctx.input.n))
+
+
+@wide.map(over=listing, phase="spread")
+async def square(ctx: MapContext[Count, int]) -> int:
+    return ctx.item * ctx.item

@@ -139,5 +139,5 @@ def resume_action(task: Task) -> str | None:
     if task.state is TaskState.CANCELLED:
         return "Resume from where it stopped"
     if task.state is TaskState.FAILED:
-        return "Resume from the failed nodes"
+        return "Resume from the failed node"
     return None
