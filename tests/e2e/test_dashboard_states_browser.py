@@ -45,6 +45,11 @@ def _cancel_from_another_process(server_db: Path, task_id: str) -> None:
     )
 
 
+def _on_a_phone(placed: dict[str, float]) -> bool:
+    """The box is within the 390 px of the screen."""
+    return placed["x"] >= 0 and placed["x"] + placed["width"] <= 390
+
+
 async def _boxes(page: object, server: Server, task_id: str) -> dict[str, str]:
     """Every node box of *task_id*'s page: name to drawn state."""
     from playwright.async_api import Page
@@ -56,7 +61,8 @@ async def _boxes(page: object, server: Server, task_id: str) -> dict[str, str]:
     for box in await boxes.all():
         name = await box.get_attribute("data-node")
         state = await box.get_attribute("data-state")
-        assert name is not None and state is not None
+        assert name is not None
+        assert state is not None
         found[name] = state
         classes = (await box.get_attribute("class") or "").split()
         assert state.replace(" ", "-") in classes  # drawn (coloured) as it is named
@@ -142,7 +148,7 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
             await parse.wait_for()
             placed = await parse.bounding_box()
             assert placed is not None
-            assert placed["x"] >= 0 and placed["x"] + placed["width"] <= 390, placed
+            assert _on_a_phone(placed), placed
             await phone.get_by_role("button", name="Resume from the failed node").wait_for()
             await phone.screenshot(path=shots / "states-failed-390.png", full_page=True)
 
@@ -155,7 +161,7 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
                 for cell in ("td.state .pill", "td.created"):
                     placed = await row.locator(cell).bounding_box()
                     assert placed is not None, cell
-                    assert placed["x"] >= 0 and placed["x"] + placed["width"] <= 390, (cell, placed)
+                    assert _on_a_phone(placed), (cell, placed)
             width = await phone.evaluate("document.documentElement.scrollWidth")
             assert width <= 390  # nothing wider than the phone: no hidden column
             await phone.screenshot(path=shots / "states-list-390.png", full_page=True)
