@@ -9,7 +9,6 @@ phone the task list keeps its state and date columns on screen, the graph says i
 scrolls, and a failed node is one tap away.
 """
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,12 +34,10 @@ WIDTHS = (1280, 390)
 CANCELLED_NEVER = frozenset({"failed", "retrying", "running", "waiting"})
 
 
-def _cancel_from_another_process(server_db: Path, task_id: str) -> None:
-    subprocess.run(
+async def _cancel_from_another_process(server_db: Path, task_id: str) -> None:
+    await anyio.run_process(
         [sys.executable, "-m", "taskloom", "tasks", "cancel", task_id, "--db", str(server_db)],
         check=True,
-        capture_output=True,
-        timeout=60,
         cwd=REPOSITORY,
     )
 
@@ -77,7 +74,6 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
             async with http_client(server.mcp, ANN) as mcp:
                 by_dashboard = await mcp.start("crawl", {})
                 by_cli = await mcp.start("crawl", {})
-                map_cancelled = await mcp.start("pipeline", {})
                 failed = await mcp.start("fragile", {})
                 waiting = await mcp.start("approval", {})
                 mapped = await mcp.start("pipeline", {})
@@ -90,9 +86,10 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
 
                 await desk.goto(f"{server.base}/tasks/{by_cli}")
                 await until_node(desk, "walk", "running")
-                _cancel_from_another_process(tmp_path / "x.db", by_cli)
+                await _cancel_from_another_process(tmp_path / "x.db", by_cli)
                 await until_task(desk, "cancelled")
 
+                map_cancelled = await mcp.start("pipeline", {})
                 await desk.goto(f"{server.base}/tasks/{map_cancelled}")
                 await until_node(desk, "score", "running")
                 await mcp.cancel(map_cancelled)

@@ -315,6 +315,12 @@ class SqliteTaskStore:
             partial(_call_with_raw, partial(tokens.revoke_token, token_id=token_id, now=now))
         )
 
+    async def active_versions(self) -> dict[TaskId, int]:
+        """Each unfinished task's id and version, from the index of active tasks: what
+        :func:`taskloom.engine.foreign.follow_foreign_changes` compares between polls to
+        find what other processes changed (SQLite cannot announce it)."""
+        return await self._read(_active_versions)
+
     async def health(self) -> StoreHealth:
         """SQLite's integrity and foreign-key checks, the schema version and task counts."""
         return await self._read(health)
@@ -337,6 +343,13 @@ class SqliteTaskStore:
             path=self.settings.path,
             within_s=self.settings.lock_retry_s,
         )
+
+
+def _active_versions(raw: sqlite3.Connection) -> dict[TaskId, int]:
+    found = raw.execute(
+        "SELECT id, version FROM tasks WHERE state IN ('queued', 'running', 'input_required')"
+    )
+    return {TaskId(task_id): version for task_id, version in found}
 
 
 # -- connection set-up (in the connection's thread) -------------------------------------
