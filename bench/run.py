@@ -33,6 +33,7 @@ MODULES = (
     "fanout_sqlite",
     "tokens_sqlite",
     "dashboard_sqlite",
+    "cancel_sqlite",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -45,6 +46,7 @@ TITLES = {
     "fanout_sqlite": "Dynamic fan-out: a 10,000-item map against the static fan-out (SQLite)",
     "tokens_sqlite": "Telling a principal: static and stored tokens, and the quota at create",
     "dashboard_sqlite": "The dashboard's task list at 1,000,000 tasks (SQLite)",
+    "cancel_sqlite": "A cancel from another process reaching the running nodes (SQLite)",
 }
 
 

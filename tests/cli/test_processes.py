@@ -217,3 +217,65 @@ def test_a_run_killed_with_sigkill_is_finished_by_a_worker(
     assert {tuple(nodes[f"lane_{i}"]["outcomes"]) for i in range(4)} == {
         ("interrupted", "completed")
     }
+
+
+def _read_until(stream: "subprocess.IO[str]", pattern: str, within_s: float = 30) -> str:
+    """Lines of *stream* until one matches *pattern* (bounded); all of them."""
+    deadline = time.monotonic() + within_s
+    seen = ""
+    while re.search(pattern, seen) is None:
+        left = deadline - time.monotonic()
+        assert left > 0, f"{pattern!r} not seen in {seen!r}"
+        ready, _, _ = select.select([stream], [], [], left)
+        if ready:
+            line = stream.readline()
+            assert line, f"the stream ended before {pattern!r}: {seen!r}"
+            seen += line
+    return seen
+
+
+@pytest.mark.slow
+def test_a_worker_logs_a_cancel_made_by_another_process_on_sqlite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, item 5: docs/cli.md promises a line per state change of its tasks;
+    another process's cancel is one, and it stops the running nodes."""
+    db = tmp_path / "w.db"
+    _cli(capsys, "db", "migrate", "--db", str(db))
+
+    async def queue() -> str:
+        async with open_database(db) as local:
+            slow = {"start": 10_000, "tick_s": 0.05}  # 125 s a lane: only a cancel ends it
+            return (await submit(local.manager, countdown, slow)).id
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "taskloom", "worker", "--db", str(db)],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert worker.stderr is not None
+        _read_until(worker.stderr, r"runs: ")
+        task_id = anyio.run(queue, backend="asyncio")
+        _read_until(worker.stderr, rf"countdown {task_id} running\n")
+        cancelled = subprocess.run(
+            [sys.executable, "-m", "taskloom", "tasks", "cancel", task_id, "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert cancelled.returncode == 0, cancelled.stderr
+        logged = _read_until(worker.stderr, rf"countdown {task_id} cancelled")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert re.search(rf"UTC  countdown {task_id} cancelled: \S", logged), logged
+    assert "Traceback" not in err
+    _, shown = _cli(capsys, "tasks", "show", task_id, "--db", str(db), "--json")
+    lanes = [node for node in json.loads(shown)["nodes"] if node["node"].startswith("lane_")]
+    assert lanes
+    assert {node["state"] for node in lanes} == {"cancelled"}
+    assert {node["outcomes"][-1] for node in lanes} == {"cancelled"}  # their bodies stopped
