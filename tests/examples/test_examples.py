@@ -90,10 +90,11 @@ def test_the_existing_server_says_in_one_line_that_it_cannot_write_its_database(
         check=False,
     )
     assert ran.returncode == 1
-    assert ran.stderr.splitlines() == [
+    expected = (
         f"notes: cannot write the task database {nowhere}: No such file or directory; "
         "set NOTES_TASKS_DB to a file in a folder you can write"
-    ]
+    )
+    assert ran.stderr.splitlines() == [expected]
 
 
 @pytest.mark.slow
