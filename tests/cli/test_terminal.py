@@ -296,3 +296,17 @@ def test_the_end_messages_wrap_at_word_boundaries_at_80_columns(tmux: Tmux, tmp_
     words = " ".join(" ".join(end).split())
     assert "cancelled from the command line (Ctrl-C)." in words
     assert "run the rest later with: taskloom tasks resume " in words
+
+
+def test_serve_in_a_terminal_says_it_waits_for_a_host(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 26, item 4: over stdio in a terminal, one line on stderr, so it does not
+    look hung; Ctrl-C stops it."""
+    command = taskloom("serve", "--db", str(tmp_path / "t.db"))
+    tmux.start(f"trap true INT; {command}", cwd=tmp_path, width=80)
+    waiting = tmux.until(lambda screen: any("stdio" in line for line in screen))
+    said = [line for line in waiting if line.strip()]
+    assert said == ["taskloom: serving MCP over stdio, waiting for a host on stdin (Ctrl-C stops)"]
+    tmux.keys("C-c")
+    done = tmux.until(lambda screen: any(line.startswith("EXIT ") for line in screen))
+    assert "EXIT 0" in done, "\n".join(done)
+    assert "Traceback" not in "\n".join(done)

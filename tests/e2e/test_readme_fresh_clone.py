@@ -65,7 +65,8 @@ def test_the_try_it_commands_work_in_order_in_a_fresh_clone(tmp_path: Path) -> N
     for line in lines[1:]:
         if line.startswith((". ", "source ")):
             sourced.append(line)
-        script = " && ".join([*sourced, line]) if not line.startswith((". ", "source ")) else line
+        before = sourced if not line.startswith((". ", "source ")) else []
+        script = "\n".join(["set -e", *before, line])  # lines: a comment ends with its line
         ran = subprocess.run(
             ["bash", "-c", script],
             env=env,
