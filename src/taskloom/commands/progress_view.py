@@ -78,7 +78,9 @@ def phases(shape: RunShape, task: Task, nodes: Mapping[str, NodeRun]) -> list[Ph
             runs = [run for name in mapped for run in items[name]]
             item_views = [node_view(task, run) for run in runs]
             done = sum(1 for view in item_views if view.label == "completed")
-            total, unit = len(runs), "items"
+            planned = {node.name: node.items for node in shape.nodes if node.is_map}
+            total = sum(max(planned.get(name) or 0, len(items[name])) for name in mapped)
+            unit = "items"
             failed = tuple(name for name in mapped if _any_failed(task, items[name]))
             running = tuple(name for name in mapped if _any_busy(task, items[name]))
             stopped = tuple(name for name in mapped if _any_labelled(task, items[name], _STOPPED))
