@@ -145,13 +145,13 @@ async def _follow_other_processes(
     task_group: anyio.abc.TaskGroup, database: DatabaseSettings, store: Any, manager: TaskManager
 ) -> None:
     """Publish on *manager*'s feed what other processes change: as PostgreSQL announces
-    it, or, on SQLite, as a poll of the unfinished tasks finds it (ADR 0042)."""
+    it, or, on SQLite, as a poll of the running tasks finds it (ADR 0042)."""
     if isinstance(database, PostgresSettings):
         postgres = cast("PostgresTaskStore", store)  # what open_store opens for it
         await task_group.start(postgres.watch_changes, manager.notice)
     elif isinstance(database, SqliteSettings):
         sqlite = cast("SqliteTaskStore", store)
-        await task_group.start(follow_foreign_changes, manager, sqlite.active_versions)
+        await task_group.start(follow_foreign_changes, manager, sqlite.running_versions)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import anyio
 import pytest
@@ -219,7 +220,7 @@ def test_a_run_killed_with_sigkill_is_finished_by_a_worker(
     }
 
 
-def _read_until(stream: "subprocess.IO[str]", pattern: str, within_s: float = 30) -> str:
+def _read_until(stream: IO[str], pattern: str, within_s: float = 30) -> str:
     """Lines of *stream* until one matches *pattern* (bounded); all of them."""
     deadline = time.monotonic() + within_s
     seen = ""

@@ -11,6 +11,7 @@ scrolls, and a failed node is one tap away.
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -28,6 +29,9 @@ from tests.e2e.test_dashboard_browser import (
 from tests.e2e.test_stdio_server import REPOSITORY
 from tests.server.http_support import ANN, http_client
 
+if TYPE_CHECKING:
+    from playwright.async_api import FloatRect
+
 pytestmark = pytest.mark.slow
 
 WIDTHS = (1280, 390)
@@ -42,7 +46,7 @@ async def _cancel_from_another_process(server_db: Path, task_id: str) -> None:
     )
 
 
-def _on_a_phone(placed: dict[str, float]) -> bool:
+def _on_a_phone(placed: "FloatRect") -> bool:
     """The box is within the 390 px of the screen."""
     return placed["x"] >= 0 and placed["x"] + placed["width"] <= 390
 

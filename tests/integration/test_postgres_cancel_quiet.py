@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from taskloom.bootstrap import open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
+from taskloom.engine.models import TaskId
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
@@ -59,7 +60,7 @@ async def test_cancelling_a_running_map_keeps_the_pool_and_logs_no_warning(
         for _ in range(rounds):
             task = await submit(manager, busy, {})
 
-            async def items_running(task_id: str = task.id) -> bool:
+            async def items_running(task_id: TaskId = task.id) -> bool:
                 checkpoints = await engine.runs.checkpoints(task_id)
                 return sum(name.startswith("work[") for name in checkpoints) >= 32
 

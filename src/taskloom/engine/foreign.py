@@ -1,12 +1,13 @@
 """Changes made by other processes, found by polling a store that cannot announce them
 (SQLite; PostgreSQL announces them with NOTIFY).
 
-Every *interval_s* the store's unfinished tasks and their versions are read (a small set,
-from an index); a task whose version moved past what this process last saw, one that is
-new, and one that left the set (it ended, or was deleted) is published on this process's
-change feed as this process's own writes are. So a worker
-stops the nodes of a run that another process cancelled within about *interval_s*, its
-log shows the cancel, and the dashboard redraws. This process's own writes are learnt
+Every *interval_s* the store's running tasks and their versions are read (as many as the
+workers run at once, however long the queue; from an index); a task whose version moved
+past what this process last saw, one that is new, and one that left the set (it ended,
+went back to the queue or waits for an answer, or was deleted) is published on this
+process's change feed as this process's own writes are. So a worker stops the nodes of a
+run that another process cancelled within about *interval_s*, its log shows the cancel,
+and the dashboard redraws. This process's own writes are learnt
 from the feed, and not published twice.
 """
 
@@ -19,6 +20,7 @@ from anyio.abc import TaskStatus
 from taskloom.engine.errors import PersistenceError, TaskNotFoundError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import TaskId
+from taskloom.engine.states import TaskState
 
 DEFAULT_INTERVAL_S: Final = 0.25
 """How often a local store is polled: a cancel from another process reaches the running
@@ -38,13 +40,23 @@ async def follow_foreign_changes(
     with ``task_group.start``: it reports started once it knows the first state."""
     seen: dict[TaskId, int] = {}
     """The newest version of each task this process knows of (its own writes, and what
-    earlier polls found)."""
+    earlier polls found), kept for the running tasks and those written since the last
+    poll (so it does not grow with every task this process ever wrote)."""
+    fresh: set[TaskId] = set()
+    running_here: set[TaskId] = set()
+    """Tasks this process's own writes left running (its worker's claims): one cancelled
+    by another process before any poll saw it running has ended all the same."""
     with manager.subscribe() as own:
 
         async def learn() -> None:
             async for task in own:
+                fresh.add(task.id)
                 if task.version > seen.get(task.id, 0):
                     seen[task.id] = task.version
+                    if task.state is TaskState.RUNNING:
+                        running_here.add(task.id)
+                    else:
+                        running_here.discard(task.id)
 
         async with anyio.create_task_group() as group:
             group.start_soon(learn)
@@ -61,13 +73,18 @@ async def follow_foreign_changes(
                     for task_id, version in current.items()
                     if version > seen.get(task_id, 0)
                 ]
-                ended = [task_id for task_id in active if task_id not in current]
+                ended = [
+                    task_id for task_id in active.keys() | running_here if task_id not in current
+                ]
+                running_here.difference_update(ended)
                 for task_id in [*moved, *ended]:
                     await _publish(manager, task_id, seen)
-                for task_id in ended:
-                    seen.pop(task_id, None)
                 for task_id, version in current.items():
                     seen[task_id] = max(version, seen.get(task_id, 0))
+                for task_id in [each for each in seen if each not in current]:
+                    if task_id not in fresh:
+                        del seen[task_id]
+                fresh.clear()
                 active = current
 
 
