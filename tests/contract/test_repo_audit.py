@@ -199,6 +199,10 @@ async def test_bad_arguments_and_paths_outside_the_allowed_roots_are_refused_at_
     for path in (tree, tree / "sub" / "..", tree / "sub" / ".." / "sub" / "..", "/etc"):
         with pytest.raises(InvalidRequestError, match=outside):
             await submit(manager, fenced, {"path": str(path)})
+    with pytest.raises(InvalidRequestError) as refused:
+        await submit(manager, fenced, {"path": "/etc"})
+    assert str(tree / "sub") in str(refused.value)  # the roots it may audit, and the setting
+    assert "workflow_settings.repo_audit.allowed_roots" in str(refused.value)
     (tree / "sub" / "up").symlink_to(tree, target_is_directory=True)
     with pytest.raises(InvalidRequestError, match=outside):  # links resolved before the check
         await submit(manager, fenced, {"path": str(tree / "sub" / "up")})
