@@ -80,9 +80,7 @@ def _json(text: str, hint: str = "JSON or @FILE") -> Any:
 
 def label(field: Field) -> str:
     """How a field is asked: its label, its type and whether it may be left empty."""
-    kind = _KINDS.get(field.kind, field.kind)
-    if field.kind == "select":
-        kind = "one of"  # rich shows the choices after the label
+    kind = _KINDS.get(field.kind, field.kind)  # a list's choices follow, from rich
     need = "" if field.required or field.kind == "checkbox" else ", optional"
     return f"  {field.label} ({kind}{need})"
 
