@@ -34,6 +34,7 @@ MODULES = (
     "tokens_sqlite",
     "dashboard_sqlite",
     "claims_versions_sqlite",
+    "cancel_sqlite",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -47,6 +48,7 @@ TITLES = {
     "tokens_sqlite": "Telling a principal: static and stored tokens, and the quota at create",
     "dashboard_sqlite": "The dashboard's task list at 1,000,000 tasks (SQLite)",
     "claims_versions_sqlite": "Claims filtered by workflow version (SQLite)",
+    "cancel_sqlite": "A cancel from another process reaching the running nodes (SQLite)",
 }
 
 

@@ -2,6 +2,7 @@
 tools: a durable plain function and a small DAG workflow. Run: ``python server.py``."""
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,22 @@ from pydantic import BaseModel
 from taskloom import NodeContext, RetryPolicy, TaskloomSettings, Workflow, durable, durable_tasks
 from taskloom.persistence.sqlite import SqliteSettings
 
-DATABASE = Path(os.environ.get("NOTES_TASKS_DB", "notes-tasks.db"))
+DATABASE = Path(
+    os.environ.get("NOTES_TASKS_DB") or Path(__file__).resolve().parent / "notes-tasks.db"
+).resolve()
+"""The tasks' SQLite file: ``NOTES_TASKS_DB``, or ``notes-tasks.db`` next to this file. An
+absolute path: a host may start the server in any folder (often one it cannot write)."""
+
+
+def check_database() -> None:
+    """Exit with one line, not a traceback, when the database file cannot be written."""
+    try:
+        DATABASE.touch(exist_ok=True)  # SQLite takes an empty file as a new database
+    except OSError as error:
+        sys.exit(
+            f"notes: cannot write the task database {DATABASE}: {error.strerror}; "
+            "set NOTES_TASKS_DB to a file in a folder you can write"
+        )
 
 
 @durable(retry=RetryPolicy(max_attempts=3), timeout=120)
@@ -81,4 +97,5 @@ def review(topic: str) -> str:
 
 
 if __name__ == "__main__":
+    check_database()
     mcp.run()

@@ -14,6 +14,7 @@ from taskloom.engine.errors import (
     InvalidRequestError,
     WorkflowDefinitionError,
 )
+from taskloom.engine.foreign import follow_foreign_changes
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.observe import Observer, Observers
 from taskloom.engine.ports import Clock
@@ -31,6 +32,7 @@ from taskloom.validation import JsonSchemaValidator
 
 if TYPE_CHECKING:
     from taskloom.persistence.postgres.store import PostgresTaskStore
+    from taskloom.persistence.sqlite.store import SqliteTaskStore
     from taskloom.server.app import TaskServer
     from taskloom.server.embedded import DurableTasks
     from taskloom.server.http.tokens import StoredTokens
@@ -126,9 +128,7 @@ async def open_engine(
                     reclaim_from=reclaim_from,
                 )
             async with anyio.create_task_group() as task_group:
-                if isinstance(settings.database, PostgresSettings):
-                    postgres = cast("PostgresTaskStore", store)  # what open_store opens for it
-                    await task_group.start(postgres.watch_changes, manager.notice)
+                await _follow_other_processes(task_group, settings.database, store, manager)
                 if settings.run_sweeper:
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:
@@ -139,6 +139,19 @@ async def open_engine(
                     )
                 finally:
                     task_group.cancel_scope.cancel()
+
+
+async def _follow_other_processes(
+    task_group: anyio.abc.TaskGroup, database: DatabaseSettings, store: Any, manager: TaskManager
+) -> None:
+    """Publish on *manager*'s feed what other processes change: as PostgreSQL announces
+    it, or, on SQLite, as a poll of the running tasks finds it (ADR 0042)."""
+    if isinstance(database, PostgresSettings):
+        postgres = cast("PostgresTaskStore", store)  # what open_store opens for it
+        await task_group.start(postgres.watch_changes, manager.notice)
+    elif isinstance(database, SqliteSettings):
+        sqlite = cast("SqliteTaskStore", store)
+        await task_group.start(follow_foreign_changes, manager, sqlite.running_versions)
 
 
 @contextmanager
@@ -290,9 +303,7 @@ async def serve_ui(
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, manager)
             task_group.start_soon(authenticator.watch.run)
-            if isinstance(database, PostgresSettings):
-                postgres = cast("PostgresTaskStore", store)
-                await task_group.start(postgres.watch_changes, manager.notice)
+            await _follow_other_processes(task_group, database, store, manager)
             await serve_ui_alone(
                 ui, http.host, http.port, watch=authenticator.watch, task_status=task_status
             )

@@ -172,6 +172,12 @@ async def serve_until_stopped(
 
             group.start_soon(stop_on_signal)
             if http is None:
+                if sys.stdin.isatty():  # a person, not a host: say it is not hung
+                    _say(
+                        text,
+                        "taskloom: serving MCP over stdio, waiting for a host on stdin"
+                        " (Ctrl-C stops)",
+                    )
                 await serve_stdio(settings)
             else:
                 port = await group.start(serve_http, settings, http)

@@ -1,9 +1,11 @@
 """Workflows for the CLI tests: one that fails while a marker file exists, one that asks."""
 
-import anyio
-from pydantic import BaseModel
+from typing import Literal
 
-from taskloom.engine.dag import NodeContext, Workflow
+import anyio
+from pydantic import BaseModel, Field
+
+from taskloom.engine.dag import MapContext, NodeContext, Workflow
 
 
 class FragileInput(BaseModel):
@@ -87,3 +89,44 @@ async def spawn(ctx: NodeContext[Number]) -> int:
 @family.node(phase="sum", deps=[spawn])
 async def total(ctx: NodeContext[Number]) -> int:
     return ctx.output(spawn) + 1
+
+
+class Launch(BaseModel):
+    """A form of four fields: text, a number with a default, a choice and a yes or no."""
+
+    pilot: str = Field(title="Pilot", description="who flies")
+    boosters: int = Field(default=3, title="Boosters")
+    orbit: Literal["low", "high"] = Field(title="Orbit")
+    crewed: bool = Field(title="Crewed")
+
+
+launch = Workflow("launch", version="1", input=Empty)
+
+
+@launch.node()
+async def plan_launch(ctx: NodeContext[Empty]) -> dict[str, object]:
+    answer = await ctx.ask(
+        "Fill in the launch plan: who flies, with how many boosters, to which orbit, and"
+        " whether anyone is on board (the answer is checked against the plan's rules)",
+        Launch,
+    )
+    return answer.model_dump()
+
+
+class Count(BaseModel):
+    """How many items the map spreads over."""
+
+    n: int
+
+
+wide = Workflow("wide", version="1", input=Count, phases=["list", "spread"])
+
+
+@wide.node(phase="list")
+async def listing(ctx: NodeContext[Count]) -> list[int]:
+    return list(range(ctx.input.n))
+
+
+@wide.map(over=listing, phase="spread")
+async def square(ctx: MapContext[Count, int]) -> int:
+    return ctx.item * ctx.item

@@ -363,3 +363,17 @@ def test_list_pages_with_a_cursor(capsys: pytest.CaptureFixture[str], db: str) -
     assert "invalid cursor: 'nonsense'" in mistake(
         capsys, "tasks", "list", "--cursor", "nonsense", "--db", db
     )
+
+
+def test_a_repo_audit_of_a_missing_folder_is_one_line_and_no_task(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: refused before a task exists, not a failed task that suggests a resume."""
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "t.db")
+    err = mistake(capsys, "run", "repo_audit", '{"path": "nope"}', "--db", db)
+    assert "'nope' does not exist" in err
+    assert "resume" not in err
+    code, out, _ = cli(capsys, "tasks", "list", "--db", db, "--json")
+    assert code == 0
+    assert json.loads(out)["tasks"] == []

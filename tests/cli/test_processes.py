@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import anyio
 import pytest
@@ -66,6 +67,10 @@ def test_a_worker_process_runs_queued_tasks_and_stops_on_sigterm(
     assert "Traceback" not in err
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""A terminal's colour and cursor codes, left out of what :meth:`Terminal.read_until` reads."""
+
+
 class Terminal:
     """A child process whose stdin, stdout and stderr are a pseudo-terminal."""
 
@@ -82,7 +87,7 @@ class Terminal:
     def read_until(self, pattern: str, within_s: float = 30.0) -> re.Match[str]:
         """Read what the process writes until *pattern* matches it (bounded)."""
         deadline = time.monotonic() + within_s
-        while (found := re.search(pattern, self.output)) is None:
+        while (found := re.search(pattern, _ANSI.sub("", self.output))) is None:
             left = deadline - time.monotonic()
             assert left > 0, f"{pattern!r} not seen in {self.output!r}"
             if not self._read(left):
@@ -163,10 +168,10 @@ def test_run_in_a_terminal_asks_the_tasks_question_there(
     argv = ["run", "confirm", "--db", db, "--workflows", "tests.cli.flows"]
     terminal = Terminal([sys.executable, "-m", "taskloom", *argv], tmp_path)
     try:
-        terminal.read_until(r"The task asks: Launch the rocket\?\s+answer \(y/n\): ")
+        terminal.read_until(r"The task asks: Launch the rocket\?\s+Go \(yes/no\) \[y/n\]: ")
         terminal.type("maybe\n")
-        terminal.read_until(r"please answer with y or n\s+answer \(y/n\): ")
-        terminal.type("y\n")
+        terminal.read_until(r"Please answer y or n \(yes or no\)\s+Go \(yes/no\) \[y/n\]: ")
+        terminal.type("yes\n")
         terminal.read_to_end()
         assert terminal.process.wait(timeout=30) == 0, terminal.output
     finally:
@@ -213,3 +218,66 @@ def test_a_run_killed_with_sigkill_is_finished_by_a_worker(
     assert {tuple(nodes[f"lane_{i}"]["outcomes"]) for i in range(4)} == {
         ("interrupted", "completed")
     }
+
+
+def _read_until(stream: IO[str], pattern: str, within_s: float = 30) -> str:
+    """Lines of *stream* until one matches *pattern* (bounded); all of them."""
+    deadline = time.monotonic() + within_s
+    seen = ""
+    while re.search(pattern, seen) is None:
+        left = deadline - time.monotonic()
+        assert left > 0, f"{pattern!r} not seen in {seen!r}"
+        ready, _, _ = select.select([stream], [], [], left)
+        if ready:
+            line = stream.readline()
+            assert line, f"the stream ended before {pattern!r}: {seen!r}"
+            seen += line
+    return seen
+
+
+@pytest.mark.slow
+def test_a_worker_logs_a_cancel_made_by_another_process_on_sqlite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, item 5: docs/cli.md promises a line per state change of its tasks;
+    another process's cancel is one, and it stops the running nodes."""
+    db = tmp_path / "w.db"
+    _cli(capsys, "db", "migrate", "--db", str(db))
+
+    async def queue() -> str:
+        async with open_database(db) as local:
+            slow = {"start": 10_000, "tick_s": 0.05}  # 125 s a lane: only a cancel ends it
+            return (await submit(local.manager, countdown, slow)).id
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "taskloom", "worker", "--db", str(db)],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert worker.stderr is not None
+        _read_until(worker.stderr, r"runs: ")
+        task_id = anyio.run(queue, backend="asyncio")
+        _read_until(worker.stderr, rf"countdown {task_id} running\n")
+        cancelled = subprocess.run(
+            [sys.executable, "-m", "taskloom", "tasks", "cancel", task_id, "--db", str(db)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert cancelled.returncode == 0, cancelled.stderr
+        logged = _read_until(worker.stderr, rf"countdown {task_id} cancelled")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert re.search(rf"UTC  countdown {task_id} cancelled: \S", logged), logged
+    assert "Traceback" not in err
+    _, shown = _cli(capsys, "tasks", "show", task_id, "--db", str(db), "--json")
+    lanes = [node for node in json.loads(shown)["nodes"] if node["node"].startswith("lane_")]
+    assert lanes
+    assert {node["state"] for node in lanes} == {"cancelled"}
+    assert {node["outcomes"][-1] for node in lanes} == {"cancelled"}  # their bodies stopped

@@ -124,3 +124,32 @@ def test_workflows_show_marks_maps_and_child_workflows(capsys: pytest.CaptureFix
         "children",
         "node",
     ]
+
+
+def test_a_runs_shape_is_stored_with_it_so_show_needs_no_workflow_module(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 26, item 2: a run of a workflow from a module ``tasks show`` does not load
+    shows its phases and its map's row with the item counts (plain and ``--json``)."""
+    db = str(tmp_path / "t.db")
+    code, out, _ = cli(
+        capsys, "run", "wide", '{"n": 600}', "--db", db, "--workflows", "tests.cli.flows"
+    )
+    assert code == 0, out
+    task_id = _last_id(capsys, db)
+    shown = _show(capsys, db, task_id)  # no --workflows: the module is not loaded
+    assert [stage["phase"] for stage in shown["task"]["shape"]["nodes"]] == ["list", "spread"]
+    nodes = {node["node"]: node for node in shown["nodes"] if not node.get("item_of")}
+    assert list(nodes) == ["listing", "square"]
+    assert (nodes["listing"]["phase"], nodes["square"]["phase"]) == ("list", "spread")
+    assert (nodes["square"]["state"], nodes["square"]["items"]) == (
+        "completed",
+        "600 items: 600 completed",
+    )
+    out = cli(capsys, "tasks", "show", task_id, "--db", db)[1]
+    table = out.split("\n\n")[1].splitlines()
+    assert table[0].split() == ["PHASE", "NODE", "STATE", "ATTEMPTS", "TOOK", "NOTE"]
+    rows = [line.split() for line in table[1:]]
+    assert rows[0][:3] == ["list", "listing", "completed"]
+    assert rows[1][:3] == ["spread", "square", "completed"]
+    assert "600 items: 600 completed" in table[2]

@@ -85,6 +85,16 @@ class Tmux:
             assert time.monotonic() < deadline, "\n".join(screen)
             time.sleep(0.05)  # polling a screen: the condition, not the sleep, decides
 
+    def type(self, text: str) -> None:
+        """Type *text* and Enter."""
+        if text:
+            self("send-keys", "-l", text)
+        self("send-keys", "Enter")
+
+    def keys(self, *keys: str) -> None:
+        """Press *keys* (tmux names: ``C-c``)."""
+        self("send-keys", *keys)
+
     def stop(self) -> None:
         if self._socket:
             subprocess.run(
@@ -135,13 +145,14 @@ def test_a_live_run_draws_each_phase_once_and_fits_the_width(
     running = tmux.until(counting)
     _fits(running, width)
     assert running[0].startswith("Running countdown as task ")
-    assert running[1] == "  Ctrl-C cancels it."  # the line above, joined though it wrapped
+    assert "  Ctrl-C cancels it." in running[1:3]  # after the line above, wrapped at a space
     header = [line for line in running if line.startswith("running ")]
     assert len(header) == 1, "\n".join(running)  # one drawing, redrawn in place
     assert "phase 2/3 count: " in header[0]
-    assert [line.split()[0] for line in running[3:6]] == ["plan", "count", "report"]
-    assert running[3].split()[1:] == ["█" * 24, "1/1", "nodes"]
-    assert "0/1 nodes" in running[5]
+    at = running.index(header[0]) + 1
+    assert [line.split()[0] for line in running[at : at + 3]] == ["plan", "count", "report"]
+    assert running[at].split()[1:] == ["█" * 24, "1/1", "nodes"]
+    assert "0/1 nodes" in running[at + 2]
     if width == 80:  # four lanes' names do not fit beside the bar: cut, not wrapped
         assert len(_starting(running, "count")) == 1
 
@@ -213,3 +224,89 @@ def test_the_project_file_is_found_from_a_subfolder(tmux: Tmux, tmp_path: Path) 
     listed = tmux.until(lambda screen: "EXIT 0" in screen)
     assert listed[0].split() == ["ID", "WORKFLOW", "STATE", "CREATED", "TOOK", "STATUS"]
     assert listed[1].split()[1:3] == ["countdown", "completed"]
+
+
+def _prompted(text: str) -> Callable[[list[str]], bool]:
+    return lambda screen: bool(screen) and screen[-1].lstrip().startswith(text)
+
+
+def test_a_question_is_a_form_of_one_prompt_per_field_at_80_columns(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """Issue 26, item 3: each field with its type, choices and default; ``yes`` is a yes;
+    a wrong choice is asked again; the schema is never printed; nothing wider than 80."""
+    db = str(tmp_path / "t.db")
+    command = taskloom("run", "launch", "--db", db, "--workflows", "tests.cli.flows")
+    tmux.start(command, cwd=tmp_path, width=80)
+    asked = tmux.until(_prompted("Pilot (text):"))
+    message = " ".join(" ".join(asked).split())
+    assert (
+        "The task asks: Fill in the launch plan: who flies, with how many boosters, to which"
+        " orbit, and whether anyone is on board (the answer is checked against the plan's"
+        " rules)"
+    ) in message
+    tmux.type("Ada Lovelace")
+    tmux.until(_prompted("Boosters (whole number, optional) (3):"))
+    tmux.type("")  # the default
+    tmux.until(_prompted("Orbit (one of) [low/high]:"))
+    tmux.type("medium")
+    tmux.until(lambda screen: "Please select one of the available options" in screen[-2])
+    tmux.type("high")
+    tmux.until(_prompted("Crewed (yes/no) [y/n]:"))
+    tmux.type("yes")
+    done = tmux.until(lambda screen: "EXIT 0" in screen)
+    _fits(done, 80)
+    text = "\n".join(done)
+    assert "answered" in text
+    for schema_word in ('"properties"', '"type"', "JSON matching", "please answer with JSON"):
+        assert schema_word not in text
+    tmux.stop()
+    tmux.start(taskloom("tasks", "result", "--db", db, _only_task(db)), cwd=tmp_path, width=80)
+    shown = tmux.until(lambda screen: "EXIT 0" in screen)
+    result = json.loads("\n".join(shown[: shown.index("EXIT 0")]))
+    assert result == {"pilot": "Ada Lovelace", "boosters": 3, "orbit": "high", "crewed": True}
+
+
+def _only_task(db: str) -> str:
+    listed = subprocess.run(
+        [sys.executable, "-m", "taskloom", "tasks", "list", "--db", db, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=REPOSITORY,
+    )
+    (task,) = json.loads(listed.stdout)["tasks"]
+    return str(task["id"])
+
+
+def test_the_end_messages_wrap_at_word_boundaries_at_80_columns(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 26, item 4: the lines a cancelled run ends with are wrapped at spaces, never
+    in a word (``Ctrl-`` at the end of one line, ``C`` on the next)."""
+    db = str(tmp_path / "t.db")
+    arguments = json.dumps({"start": 6000, "tick_s": 0.01})
+    command = taskloom("run", "countdown", arguments, "--db", db)
+    tmux.start(f"trap true INT; {command}", cwd=tmp_path, width=80)  # the shell outlives C-c
+    tmux.until(lambda screen: any("running lane_" in line for line in screen))
+    tmux.keys("C-c")
+    done = tmux.until(lambda screen: "EXIT 130" in screen)
+    end = done[next(i for i, line in enumerate(done) if line.startswith("Cancelled: ")) :]
+    too_long = [line for line in end if len(line) > 80]
+    assert not too_long, "\n".join(done)  # capture -J joins what the terminal wrapped
+    words = " ".join(" ".join(end).split())
+    assert "cancelled from the command line (Ctrl-C)." in words
+    assert "run the rest later with: taskloom tasks resume " in words
+
+
+def test_serve_in_a_terminal_says_it_waits_for_a_host(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 26, item 4: over stdio in a terminal, one line on stderr, so it does not
+    look hung; Ctrl-C stops it."""
+    command = taskloom("serve", "--db", str(tmp_path / "t.db"))
+    tmux.start(f"trap true INT; {command}", cwd=tmp_path, width=80)
+    waiting = tmux.until(lambda screen: any("stdio" in line for line in screen))
+    said = [line for line in waiting if line.strip()]
+    assert said == ["taskloom: serving MCP over stdio, waiting for a host on stdin (Ctrl-C stops)"]
+    tmux.keys("C-c")
+    done = tmux.until(lambda screen: any(line.startswith("EXIT ") for line in screen))
+    assert "EXIT 0" in done, "\n".join(done)
+    assert "Traceback" not in "\n".join(done)

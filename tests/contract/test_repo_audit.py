@@ -128,7 +128,7 @@ async def test_following_symlinks_reads_through_them_once(
         (lambda root: root / "a.py", "is not a directory"),
     ],
 )
-async def test_a_path_that_is_not_a_directory_fails_the_list_node_clearly(
+async def test_a_path_that_is_not_a_directory_is_refused_before_a_task_exists(
     manager: TaskManager,
     store: TaskStore,
     tree: Path,
@@ -136,13 +136,42 @@ async def test_a_path_that_is_not_a_directory_fails_the_list_node_clearly(
     make: Callable[[Path], Path],
     message: str,
 ) -> None:
+    """Issue 26: not a failed task that suggests a resume which would fail again."""
+    with pytest.raises(InvalidRequestError, match=message):
+        await submit(manager, audit, {"path": str(make(tree)), "write_report": False})
+    assert (await manager.list()).tasks == ()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root / "missing", "does not exist"),
+        (lambda root: root / "a.py", "is not a directory"),
+    ],
+)
+async def test_a_path_gone_by_the_time_the_task_runs_fails_it_clearly(
+    manager: TaskManager,
+    store: TaskStore,
+    tree: Path,
+    audit: Workflow[Any],
+    make: Callable[[Path], Path],
+    message: str,
+) -> None:
+    target = make(tree)
+    if message == "does not exist":
+        target.mkdir()
+    else:
+        target.rename(tree / "a.py.kept")
+        target.mkdir()
+    task = await submit(manager, audit, {"path": str(target), "write_report": False})
+    target.rmdir()
+    if message == "is not a directory":
+        (tree / "a.py.kept").rename(target)
     async with running(manager, store, audit):
-        task = await submit(manager, audit, {"path": str(make(tree)), "write_report": False})
         done = await finish(manager, task)
     assert done.state is TaskState.FAILED
     assert done.error is not None
-    assert done.error.error_type == "AuditPathError"
-    assert "node 'list_files'" in done.error.message
+    assert done.error.code == "invalid_input"  # its input is checked again as it starts
     assert message in done.error.message
 
 
@@ -170,6 +199,10 @@ async def test_bad_arguments_and_paths_outside_the_allowed_roots_are_refused_at_
     for path in (tree, tree / "sub" / "..", tree / "sub" / ".." / "sub" / "..", "/etc"):
         with pytest.raises(InvalidRequestError, match=outside):
             await submit(manager, fenced, {"path": str(path)})
+    with pytest.raises(InvalidRequestError) as refused:
+        await submit(manager, fenced, {"path": "/etc"})
+    assert str(tree / "sub") in str(refused.value)  # the roots it may audit, and the setting
+    assert "workflow_settings.repo_audit.allowed_roots" in str(refused.value)
     (tree / "sub" / "up").symlink_to(tree, target_is_directory=True)
     with pytest.raises(InvalidRequestError, match=outside):  # links resolved before the check
         await submit(manager, fenced, {"path": str(tree / "sub" / "up")})

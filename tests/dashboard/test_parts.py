@@ -7,10 +7,12 @@ import pytest
 from pydantic import BaseModel, JsonValue
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import NodeRun, NodeState
+from taskloom.engine.states import TaskState
 from taskloom.server.dashboard import live
 from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
-from taskloom.server.dashboard.graph import PENDING, layout
+from taskloom.server.dashboard.graph import layout
 from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.live import event_stream
 from taskloom.server.dashboard.streams import StreamSlots
@@ -40,6 +42,20 @@ def _flow() -> Workflow[Empty]:
     return flow
 
 
+def _task(state: TaskState = TaskState.RUNNING) -> Task:
+    return Task(
+        id=TaskId("t" * 22),
+        name="flow",
+        arguments={},
+        owner=None,
+        state=state,
+        created_at=NOW,
+        updated_at=NOW,
+        ttl_ms=None,
+        version=2,
+    )
+
+
 def _run(node: str, state: NodeState, attempt: int = 1, failures: int = 0) -> NodeRun:
     return NodeRun(node=node, state=state, attempt=attempt, failures=failures, updated_at=NOW)
 
@@ -51,7 +67,7 @@ def test_phases_are_columns_and_a_map_is_one_box_with_its_items_counted() -> Non
         "score[1]": _run("score[1]", NodeState.RUNNING),
         "score[2]": _run("score[2]", NodeState.RETRYING, attempt=2, failures=1),
     }
-    graph = layout(_flow(), nodes)
+    graph = layout(_task(), _flow().shape(), nodes)
     assert [phase for phase, _ in graph.phases] == ["get", "work"]
     boxes = {box.name: box for box in graph.boxes}
     assert set(boxes) == {"fetch", "score", "total"}
@@ -60,7 +76,7 @@ def test_phases_are_columns_and_a_map_is_one_box_with_its_items_counted() -> Non
         "running",
         "3 items: 1 completed, 1 retrying, 1 running",
     )
-    assert (boxes["total"].state, boxes["total"].detail) == (PENDING, "not started")
+    assert (boxes["total"].state, boxes["total"].detail) == ("not started", "not started")
     assert boxes["fetch"].x < boxes["score"].x == boxes["total"].x
     assert len(graph.edges) == 2
     assert graph.width > 0
@@ -69,6 +85,7 @@ def test_phases_are_columns_and_a_map_is_one_box_with_its_items_counted() -> Non
 
 def test_without_the_workflow_the_checkpoints_are_drawn() -> None:
     graph = layout(
+        _task(),
         None,
         {"a": _run("a", NodeState.FAILED, failures=1), "m[0]": _run("m[0]", NodeState.COMPLETED)},
     )

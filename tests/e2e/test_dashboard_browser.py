@@ -149,7 +149,7 @@ async def test_two_principals_use_the_dashboard_in_a_real_browser(tmp_path: Path
                 pipeline = await ann_mcp.start("pipeline", {})
             await ann.locator(f'tr[data-task="{pipeline}"] a').click()
             await ann.wait_for_url(f"{server.base}/tasks/{pipeline}")
-            assert await node_state(ann, "report") == "pending"
+            assert await node_state(ann, "report") == "not started"
             await until_node(ann, "score", "running")
             await ann.screenshot(path=shots / "dashboard-task-running.png", full_page=True)
             await until_node(ann, "report", "completed")

@@ -74,6 +74,29 @@ async def test_the_existing_server_keeps_its_tools_and_gains_durable_ones(
     assert (tmp_path / "n.db").is_file()
 
 
+def test_the_existing_server_says_in_one_line_that_it_cannot_write_its_database(
+    tmp_path: Path,
+) -> None:
+    """Issue 26: not a traceback; the line names the file and the setting."""
+    nowhere = tmp_path / "missing-folder" / "n.db"  # cannot be created: its folder is absent
+    ran = subprocess.run(
+        [sys.executable, str(EXAMPLES / "existing_server" / "server.py")],
+        env={"PYTHONPATH": str(REPOSITORY / "src"), "NOTES_TASKS_DB": str(nowhere)},
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 1
+    expected = (
+        f"notes: cannot write the task database {nowhere}: No such file or directory; "
+        "set NOTES_TASKS_DB to a file in a folder you can write"
+    )
+    assert ran.stderr.splitlines() == [expected]
+
+
 @pytest.mark.slow
 async def test_the_fastapi_app_serves_its_routes_and_the_mounted_server(tmp_path: Path) -> None:
     port = _free_port()

@@ -9,10 +9,10 @@ from rich.console import Console
 
 from taskloom.commands.progress_view import ProgressView, bar, overall
 from taskloom.commands.prompt import parse_answer, yes_no_field
-from taskloom.commands.render import node_view
 from taskloom.engine.models import Progress, Task, TaskId
 from taskloom.engine.runs import ErrorInfo, NodeRun, NodeState
 from taskloom.engine.states import TaskState
+from taskloom.engine.view import node_view
 from taskloom.workflows.countdown import countdown
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

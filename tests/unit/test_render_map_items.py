@@ -76,7 +76,7 @@ def test_a_map_is_summed_up_from_its_items_which_follow_it() -> None:
         key: NodeRun(node=key, state=state, attempt=1, updated_at=NOW)
         for key, state in states.items()
     }
-    records = node_rows(flow, TASK, nodes, [])
+    records = node_rows(flow.shape(), TASK, nodes, [])
     assert [record["node"] for record in records] == [
         "listed",
         "each",

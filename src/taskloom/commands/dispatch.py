@@ -16,6 +16,7 @@ from taskloom.commands.base import (
     first_taskloom_error,
 )
 from taskloom.commands.pipe import silence_stdout
+from taskloom.commands.say import say
 
 Handler = Callable[[Args], Awaitable[int]]
 
@@ -43,7 +44,7 @@ def dispatch(handler: str, params: Mapping[str, Any]) -> NoReturn:
         mistake = first_taskloom_error(error)
         if mistake is None:
             raise
-        print(f"taskloom: error: {mistake}", file=sys.stderr)
+        say(f"taskloom: error: {mistake}", sys.stderr)
         code = EXIT_USAGE
     sys.exit(code)
 

@@ -16,7 +16,7 @@ from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from taskloom.commands.common import RECHECK_S
 from taskloom.commands.progress_view import ProgressView
 from taskloom.commands.prompt import Prompter
-from taskloom.commands.render import node_view
+from taskloom.commands.say import say
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskStateError
 from taskloom.engine.manager import TaskManager
@@ -24,6 +24,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeState, RunStore
 from taskloom.engine.states import TaskState
 from taskloom.engine.versions import waiting_for_process
+from taskloom.engine.view import node_view
 
 OnInterrupt = Literal["cancel", "detach"]
 CTRL_C_REASON: Final = "cancelled from the command line (Ctrl-C)"
@@ -98,7 +99,7 @@ async def follow(
     if reader_left.is_set():  # stdout is the null device: nothing more to say
         return exit_code(final) if final.is_terminal else EXIT_OK
     if not final.is_terminal:
-        print(f"Stopped watching; task {final.id} goes on ({final.state}).")
+        say(f"Stopped watching; task {final.id} goes on ({final.state}).")
         return EXIT_CANCELLED
     await _outcome(runs, workflow, final, flags)
     return exit_code(final)
@@ -163,22 +164,22 @@ async def _outcome(runs: RunStore, workflow: Workflow[Any] | None, task: Task, f
         completed = [name for name in workflow.order() if name in completed]
     total = len(workflow.nodes) if workflow is not None else len(nodes)
     if task.state is TaskState.COMPLETED:
-        print(f"Completed: task {task.id} ({task.status_message or 'done'}).")
+        say(f"Completed: task {task.id} ({task.status_message or 'done'}).")
         shown = json.dumps(task.result, indent=2, ensure_ascii=False)
         if len(shown) <= MAX_RESULT_SHOWN:
-            print(f"Result:\n{shown}")
+            say(f"Result:\n{shown}")
         else:
-            print(
+            say(
                 f"Result: {len(shown):,} characters of JSON: taskloom tasks result {task.id}{flags}"
             )
         return
     kept = ", ".join(completed) or "none"
     if task.state is TaskState.CANCELLED:
-        print(f"Cancelled: task {task.id}: {task.status_message or 'cancelled'}.")
+        say(f"Cancelled: task {task.id}: {task.status_message or 'cancelled'}.")
     else:
         reason = task.error.message if task.error is not None else task.status_message
-        print(f"Failed: task {task.id}: {reason}")
+        say(f"Failed: task {task.id}: {reason}")
         if failed:
-            print(f"  failed: {', '.join(failed)}")
-    print(f"  nodes completed before it ended ({len(completed)}/{total}): {kept}")
-    print(f"  run the rest later with: taskloom tasks resume {task.id} --run{flags}")
+            say(f"  failed: {', '.join(failed)}")
+    say(f"  nodes completed before it ended ({len(completed)}/{total}): {kept}")
+    say(f"  run the rest later with: taskloom tasks resume {task.id} --run{flags}")

@@ -7,16 +7,19 @@ terminal's width (nothing wraps, so redraws never stack); colour unless ``NO_COL
 file or a pipe, one plain line per change.
 """
 
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from taskloom.commands.pipe import silence_stdout
-from taskloom.commands.render import NodeView, node_view
+from taskloom.commands.say import wrapped
 from taskloom.engine.dag import Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeRun
+from taskloom.engine.shape import RunShape
+from taskloom.engine.view import NodeView, fraction, node_view, shape_of
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -54,34 +57,30 @@ class PhaseProgress:
         return self.done / self.total if self.total else 0.0
 
 
-def overall(task: Task, workflow: Workflow[Any] | None) -> float:
-    """The run's fraction done: 1 once completed, else the progress the runner stores
-    (nodes settled of all), else 0."""
-    if task.state == "completed":
-        return 1.0
-    if task.progress is not None and task.progress.total:
-        return min(task.progress.completed / task.progress.total, 1.0)
-    return 0.0
+def overall(task: Task, workflow: Workflow[Any] | None = None) -> float:
+    """The run's fraction done, as every view reads it (:func:`taskloom.engine.view.fraction`:
+    nodes settled plus what running nodes reported)."""
+    return fraction(task)
 
 
-def phases(
-    workflow: Workflow[Any], task: Task, nodes: Mapping[str, NodeRun]
-) -> list[PhaseProgress]:
-    """Each phase of *workflow*, in order, with its counts."""
+def phases(shape: RunShape, task: Task, nodes: Mapping[str, NodeRun]) -> list[PhaseProgress]:
+    """Each phase of the run's *shape*, in order, with its counts."""
     items: dict[str, list[NodeRun]] = {}
     for key, run in nodes.items():
         if parse_item_key(key) is not None:
             items.setdefault(base_node(key), []).append(run)
     found = []
-    for phase in workflow.phases:
-        names = [name for name in workflow.order() if workflow.nodes[name].phase == phase]
+    for phase in shape.phases:
+        names = shape.in_phase(phase)
         views = {name: node_view(task, nodes.get(name)) for name in names}
         mapped = [name for name in names if items.get(name)]
         if mapped and len(names) == len(mapped):
             runs = [run for name in mapped for run in items[name]]
             item_views = [node_view(task, run) for run in runs]
             done = sum(1 for view in item_views if view.label == "completed")
-            total, unit = len(runs), "items"
+            planned = {node.name: node.items for node in shape.nodes if node.is_map}
+            total = sum(max(planned.get(name) or 0, len(items[name])) for name in mapped)
+            unit = "items"
             failed = tuple(name for name in mapped if _any_failed(task, items[name]))
             running = tuple(name for name in mapped if _any_busy(task, items[name]))
             stopped = tuple(name for name in mapped if _any_labelled(task, items[name], _STOPPED))
@@ -180,9 +179,10 @@ class ProgressView:
         header.append(f" {fraction:4.0%}")
         if task.status_message:
             header.append(f"  {task.status_message}", style="dim")
-        if self._workflow is None:
+        shape = shape_of(task, self._workflow)
+        if shape is None:
             return header
-        for phase in phases(self._workflow, task, nodes):
+        for phase in phases(shape, task, nodes):
             note = Text(no_wrap=True, overflow="ellipsis")
             parts = [
                 (f"failed: {', '.join(phase.failed)}", "bold red", phase.failed),
@@ -208,6 +208,8 @@ class ProgressView:
         """Print *message* above the drawing (or as a line in a pipe)."""
         if self._live is not None:
             self._live.console.print(message, markup=False, highlight=False)
+        elif self._live_wanted:  # a terminal: wrapped at spaces, never in a word
+            self._write(wrapped(message, shutil.get_terminal_size().columns))
         else:
             self._write(message)
 

@@ -2,54 +2,15 @@
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
 from taskloom.engine.history import Cause, HistoryEntry
 from taskloom.engine.models import Task
-from taskloom.engine.runs import NodeAttempt, NodeRun, NodeState
-from taskloom.engine.states import TaskState
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """A node (or map item) as an operator reads it."""
-
-    label: str
-    """``completed``, ``failed`` (it failed itself), ``stopped`` (the task ended, e.g.
-    because another node failed, while it ran), ``cancelled`` (the task was cancelled
-    while it ran), ``running``, ``retrying``, ``waiting`` or ``not started``."""
-    settled: bool
-    busy: bool
-
-
-def stopped_by_the_end(run: NodeRun) -> bool:
-    """The runner stopped *run* because its task ended (it did not fail itself)."""
-    return (
-        run.state is NodeState.FAILED
-        and run.error is not None
-        and run.error.error_type == "Cancelled"
-    )
-
-
-def node_view(task: Task, run: NodeRun | None) -> NodeView:
-    """How *run* reads within *task*: a node stopped because the task ended is
-    ``cancelled`` if the task was cancelled, else ``stopped``, never ``failed``."""
-    if run is None:
-        return NodeView("not started", settled=False, busy=False)
-    if stopped_by_the_end(run):
-        label = "cancelled" if task.state is TaskState.CANCELLED else "stopped"
-        return NodeView(label, settled=True, busy=False)
-    if run.state in (NodeState.COMPLETED, NodeState.FAILED):
-        return NodeView(str(run.state), settled=True, busy=False)
-    if task.is_terminal:  # the task ended while it ran or waited
-        label = "cancelled" if task.state is TaskState.CANCELLED else "stopped"
-        return NodeView(label, settled=True, busy=False)
-    busy = run.state in (NodeState.RUNNING, NodeState.RETRYING)
-    return NodeView(str(run.state), settled=False, busy=busy)
+from taskloom.engine.runs import NodeAttempt, NodeRun
+from taskloom.engine.shape import RunShape
+from taskloom.engine.view import map_view, node_view, progress_text
 
 
 def when(moment: datetime | None) -> str:
@@ -109,9 +70,9 @@ def task_facts(task: Task) -> list[tuple[str, str]]:
     ]
     if task.parent_id is not None:
         facts.append(("parent", task.parent_id))
-    if task.progress is not None:
-        total = f"/{task.progress.total:g}" if task.progress.total else ""
-        facts.append(("progress", f"{task.progress.completed:g}{total} nodes"))
+    progress = progress_text(task)
+    if progress is not None:
+        facts.append(("progress", progress))
     for key, request in task.input_requests.items():
         facts.append(("question", f"[{key}] {request.message}"))
         facts.append(("", f"answer schema: {short_json(request.requested_schema)}"))
@@ -128,12 +89,12 @@ def task_lines(task: Task) -> list[str]:
 
 
 def node_rows(
-    workflow: Workflow[Any] | None,
+    shape: RunShape | None,
     task: Task,
     nodes: Mapping[str, NodeRun],
     attempts: Sequence[NodeAttempt],
 ) -> list[dict[str, Any]]:
-    """One record per node (in workflow order when the workflow is known): its phase,
+    """One record per node (in the order of the run's *shape* when known): its phase,
     state as an operator reads it (:func:`node_view`), attempts, how each ended, when it
     started and ended and how long it took. A map's items follow their map, in item order,
     each with ``item_of``; the map itself (which has no checkpoint of its own) is summed
@@ -141,7 +102,8 @@ def node_rows(
     items: dict[str, list[str]] = {}
     for key in sorted((key for key in nodes if parse_item_key(key)), key=_item_order):
         items.setdefault(base_node(key), []).append(key)
-    order = list(workflow.order()) if workflow is not None else []
+    known = shape.by_name() if shape is not None else {}
+    order = list(known)
     plain = set(order)
     order += sorted(key for key in nodes if key not in plain and not parse_item_key(key))
     names: list[str] = []
@@ -154,7 +116,7 @@ def node_rows(
     records: list[dict[str, Any]] = []
     for name in names:
         run = nodes.get(name)
-        node = workflow.nodes.get(base_node(name)) if workflow is not None else None
+        node = known.get(base_node(name))
         tried = by_node.get(name, [])
         view = node_view(task, run)
         record: dict[str, Any] = {
@@ -171,8 +133,8 @@ def node_rows(
         }
         if parse_item_key(name) is not None:
             record["item_of"] = base_node(name)
-        if run is None and _is_map(workflow, name):
-            record.update(_map_record(task, nodes, items.get(name, []), by_node))
+        if run is None and node is not None and node.is_map:
+            record.update(_map_record(task, nodes, items.get(name, []), by_node, node.items))
         records.append(record)
     return records
 
@@ -182,9 +144,11 @@ def _map_record(
     nodes: Mapping[str, NodeRun],
     keys: Sequence[str],
     by_node: Mapping[str, Sequence[NodeAttempt]],
+    planned: int | None,
 ) -> dict[str, Any]:
-    """A map's state, item counts and times, from its items'."""
-    state, counts = _map_summary([node_view(task, nodes[key]) for key in keys])
+    """A map's state, item counts (of *planned* items, when known) and times, from its
+    items'."""
+    state, counts = map_view(task, [nodes[key] for key in keys], planned)
     tried = [attempt for key in keys for attempt in by_node.get(key, ())]
     return {"state": state, "items": counts, **_times(tried, task)}
 
@@ -203,31 +167,6 @@ def _times(tried: Sequence[NodeAttempt], task: Task) -> dict[str, Any]:
         "ended_at": ended.isoformat() if ended is not None else None,
         "seconds": round(max((until - started).total_seconds(), 0.0), 3),
     }
-
-
-_SUMMARY_ORDER = ("failed", "running", "retrying", "waiting", "stopped", "cancelled")
-
-
-def _is_map(workflow: Workflow[Any] | None, name: str) -> bool:
-    return workflow is not None and isinstance(workflow.nodes.get(name), MapNode)
-
-
-def _map_summary(views: Sequence[NodeView]) -> tuple[str, str]:
-    """A map's state from its items' (all alike, else the most pressing one) and the
-    count of items in each state, e.g. ``("running", "12 items: 10 completed, 2
-    running")``."""
-    if not views:
-        return "not started", "no items yet"
-    counts: dict[str, int] = {}
-    for view in views:
-        counts[view.label] = counts.get(view.label, 0) + 1
-    state = (
-        next(iter(counts))
-        if len(counts) == 1
-        else next((each for each in _SUMMARY_ORDER if each in counts), min(counts))
-    )
-    spread = ", ".join(f"{number:,} {each}" for each, number in sorted(counts.items()))
-    return state, f"{len(views):,} item{'s' if len(views) != 1 else ''}: {spread}"
 
 
 def _item_order(key: str) -> tuple[str, int]:

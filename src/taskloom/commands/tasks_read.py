@@ -36,6 +36,7 @@ from taskloom.engine.versions import (
     version_report,
     waiting_for_process,
 )
+from taskloom.engine.view import shape_of
 
 
 def _workflows(args: Args) -> dict[str, Workflow[Any]]:
@@ -140,7 +141,7 @@ async def show_task(args: Args) -> int:
         attempts = await local.runs.attempts(task.id)
         children = await _children(local.manager, task)
         live, _ = await _versions(local.runs)
-    shape = workflow_for(_workflows(args), task.name, task.workflow_version)
+    shape = shape_of(task, workflow_for(_workflows(args), task.name, task.workflow_version))
     records = node_rows(shape, task, nodes, attempts)
     if args.json:
         history = [attempt.model_dump(mode="json") for attempt in attempts]

@@ -69,6 +69,7 @@ from taskloom.engine.blocking import check_cancelled as check_cancelled  # noqa:
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.fanout import ItemFailurePolicy, MapResult
 from taskloom.engine.retry import RetryPolicy
+from taskloom.engine.shape import NodeShape, RunShape
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -670,6 +671,21 @@ class Workflow(Generic[InputT]):
         for name in self.order():
             seen.setdefault(self._nodes[name].phase, None)
         return tuple(seen)
+
+    def shape(self) -> RunShape:
+        """What a run of this workflow looks like, to store with its task."""
+        return RunShape(
+            phases=self.phases,
+            nodes=tuple(
+                NodeShape(
+                    name=name,
+                    phase=self._nodes[name].phase,
+                    deps=self._nodes[name].deps,
+                    is_map=isinstance(self._nodes[name], MapNode),
+                )
+                for name in self.order()
+            ),
+        )
 
     @property
     def result_node(self) -> str | None:

@@ -101,6 +101,7 @@ async def fork(
         poll_interval_ms=source.poll_interval_ms,
         workflow_version=source.workflow_version,
         status_message=f"resumed from task {source.id}, keeping {len(keep)} completed node(s)",
+        shape=workflow.shape(),
     )
     copies = await manager.fork_run(task, source=source.id, nodes=keep)
     order = workflow.order()

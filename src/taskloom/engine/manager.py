@@ -48,6 +48,7 @@ from taskloom.engine.models import (
 from taskloom.engine.observe import NullObserver, Observer, Observers
 from taskloom.engine.ports import Clock, SchemaValidator, TaskStore
 from taskloom.engine.runs import ClaimedRun, Lease, NodeEnd, NodeRun, RunStore
+from taskloom.engine.shape import RunShape
 from taskloom.engine.states import TERMINAL_STATES, TaskState, check_transition
 from taskloom.engine.waits import NodeWaits, Wait
 
@@ -162,13 +163,15 @@ class TaskManager:
         workflow_version: str | None = None,
         input_responses: Mapping[str, JsonValue] | None = None,
         parent_id: str | None = None,
+        shape: RunShape | None = None,
     ) -> Task:
         """Create a queued task and return it once it is durably committed.
 
         With an *idempotency_key*, a second call by the same owner with the same name and
         arguments returns the first task instead of creating another. *input_responses*
         are answers the task starts with (given before it existed), by question key.
-        *parent_id* makes it a child of that task (ADR 0026).
+        *parent_id* makes it a child of that task (ADR 0026). *shape* is the run's shape,
+        stored with it so it can be drawn without its workflow (ADR 0042).
 
         Raises:
             InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
@@ -184,6 +187,7 @@ class TaskManager:
             workflow_version=workflow_version,
             input_responses=input_responses,
             parent_id=parent_id,
+            shape=shape,
         )
         stored, created = await self._store.create(task, task.created_at)
         if created:
@@ -206,6 +210,7 @@ class TaskManager:
         status_message: str | None = None,
         input_responses: Mapping[str, JsonValue] | None = None,
         parent_id: str | None = None,
+        shape: RunShape | None = None,
     ) -> Task:
         """The queued task :meth:`create` would store, validated but not stored (for
         operations that store it with more in one transaction, like a fork).
@@ -230,6 +235,7 @@ class TaskManager:
                 "workflow_version": workflow_version,
                 "input_responses": _json_object(input_responses or {}),
                 "parent_id": parent_id,
+                "shape": shape,
                 "version": 1,
             }
         )
@@ -367,8 +373,10 @@ class TaskManager:
         total: float | None = None,
         message: str | None = None,
         lease: Lease | None = None,
+        planned_items: Mapping[str, int] | None = None,
     ) -> Task:
-        """Record progress (and a status message) on a running task.
+        """Record progress (and a status message) on a running task; *planned_items*
+        (each expanded map's item count) go into the run's stored shape.
 
         Raises:
             TaskStateError: the task is not running or waiting for input.
@@ -382,6 +390,8 @@ class TaskManager:
             changes: dict[str, Any] = {"progress": progress}
             if message is not None:
                 changes["status_message"] = message
+            if planned_items and task.shape is not None:
+                changes["shape"] = task.shape.with_items(planned_items)
             return _next_version(task, now, changes)
 
         return await self._write(task_id, mutate, lease)

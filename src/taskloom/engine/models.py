@@ -13,6 +13,7 @@ from pydantic import (
     JsonValue,
 )
 
+from taskloom.engine.shape import RunShape
 from taskloom.engine.states import TaskState, is_terminal
 
 TaskId = NewType("TaskId", str)
@@ -99,6 +100,9 @@ class Task(_Frozen):
     arrived."""
     parent_id: TaskId | None = None
     """The task whose node started this one as a child workflow (``ctx.child``), if any."""
+    shape: RunShape | None = None
+    """The run's phases, nodes and map item counts (ADR 0042), for drawing it without its
+    workflow's module; ``None`` for a task that is no workflow run, or one stored before."""
     ended_children: list[TaskId] = Field(default_factory=list)
     """Children of this task that have ended, in the order they did: recorded by the
     store in the transaction that ends each one, so a waiting node knows (ADR 0026)."""

@@ -4,6 +4,11 @@ Messages read like ``phase 2/3 analyse: 120/400 files`` (the nodes of a phase th
 are summed), ``phase 2/3 analyse: 5/8 nodes``, or, in a phase with map nodes,
 ``phase 2/3 analyse: 2,400/10,000 items`` (their items summed). Writes are coalesced: the newest state
 is written at most once per interval.
+
+The progress stored with the message counts nodes: those settled, plus the part of each
+unsettled node that it reported (``done/total`` of its own reports, or of its items for a
+map, each item counting the part it reported). A long single node that reports 40/100 is
+0.4 of one node along, not 0 until it ends (ADR 0042).
 """
 
 from collections.abc import Awaitable, Callable
@@ -35,6 +40,12 @@ class RunProgress:
         self._items_total: dict[str, dict[str, int]] = {}
         """Per phase: the item count of each of its map nodes expanded so far."""
         self._items_done = dict.fromkeys(self._phases, 0)
+        self._node_items: dict[str, list[int]] = {}
+        """Per map node: items settled and items planned."""
+        self._parts: dict[str, dict[str, float]] = {}
+        """Per unsettled node: the reported fraction of each reporting key (itself, or
+        each item of a map), dropped as the node (or item) settles."""
+        self._settled_nodes: set[str] = set()
         self._latest: tuple[float, float, str] | None = None
         self._changed = anyio.Event()
         self._stopped = anyio.Event()
@@ -49,9 +60,34 @@ class RunProgress:
             f" in {phases} phase{'s' if phases != 1 else ''}"
         )
 
+    @property
+    def planned_items(self) -> dict[str, int]:
+        """Each expanded map node's item count, by node name."""
+        return {name: counts[1] for name, counts in self._node_items.items()}
+
+    @property
+    def completed(self) -> float:
+        """Nodes settled, plus the reported part of each node not settled yet."""
+        done = float(sum(self._done.values()))
+        for name, parts in self._parts.items():
+            if name in self._settled_nodes:
+                continue
+            items = self._node_items.get(name)
+            if items is not None:
+                settled, planned = items
+                done += min((settled + sum(parts.values())) / planned, 1.0) if planned else 0.0
+            else:
+                done += min(sum(parts.values()), 1.0)
+        for name, (settled, planned) in self._node_items.items():
+            if name not in self._parts and name not in self._settled_nodes and planned:
+                done += settled / planned
+        return min(done, float(self._total))
+
     def settled(self, node: Node[Any]) -> None:
         """*node* completed or failed for good."""
         self._done[node.phase] += 1
+        self._settled_nodes.add(node.name)
+        self._parts.pop(node.name, None)
 
     def phase_moved(self) -> None:
         """A node finished: say how far the current phase is."""
@@ -64,10 +100,14 @@ class RunProgress:
     def items_planned(self, node: Node[Any], count: int) -> None:
         """Map node *node* expanded to *count* items (again, on a resume: same count)."""
         self._items_total.setdefault(node.phase, {})[node.name] = count
+        self._node_items.setdefault(node.name, [0, count])[1] = count
 
-    def item_settled(self, node: Node[Any]) -> None:
-        """An item of map node *node* completed or failed for good."""
+    def item_settled(self, node: Node[Any], key: str | None = None) -> None:
+        """An item of map node *node* (*key*: the item's run) completed or failed for good."""
         self._items_done[node.phase] += 1
+        self._node_items.setdefault(node.name, [0, 0])[0] += 1
+        if key is not None:
+            self._parts.get(node.name, {}).pop(key, None)
         if node.phase in self._items_total:
             self._say_items(node.phase)
 
@@ -89,13 +129,16 @@ class RunProgress:
         sums[1] += (total or 0.0) - (old_total or 0.0)
         sums[2] += (total is None) - (old_total is None and key in self._reports)
         self._reports[key] = (completed, total)
+        if total:
+            part = max(0.0, min(completed / total, 1.0))
+            self._parts.setdefault(node.name, {})[key] = part
         done, planned, without_total = sums
         amount = f"{done:g}" if without_total else f"{done:g}/{planned:g}"
         self._say(node.phase, amount + (f" {unit}" if unit else ""))
 
     def status(self, message: str) -> None:
         """Show *message* as it is (e.g. a retry wait)."""
-        self._latest = (float(sum(self._done.values())), float(self._total), message)
+        self._latest = (self.completed, float(self._total), message)
         self._changed.set()
         start, self._start_publisher = self._start_publisher, None
         if start is not None:

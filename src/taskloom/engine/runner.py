@@ -352,7 +352,7 @@ class RunExecution:
         if item is not None:  # an item's output joins its map's once all items settled
             node = self.workflow.nodes.get(item[0])
             if node is not None:
-                self.progress.item_settled(node)
+                self.progress.item_settled(node, run.node)
             return
         if run.state is NodeState.COMPLETED:
             self._outputs[run.node] = run.output
@@ -774,7 +774,12 @@ class RunExecution:
     async def _write_progress(self, completed: float, total: float, message: str) -> None:
         with contextlib.suppress(TaskStateError):  # ended meanwhile: its final status says it
             await self._manager.report_progress(
-                self.task_id, completed=completed, total=total, message=message, lease=self.lease
+                self.task_id,
+                completed=completed,
+                total=total,
+                message=message,
+                lease=self.lease,
+                planned_items=self.progress.planned_items,
             )
 
     def _now(self) -> datetime:
@@ -864,6 +869,7 @@ class _Runtime:
             idempotency_key=child_idempotency_key(parent.id, call),
             workflow_version=workflow.version,
             parent_id=parent.id,
+            shape=workflow.shape(),
         )
         if child.is_terminal:
             return child_result(child)

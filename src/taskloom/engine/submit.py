@@ -60,6 +60,7 @@ async def submit(
         idempotency_key=idempotency_key,
         workflow_version=workflow.version,
         input_responses=stored_answers,
+        shape=workflow.shape(),
     )
 
 

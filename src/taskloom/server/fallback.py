@@ -25,6 +25,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import arguments_problem
+from taskloom.engine.view import progress_text
 from taskloom.server import audit
 from taskloom.server.errors import to_mcp_error, unknown_tool
 from taskloom.server.history import HISTORY_TOOL_NAMES, ToolSpec
@@ -263,9 +264,9 @@ def status_lines(task: Task) -> list[str]:
         lines.append(f"child of task {task.parent_id}")
     if task.status_message:
         lines.append(f"message: {_cut(task.status_message, TEXT_LIMIT)}")
-    if task.progress is not None:
-        total = f"/{task.progress.total:g}" if task.progress.total else ""
-        lines.append(f"progress: {task.progress.completed:g}{total}")
+    progress = progress_text(task)
+    if progress is not None:
+        lines.append(f"progress: {progress}")
     lines.append(f"created {_short_time(task.created_at)}, updated {_short_time(task.updated_at)}")
     for key, question in list(task.input_requests.items())[:SHOWN_QUESTIONS]:
         schema = _cut(json.dumps(question.requested_schema, separators=(",", ":")), _SCHEMA_LIMIT)

@@ -8,6 +8,7 @@ event loop can poll; a regular file (``< requests.jsonl``) keeps the SDK's reade
 """
 
 import os
+import selectors
 import stat
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -18,12 +19,20 @@ _CHUNK = 65_536
 
 
 def pollable(fd: int) -> bool:
-    """True when the event loop can wait on *fd* (a pipe, socket or terminal)."""
+    """True when the event loop can wait on *fd* (a pipe, socket or terminal; not a
+    character device the kernel will not poll, like ``/dev/null``)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    with selectors.DefaultSelector() as probe:
+        try:
+            probe.register(fd, selectors.EVENT_READ)
+        except OSError:  # EPERM: /dev/null and its like are always "ready"
+            return False
+    return True
 
 
 async def lines(fd: int) -> AsyncIterator[str]:

@@ -92,11 +92,20 @@ def refuse_path(path: str, allowed_roots: Sequence[str]) -> str | None:
         )
     real = os.path.realpath(path)
     if not inside(real, allowed_roots):
-        return f"{path!r} is outside the directories this server may audit"
+        return (
+            f"{path!r} is outside the directories this server may audit: "
+            f"{', '.join(allowed_roots)} (the operator's workflow_settings.repo_audit"
+            ".allowed_roots; unset, the working directory of a local process)"
+        )
     try:
-        device = os.stat(real).st_dev
-    except OSError:
-        return None  # the list node says what is wrong with it
+        found = os.stat(real)
+    except FileNotFoundError:
+        return f"{path!r} does not exist (relative paths start at {os.getcwd()})"
+    except OSError as error:
+        return f"{path!r} cannot be read: {error.strerror}"
+    if not stat.S_ISDIR(found.st_mode):
+        return f"{path!r} is not a directory"
+    device = found.st_dev
     kind = pseudo_devices().get(device)
     if kind is not None:
         return f"{path!r} is on a kernel pseudo file system ({kind}), which is not audited"

@@ -187,25 +187,15 @@ class Database:
         raise AssertionError("unreachable: tenacity either returns or re-raises")
 
     async def _once(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
+        """*work* on a pooled connection. Waiting for the connection can be cancelled;
+        the work and the connection's return cannot, for up to ``acquire_timeout_s``: a
+        cancel (a run cancelled while its nodes write) takes effect as soon as the
+        transaction has ended. psycopg answers a cancel inside a query by cancelling the
+        query on the server, and anyio cancels that too (its cancellation is delivered
+        at every await in the cancelled scope), so psycopg closed the connection with a
+        warning and the pool had to open another (issue 26)."""
         try:
-            async with self.pool.connection() as connection:
-                if not write:
-                    return await work(connection)
-                committing = False
-                try:
-                    async with connection.transaction():
-                        if not durable:
-                            await connection.execute("SET LOCAL synchronous_commit = off")
-                        value = await work(connection)
-                        committing = True
-                except psycopg.OperationalError as error:
-                    if committing:
-                        raise PersistenceError(
-                            f"PostgreSQL {self.name}: the connection failed while committing, "
-                            f"so the write may or may not have landed: {one_line(error)}"
-                        ) from error
-                    raise
-                return value
+            connection = await self.pool.getconn()
         except PoolClosed as error:
             raise StoreClosedError("the store is closed") from error
         except PoolTimeout as error:
@@ -213,3 +203,34 @@ class Database:
                 f"PostgreSQL {self.name}: no free connection within "
                 f"{self.settings.acquire_timeout_s:g} s"
             ) from error
+        with anyio.CancelScope(shield=True) as shielded:
+            shielded.deadline = anyio.current_time() + self.settings.acquire_timeout_s
+            try:
+                return await self._on(connection, work, write=write, durable=durable)
+            finally:
+                await self.pool.putconn(connection)
+        raise DatabaseUnavailableError(
+            f"PostgreSQL {self.name}: an operation did not end within "
+            f"{self.settings.acquire_timeout_s:g} s"
+        )
+
+    async def _on(
+        self, connection: Connection, work: Work[_T], *, write: bool, durable: bool
+    ) -> _T:
+        if not write:
+            return await work(connection)
+        committing = False
+        try:
+            async with connection.transaction():
+                if not durable:
+                    await connection.execute("SET LOCAL synchronous_commit = off")
+                value = await work(connection)
+                committing = True
+        except psycopg.OperationalError as error:
+            if committing:
+                raise PersistenceError(
+                    f"PostgreSQL {self.name}: the connection failed while committing, "
+                    f"so the write may or may not have landed: {one_line(error)}"
+                ) from error
+            raise
+        return value

@@ -350,6 +350,13 @@ class SqliteTaskStore:
             partial(_call_with_raw, partial(tokens.revoke_token, token_id=token_id, now=now))
         )
 
+    async def running_versions(self) -> dict[TaskId, int]:
+        """Each running task's id and version (an index range of ``(state, seq)``): what
+        :func:`taskloom.engine.foreign.follow_foreign_changes` compares between polls to
+        find what other processes changed (SQLite cannot announce it). Running tasks are
+        as many as the workers run at once, however long the queue."""
+        return await self._read(_running_versions)
+
     async def health(self) -> StoreHealth:
         """SQLite's integrity and foreign-key checks, the schema version and task counts."""
         return await self._read(health)
@@ -372,6 +379,11 @@ class SqliteTaskStore:
             path=self.settings.path,
             within_s=self.settings.lock_retry_s,
         )
+
+
+def _running_versions(raw: sqlite3.Connection) -> dict[TaskId, int]:
+    found = raw.execute("SELECT id, version FROM tasks WHERE state = 'running'")
+    return {TaskId(task_id): version for task_id, version in found}
 
 
 # -- connection set-up (in the connection's thread) -------------------------------------

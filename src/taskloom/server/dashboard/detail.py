@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from taskloom.engine.history import MAX_STATUS_ROWS, HistoryEntry
+from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import Task
 from taskloom.engine.registry import workflow_for
 from taskloom.engine.runs import NodeAttempt
 from taskloom.engine.states import TaskState
+from taskloom.engine.view import percent, resume_action
 from taskloom.server.dashboard.access import Viewer
 from taskloom.server.dashboard.context import Dashboard
 from taskloom.server.dashboard.forms import Field, fields
@@ -47,6 +48,8 @@ class Event:
     state: TaskState | None
     """The state this change left the task in; ``None`` for a node attempt."""
     cause: str | None = None
+    updates: int = 0
+    """For a folded line of progress: how many status messages it stands for."""
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,15 @@ class Detail:
     timeline_height: int
     hidden_attempts: int
     history: tuple[Event, ...]
-    texts_capped: bool
-    """The task reached the cap of status-text rows: later texts were not kept."""
     children: tuple[Task, ...]
     questions: tuple[Question, ...]
     arguments: str
     result: str | None
     can_resume: bool
+    resume_label: str
+    """The resume button's name, for what it does (:func:`taskloom.engine.view.resume_action`)."""
+    percent: str
+    """How far the run is, as the shared mapping reads its stored progress."""
 
     def fingerprint(self) -> tuple[object, ...]:
         """What a live page compares to tell whether it changed."""
@@ -105,12 +110,11 @@ async def detail(dashboard: Dashboard, viewer: Viewer, task_id: str) -> Detail:
     )
     return Detail(
         task=task,
-        graph=layout(workflow, nodes),
+        graph=layout(task, task.shape or (workflow.shape() if workflow else None), nodes),
         bars=bars,
         timeline_height=height,
         hidden_attempts=max(0, len(attempts) - MAX_TIMELINE_ROWS),
-        history=_history(entries, attempts),
-        texts_capped=sum(not entry.state_changed for entry in entries) >= MAX_STATUS_ROWS,
+        history=_history(task, entries, attempts),
         children=children.tasks,
         questions=questions,
         arguments=json.dumps(task.arguments, indent=2, ensure_ascii=False),
@@ -120,6 +124,8 @@ async def detail(dashboard: Dashboard, viewer: Viewer, task_id: str) -> Detail:
             else None
         ),
         can_resume=task.state in RESUMABLE and workflow is not None,
+        resume_label=resume_action(task) or "",
+        percent=percent(task),
     )
 
 
@@ -158,15 +164,37 @@ def _open(attempts: list[NodeAttempt]) -> bool:
 
 
 def _history(
-    entries: Sequence[HistoryEntry], attempts: tuple[NodeAttempt, ...]
+    task: Task, entries: Sequence[HistoryEntry], attempts: tuple[NodeAttempt, ...]
 ) -> tuple[Event, ...]:
     """The stored changes of the task, with the start and end of its latest node
     attempts (as many as the timeline shows) between them, oldest first (an attempt
-    that ends with the write of a change, at the same moment, comes before it)."""
-    events = [
-        Event(entry.at, entry.status_message or "", entry.state, str(entry.cause))
-        for entry in entries
-    ]
+    that ends with the write of a change, at the same moment, comes before it).
+
+    Progress (a change of the status message alone) is folded: the messages between two
+    changes of state are one line that shows the latest, and that line of a run still
+    under way reads the task's current message (which is never capped)."""
+    events: list[Event] = []
+    folded: Event | None = None
+    for entry in entries:
+        if entry.state_changed:
+            folded = None
+            events.append(
+                Event(entry.at, entry.status_message or "", entry.state, str(entry.cause))
+            )
+            continue
+        text = entry.status_message or ""
+        if folded is None:
+            folded = Event(entry.at, text, None, "progress", updates=1)
+            events.append(folded)
+        else:
+            index = events.index(folded)
+            folded = Event(entry.at, text, None, "progress", updates=folded.updates + 1)
+            events[index] = folded
+    if folded is not None and not task.is_terminal and task.status_message:
+        index = events.index(folded)
+        events[index] = Event(
+            task.updated_at, task.status_message, None, "progress", folded.updates
+        )
     for attempt in sorted(attempts, key=lambda each: each.started_at)[-MAX_TIMELINE_ROWS:]:
         events.append(
             Event(attempt.started_at, f"{attempt.node} attempt {attempt.attempt} started", None)

@@ -1,14 +1,15 @@
 """A run's DAG laid out for SVG: phases as columns, nodes as boxes with their state, a map
 node as one stacked box with its items counted, edges from each dependency."""
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from taskloom.engine.dag import MapNode, Workflow
 from taskloom.engine.fanout import base_node, parse_item_key
+from taskloom.engine.models import Task
 from taskloom.engine.runs import NodeRun
+from taskloom.engine.shape import RunShape
+from taskloom.engine.view import map_view, node_view
 
 COLUMN_WIDTH: Final = 236
 COLUMN_GAP: Final = 50
@@ -16,8 +17,6 @@ BOX_HEIGHT: Final = 46
 BOX_GAP: Final = 14
 TOP: Final = 34
 PAD: Final = 12
-PENDING: Final = "pending"
-_PRESSING: Final = ("failed", "running", "retrying", "waiting")
 
 
 @dataclass(frozen=True)
@@ -70,24 +69,23 @@ class Graph:
     height: int
 
 
-def layout(workflow: Workflow[Any] | None, nodes: Mapping[str, NodeRun]) -> Graph:
-    """The graph of a run of *workflow* whose checkpoints are *nodes* (without the
-    workflow, the checkpointed nodes in one column)."""
+def layout(task: Task, shape: RunShape | None, nodes: Mapping[str, NodeRun]) -> Graph:
+    """The graph of *task*, a run of *shape* whose checkpoints are *nodes* (without a
+    shape, the checkpointed nodes in one column); each box's state is what a person
+    reads (:func:`taskloom.engine.view.node_view`), never a raw checkpoint."""
     items: dict[str, list[NodeRun]] = {}
     for key, run in nodes.items():
         if parse_item_key(key) is not None:
             items.setdefault(base_node(key), []).append(run)
-    if workflow is not None:
-        columns = [
-            (phase, [name for name in workflow.order() if workflow.nodes[name].phase == phase])
-            for phase in workflow.phases
-        ]
-        maps = {name for name, node in workflow.nodes.items() if isinstance(node, MapNode)}
-        deps = {name: node.deps for name, node in workflow.nodes.items()}
+    planned: dict[str, int | None] = {}
+    if shape is not None:
+        columns = [(phase, shape.in_phase(phase)) for phase in shape.phases]
+        planned = {node.name: node.items for node in shape.nodes if node.is_map}
+        deps = {node.name: node.deps for node in shape.nodes}
     else:
         plain = sorted(key for key in nodes if parse_item_key(key) is None)
         columns = [("nodes", plain + sorted(set(items) - set(plain)))]
-        maps, deps = set(items), {}
+        planned, deps = dict.fromkeys(items), {}
     boxes: dict[str, Box] = {}
     phases = []
     for index, (phase, names) in enumerate(columns):
@@ -95,13 +93,13 @@ def layout(workflow: Workflow[Any] | None, nodes: Mapping[str, NodeRun]) -> Grap
         phases.append((phase, x))
         for row, name in enumerate(names):
             y = TOP + row * (BOX_HEIGHT + BOX_GAP)
-            if name in maps:
-                state, detail = map_summary(items.get(name, []))
+            if name in planned:
+                state, detail = map_view(task, items.get(name, []), planned[name])
             else:
                 found = nodes.get(name)
-                state = str(found.state) if found is not None else PENDING
+                state = node_view(task, found).label
                 detail = _attempts(found)
-            boxes[name] = Box(name, phase, state, x + PAD, y, name in maps, detail)
+            boxes[name] = Box(name, phase, state, x + PAD, y, name in planned, detail)
     edges = tuple(
         Edge.between(boxes[dep], boxes[name])
         for name, needs in deps.items()
@@ -116,20 +114,6 @@ def layout(workflow: Workflow[Any] | None, nodes: Mapping[str, NodeRun]) -> Grap
         width=max(len(columns), 1) * (COLUMN_WIDTH + COLUMN_GAP) - COLUMN_GAP,
         height=TOP + max(rows, 1) * (BOX_HEIGHT + BOX_GAP),
     )
-
-
-def map_summary(runs: list[NodeRun]) -> tuple[str, str]:
-    """A map's state (its items' if all alike, else the most pressing) and its item
-    counts, e.g. ``("running", "12 items: 10 completed, 2 running")``."""
-    if not runs:
-        return PENDING, "no items yet"
-    counts = Counter(str(run.state) for run in runs)
-    if len(counts) == 1:
-        state = next(iter(counts))
-    else:
-        state = next((each for each in _PRESSING if each in counts), min(counts))
-    spread = ", ".join(f"{number} {each}" for each, number in sorted(counts.items()))
-    return state, f"{len(runs)} item{'s' if len(runs) != 1 else ''}: {spread}"
 
 
 def _attempts(run: NodeRun | None) -> str:
