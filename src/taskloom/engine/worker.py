@@ -242,7 +242,7 @@ class Worker:
         judged = list(self._executions.items())
         held = await self.runs.renew_leases(
             worker=self.worker_id,
-            now=self.manager.clock.now(),
+            now=self.manager.clock.now,  # read inside the attempt that commits (ADR 0038)
             lease_for=timedelta(seconds=self.settings.lease_s),
         )
         for task_id, execution in judged:

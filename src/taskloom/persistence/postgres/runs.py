@@ -21,12 +21,14 @@ from taskloom.engine.runs import (
     ClaimedRun,
     ErrorInfo,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
     NodeRun,
     NodeStart,
     NodeState,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.postgres import history, rows
@@ -54,7 +56,7 @@ async def claim_runs(
     *,
     worker: str,
     workflows: frozenset[str],
-    now: datetime,
+    now: Instant,
     lease_for: timedelta,
     limit: int,
     start: TaskMutation,
@@ -72,6 +74,7 @@ async def claim_runs(
     """
     if not workflows or limit < 1:
         return []
+    now = at(now)  # in this transaction attempt: a retried claim never commits a stale lease
     cursor = await connection.execute(
         "WITH held AS ("
         "  SELECT coalesce(t.owner, '') AS who, count(*) AS n FROM leases l"
@@ -145,7 +148,7 @@ async def claim_runs(
 
 
 async def renew_leases(
-    connection: Connection, *, worker: str, now: datetime, lease_for: timedelta
+    connection: Connection, *, worker: str, now: Instant, lease_for: timedelta
 ) -> dict[TaskId, Task | None]:
     """See :meth:`taskloom.engine.runs.RunStore.renew_leases`.
 
@@ -162,7 +165,7 @@ async def renew_leases(
         "  UPDATE leases l SET expires_at = %(expires)s FROM held"
         "  WHERE l.task_id = held.task_id AND l.worker = %(worker)s RETURNING l.task_id)"
         " SELECT r.task_id, t.body FROM renewed r LEFT JOIN tasks t ON t.id = r.task_id",
-        {"expires": now + lease_for, "worker": worker},
+        {"expires": at(now) + lease_for, "worker": worker},
     )
     return {
         TaskId(task_id): rows.task_from_body(body) if body is not None else None

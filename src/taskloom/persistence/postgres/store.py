@@ -28,6 +28,7 @@ from taskloom.engine.models import (
 from taskloom.engine.runs import (
     ClaimedRun,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -190,7 +191,7 @@ class PostgresTaskStore:
         *,
         worker: str,
         workflows: frozenset[str],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,
@@ -214,7 +215,7 @@ class PostgresTaskStore:
         )
 
     async def renew_leases(
-        self, *, worker: str, now: datetime, lease_for: timedelta
+        self, *, worker: str, now: Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         return await self._db.transaction(

@@ -19,12 +19,14 @@ from taskloom.engine.runs import (
     ClaimedRun,
     ErrorInfo,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
     NodeRun,
     NodeStart,
     NodeState,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.sqlite import history, rows
@@ -44,7 +46,7 @@ def claim_runs(
     *,
     worker: str,
     workflows: frozenset[str],
-    now: datetime,
+    now: Instant,
     lease_for: timedelta,
     limit: int,
     start: TaskMutation,
@@ -55,6 +57,7 @@ def claim_runs(
     its held leases plus its candidate's rank among its own, oldest first)."""
     if not workflows or limit < 1:
         return []
+    now = at(now)  # in the writer's transaction: the time this claim commits at
     now_us = rows.micros(now)
     names = sorted(workflows)
     candidates = raw.execute(
@@ -113,12 +116,12 @@ def claim_runs(
 
 
 def renew_leases(
-    raw: sqlite3.Connection, *, worker: str, now: datetime, lease_for: timedelta
+    raw: sqlite3.Connection, *, worker: str, now: Instant, lease_for: timedelta
 ) -> dict[TaskId, Task | None]:
     """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
     raw.execute(
         "UPDATE leases SET expires_at = ? WHERE worker = ?",
-        (rows.micros(now + lease_for), worker),
+        (rows.micros(at(now) + lease_for), worker),
     )
     found = raw.execute(
         "SELECT l.task_id, t.body FROM leases l LEFT JOIN tasks t ON t.id = l.task_id"

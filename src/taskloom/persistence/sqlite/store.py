@@ -29,6 +29,7 @@ from taskloom.engine.models import (
 from taskloom.engine.runs import (
     ClaimedRun,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -207,7 +208,7 @@ class SqliteTaskStore:
         *,
         worker: str,
         workflows: frozenset[str],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,
@@ -234,7 +235,7 @@ class SqliteTaskStore:
         )
 
     async def renew_leases(
-        self, *, worker: str, now: datetime, lease_for: timedelta
+        self, *, worker: str, now: Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         return await self.writer.submit(
