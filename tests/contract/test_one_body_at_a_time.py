@@ -145,3 +145,64 @@ async def test_a_transaction_slower_than_the_lease_starts_no_second_body(
             task_group.cancel_scope.cancel()
     assert done.state is TaskState.COMPLETED, done.error
     assert ledger.events == [("start", 1), ("end", 1)]
+
+
+async def test_a_worker_that_claims_its_own_running_run_stops_the_old_body_first(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    """The worker's own lease expired while its heartbeat could not reach the store;
+    once the store answers, its claim may take the run back: the body still running
+    is stopped and has ended before the new one starts."""
+    ledger, gate = Ledger(), anyio.Event()
+    flow = _workflow(ledger, gate)
+    runs = SlowTransactions(run_store(store), clock, delay_s=0)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    worker = Worker(manager, {flow.name: flow}, settings=FAST, worker_id="w1")
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            task = await submit(manager, flow, {})
+            await _until(lambda: ledger.running == 1)
+            runs.down = {"renew_leases", "claim_runs"}
+            seen = runs.calls["claim_runs"]
+            await _until(lambda: runs.calls["claim_runs"] > seen)
+            clock.advance(FAST.lease_s + 1)  # the lease expired during the outage
+            runs.down = set()
+            await _until(lambda: [kind for kind, _ in ledger.events].count("start") == 2)
+            gate.set()
+            done = await finish(manager, task)
+            task_group.cancel_scope.cancel()
+    assert done.state is TaskState.COMPLETED, done.error
+    assert ledger.most == 1, ledger.events
+    assert worker.active_runs == 0
+
+
+async def test_a_worker_stops_a_run_it_cannot_renew_before_another_may_take_it(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    """Across processes: this worker's store is unreachable, so its lease will run out
+    and another worker may then take the run; it stops the body before that."""
+    ledger, gate = Ledger(), anyio.Event()
+    flow = _workflow(ledger, gate)
+    cut_off = SlowTransactions(run_store(store), clock, delay_s=0)
+    one = TaskManager(store, runs=cast(RunStore, cut_off), clock=clock)
+    other = TaskManager(store, clock=clock)
+    short = FAST.model_copy(update={"lease_s": 0.5, "heartbeat_s": 0.1})
+    w1 = Worker(one, {flow.name: flow}, settings=short, worker_id="w1")
+    w2 = Worker(other, {flow.name: flow}, settings=FAST, worker_id="w2")
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(w1.run)
+            task = await submit(one, flow, {})
+            await _until(lambda: ledger.running == 1)
+            cut_off.down = {"claim_runs", "renew_leases", "release_lease", "end_node"}
+            with anyio.fail_after(5):
+                await _until(lambda: ledger.running == 0)  # stopped before the lease ran out
+            clock.advance(short.lease_s + 1)  # the lease ran out: another worker may claim
+            await task_group.start(w2.run)
+            gate.set()
+            done = await finish(other, task)
+            task_group.cancel_scope.cancel()
+    assert done.state is TaskState.COMPLETED, done.error
+    assert ledger.most == 1, ledger.events
+    assert [kind for kind, _ in ledger.events] == ["start", "end", "start", "end"]

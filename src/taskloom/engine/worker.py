@@ -93,6 +93,11 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self._reclaim_from = reclaim_from
         self._executions: dict[TaskId, RunExecution] = {}
+        self._finished: dict[RunExecution, anyio.Event] = {}
+        """Set once an execution's body has ended (a replacement waits for it)."""
+        self._held_until: dict[RunExecution, float] = {}
+        """The latest each execution's lease may run out (``anyio.current_time()``): the
+        start of the claim or renewal that set it plus ``lease_s``."""
         self._wake = anyio.Event()
         self._saturated = False
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
@@ -117,6 +122,7 @@ class Worker:
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
             task_group.start_soon(self._heartbeat)
+            task_group.start_soon(self._fence)
             await task_group.start(self._watch)
             task_status.started()
             while True:
@@ -133,6 +139,7 @@ class Worker:
         if free <= 0:
             self._saturated = True
             return
+        asked = anyio.current_time()
         claimed = await self.manager.claim(
             worker=self.worker_id,
             workflows=frozenset(self.workflows),
@@ -144,9 +151,14 @@ class Worker:
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             execution = self._execution(run)
+            replaced = self._executions.get(run.task.id)
+            if replaced is not None:  # our lease had expired: its body must end first
+                replaced.stop(lost_lease=True)
             self._executions[run.task.id] = execution
+            self._finished[execution] = anyio.Event()
+            self._held_until[execution] = asked + self.settings.lease_s
             self._owners[run.task.id] = run.task.owner
-            task_group.start_soon(self._execute, execution)
+            task_group.start_soon(self._execute, execution, replaced)
         self._saturated = len(claimed) == free
         if self._saturated:
             self.wake()  # there may be more
@@ -160,8 +172,13 @@ class Worker:
             progress_interval_s=self.settings.progress_interval_s,
         )
 
-    async def _execute(self, execution: RunExecution) -> None:
+    async def _execute(self, execution: RunExecution, replaced: RunExecution | None) -> None:
+        """Execute *execution*, once the body of the execution it *replaced* (the same
+        run, claimed again by this worker after its lease expired) has ended: a run never
+        has two bodies at once (ADR 0038)."""
         try:
+            if replaced is not None and replaced in self._finished:
+                await self._finished[replaced].wait()
             await execution.execute()
         except Exception as error:  # one run's failure never ends the worker
             logger.warning(
@@ -173,9 +190,12 @@ class Worker:
             )
             self._dropped[execution.task_id] = execution.lease
         finally:
-            self._executions.pop(execution.task_id, None)
-            if self._saturated or self._owner_was_full(execution):
-                self.wake()  # a slot freed up for work that was left waiting
+            self._held_until.pop(execution, None)
+            self._finished.pop(execution).set()
+            if self._executions.get(execution.task_id) is execution:  # not replaced
+                del self._executions[execution.task_id]
+                if self._saturated or self._owner_was_full(execution):
+                    self.wake()  # a slot freed up for work that was left waiting
             if execution.parked_until is not None:
                 self._wake_at(execution.parked_until)
 
@@ -240,6 +260,7 @@ class Worker:
         # Only runs claimed before the renewal began can be missing from it because
         # their lease is gone; a claim committed meanwhile may be invisible to it.
         judged = list(self._executions.items())
+        asked = anyio.current_time()
         held = await self.runs.renew_leases(
             worker=self.worker_id,
             now=self.manager.clock.now,  # read inside the attempt that commits (ADR 0038)
@@ -249,7 +270,36 @@ class Worker:
             if task_id not in held:
                 execution.stop(lost_lease=True)
             else:
+                if execution in self._held_until:
+                    self._held_until[execution] = asked + self.settings.lease_s
                 self._react(held[task_id], task_id)
+
+    async def _fence(self) -> None:
+        """Stop the runs whose lease may run out before a renewal lands (the store did
+        not answer in time): once it has, another worker may claim them, and a run never
+        has two bodies at once, across processes too (ADR 0038). Their leases are handed
+        back when the store answers, so that they resume from their checkpoints at once."""
+        margin = self.settings.lease_s / 5
+        while True:
+            await anyio.sleep(min(margin, 1.0) / 2)
+            now = anyio.current_time()
+            doomed = [
+                execution
+                for execution, until in self._held_until.items()
+                if until - margin <= now and execution.end is None
+            ]
+            for execution in doomed:
+                del self._held_until[execution]
+                execution.stop(lost_lease=True)
+                self._dropped[execution.task_id] = execution.lease
+            if doomed:
+                logger.warning(
+                    "worker %s stopped %d run(s) whose lease it could not renew within "
+                    "%.3g s (the store did not answer); they resume from their checkpoints",
+                    self.worker_id,
+                    len(doomed),
+                    self.settings.lease_s - margin,
+                )
 
 
 def _is_store_failure(error: BaseException) -> bool:
