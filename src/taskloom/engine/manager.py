@@ -26,6 +26,7 @@ from taskloom.engine.errors import (
     InvalidAnswerError,
     InvalidRequestError,
     PersistenceError,
+    StoreUnavailableError,
     TaskNotFoundError,
     TaskStateError,
     WaitOverError,
@@ -699,7 +700,8 @@ class TaskManager:
             try:
                 await self.purge_expired()
             except PersistenceError as error:
-                logger.warning(
+                logger.log(
+                    logging.DEBUG if isinstance(error, StoreUnavailableError) else logging.WARNING,
                     "the TTL sweep failed, trying again in %.3g s: %s: %s",
                     self.settings.sweep_interval_s,
                     type(error).__name__,

@@ -21,7 +21,7 @@ from anyio.abc import TaskStatus
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import TaskloomError
+from taskloom.engine.errors import StoreUnavailableError, TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runner import RunExecution
@@ -135,6 +135,7 @@ class Worker:
                 self._wake = anyio.Event()
 
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
+        await self._hand_back()  # a dropped run is claimable again at once
         free = self.settings.max_runs - len(self._executions)
         if free <= 0:
             self._saturated = True
@@ -181,7 +182,8 @@ class Worker:
                 await self._finished[replaced].wait()
             await execution.execute()
         except Exception as error:  # one run's failure never ends the worker
-            logger.warning(
+            logger.log(
+                logging.INFO if _is_outage(error) else logging.WARNING,  # the store said it
                 "worker %s dropped run %s: %s; its lease is handed back once the store answers",
                 self.worker_id,
                 execution.task_id,
@@ -254,9 +256,7 @@ class Worker:
     async def _beat(self) -> None:
         """Hand back the leases of dropped runs, renew the others, and stop the runs whose
         lease is gone or whose task ended."""
-        for task_id, lease in list(self._dropped.items()):
-            await self.runs.release_lease(lease)  # before a renewal could keep it alive
-            del self._dropped[task_id]
+        await self._hand_back()  # before a renewal could keep those leases alive
         # Only runs claimed before the renewal began can be missing from it because
         # their lease is gone; a claim committed meanwhile may be invisible to it.
         judged = list(self._executions.items())
@@ -266,13 +266,31 @@ class Worker:
             now=self.manager.clock.now,  # read inside the attempt that commits (ADR 0038)
             lease_for=timedelta(seconds=self.settings.lease_s),
         )
+        # a run whose own write (its end, a park) dropped the lease has not lost it
+        gone = [(task_id, run) for task_id, run in judged if task_id not in held]
+        lost = [task_id for task_id, run in gone if not run.dropping_lease and run.end is None]
+        if lost:
+            logger.warning(
+                "worker %s lost the lease of %d run(s) to another worker and stopped them: %s",
+                self.worker_id,
+                len(lost),
+                ", ".join(lost[:5]) + (", ..." if len(lost) > 5 else ""),
+            )
         for task_id, execution in judged:
             if task_id not in held:
-                execution.stop(lost_lease=True)
+                if not execution.dropping_lease:
+                    execution.stop(lost_lease=True)
             else:
                 if execution in self._held_until:
                     self._held_until[execution] = asked + self.settings.lease_s
                 self._react(held[task_id], task_id)
+
+    async def _hand_back(self) -> None:
+        """Give back the leases of the runs stopped by an error or by the fence."""
+        for task_id, lease in list(self._dropped.items()):
+            await self.runs.release_lease(lease)
+            if self._dropped.get(task_id) is lease:
+                del self._dropped[task_id]
 
     async def _fence(self) -> None:
         """Stop the runs whose lease may run out before a renewal lands (the store did
@@ -280,6 +298,7 @@ class Worker:
         has two bodies at once, across processes too (ADR 0038). Their leases are handed
         back when the store answers, so that they resume from their checkpoints at once."""
         margin = self.settings.lease_s / 5
+        warned = -float("inf")
         while True:
             await anyio.sleep(min(margin, 1.0) / 2)
             now = anyio.current_time()
@@ -293,7 +312,10 @@ class Worker:
                 execution.stop(lost_lease=True)
                 self._dropped[execution.task_id] = execution.lease
             if doomed:
-                logger.warning(
+                loud = now - warned >= self.settings.lease_s  # one WARNING per lease period
+                warned = now if loud else warned
+                logger.log(
+                    logging.WARNING if loud else logging.INFO,
                     "worker %s stopped %d run(s) whose lease it could not renew within "
                     "%.3g s (the store did not answer); they resume from their checkpoints",
                     self.worker_id,
@@ -309,6 +331,14 @@ def _is_store_failure(error: BaseException) -> bool:
     return isinstance(error, TaskloomError)
 
 
+def _is_outage(error: BaseException) -> bool:
+    """True when the store was unavailable (possibly inside a group): the store logs that
+    once, so the worker's own lines about it stay below WARNING."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_outage(inner) for inner in error.exceptions)
+    return isinstance(error, StoreUnavailableError)
+
+
 def _describe(error: BaseException) -> str:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
@@ -316,7 +346,8 @@ def _describe(error: BaseException) -> str:
 
 
 def _log_failure(worker: str, what: str, error: Exception, retry_in: float) -> None:
-    logger.warning(
+    logger.log(
+        logging.DEBUG if _is_outage(error) else logging.WARNING,
         "worker %s: %s failed, trying again in %.3g s: %s",
         worker,
         what,

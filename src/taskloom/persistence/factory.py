@@ -4,7 +4,7 @@ Only opening (or describing) a PostgreSQL database imports its driver, the ``pos
 extra; without it that is a ``MissingExtraError`` naming the extra.
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +22,10 @@ DatabaseSettings = SqliteSettings | PostgresSettings
 
 class DurableStore(TaskStore, RunStore, TokenStore, Protocol):
     """A store of tasks, of their runs and of access tokens."""
+
+    def on_back(self, wake_up: Callable[[], None]) -> None:
+        """Call *wake_up* whenever the database answers again after an outage."""
+        ...
 
 
 def database_settings(target: str | Path | DatabaseSettings) -> DatabaseSettings:

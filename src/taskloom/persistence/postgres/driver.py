@@ -1,7 +1,9 @@
 """Everything that touches psycopg's connections: the pool, one transaction per call with
 retries of transient failures, and driver errors translated into engine errors."""
 
+import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
@@ -11,16 +13,24 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from taskloom.engine.errors import (
     DatabaseBusyError,
     DatabaseUnavailableError,
+    DiskFullError,
     PersistenceError,
     StoreClosedError,
+    StoreUnavailableError,
 )
+from taskloom.persistence.outage import Outage
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
+
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+"""psycopg_pool logs a multi-line WARNING for every failed reconnection attempt (several
+a second during an outage); the store's own two lines say what happened (ADR 0038)."""
 
 _T = TypeVar("_T")
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -55,14 +65,38 @@ def describe(url: str) -> str:
     return f"{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
-def translate(error: psycopg.Error, database: str) -> PersistenceError:
+def translate(
+    error: psycopg.Error, database: str, *, retry_after_s: float = 5.0
+) -> PersistenceError:
     """The engine error for a driver error (the caller chains it as ``__cause__``)."""
     message = one_line(error)
     if is_contention(error):
-        return DatabaseBusyError(f"PostgreSQL {database} stayed contended: {message}")
+        return DatabaseBusyError(
+            f"PostgreSQL {database} stayed contended: {message}", retry_after_s=retry_after_s
+        )
+    if error.sqlstate == "53100":
+        return DiskFullError(
+            f"PostgreSQL {database} has no disk space left: {message}",
+            retry_after_s=retry_after_s,
+        )
     if isinstance(error, psycopg.OperationalError):
-        return DatabaseUnavailableError(f"PostgreSQL {database} is unavailable: {message}")
+        return DatabaseUnavailableError(
+            f"PostgreSQL {database} is unavailable: {message}", retry_after_s=retry_after_s
+        )
     return PersistenceError(f"PostgreSQL {database}: {message}")
+
+
+class _Pool(AsyncConnectionPool[Any]):
+    """psycopg's pool with its pause between reconnection attempts capped: it doubles
+    from 1 s without a bound, so after a 40 s outage the next attempt could be 16 s away."""
+
+    reconnect_max_s: float = 0.5
+
+    async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
+        """Schedule *task*; a reconnection no later than ``reconnect_max_s`` from now."""
+        if isinstance(task, AddConnection):
+            delay = min(delay, self.reconnect_max_s)
+        await super().schedule_task(task, delay)
 
 
 def application_name(origin: str) -> str:
@@ -111,16 +145,20 @@ class Database:
         self.name = name
         self.origin = origin
         """Written into every connection's ``taskloom.origin`` setting (see ``notify``)."""
-        self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+        pool = _Pool(
             settings.url,
             min_size=settings.min_connections,
             max_size=settings.max_connections,
-            timeout=settings.acquire_timeout_s,
+            timeout=settings.acquire_wait_s,
             kwargs=connection_options(origin),
             configure=self._configure,
             name=f"taskloom:{name}",
             open=False,
         )
+        pool.reconnect_max_s = settings.reconnect_max_s
+        self.pool: AsyncConnectionPool[Connection] = pool
+        self.outage = Outage(f"PostgreSQL {name}")
+        """Logs the database's going and coming back; calls wake-ups when it is back."""
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator["Database"]:
@@ -165,15 +203,25 @@ class Database:
         return await self._retrying(work, write=False)
 
     async def _retrying(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
+        """*work* with retries; the whole operation waits at most ``store_wait_s`` (the
+        retry window and the connection waits both end by then)."""
+        deadline = time.monotonic() + self.settings.store_wait_s
         try:
             # the fast path: no retry machinery
-            return await self._once(work, write=write, durable=durable)
+            value = await self._once(work, write=write, durable=durable, deadline=deadline)
         except psycopg.Error as error:
             if not is_transient(error):
-                raise translate(error, self.name) from error
+                raise self._translated(error) from error
+            self.outage.stumbled()
+        except StoreUnavailableError as error:
+            self._gave_up(error)
+            raise
+        else:
+            self.outage.answered()
+            return value
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_transient),
-            stop=stop_after_delay(self.settings.retry_s),
+            stop=stop_after_delay(self.settings.retry_window_s),
             wait=wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.05),
             sleep=anyio.sleep,
             reraise=True,
@@ -181,14 +229,30 @@ class Database:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._once(work, write=write, durable=durable)
+                    value = await self._once(work, write=write, durable=durable, deadline=deadline)
         except psycopg.Error as error:
-            raise translate(error, self.name) from error
-        raise AssertionError("unreachable: tenacity either returns or re-raises")
+            raise self._translated(error) from error
+        except StoreUnavailableError as error:
+            self._gave_up(error)
+            raise
+        self.outage.answered()
+        return value
 
-    async def _once(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
+    def _translated(self, error: psycopg.Error) -> PersistenceError:
+        translated = translate(error, self.name, retry_after_s=self.settings.store_wait_s)
+        if isinstance(translated, StoreUnavailableError):
+            self.outage.failed(error)
+        return translated
+
+    def _gave_up(self, error: StoreUnavailableError) -> None:
+        self.outage.failed(error.__cause__ or error)
+
+    async def _once(
+        self, work: Work[_T], *, write: bool, durable: bool = True, deadline: float
+    ) -> _T:
+        wait_s = max(0.0, min(self.settings.acquire_wait_s, deadline - time.monotonic()))
         try:
-            async with self.pool.connection() as connection:
+            async with self.pool.connection(timeout=wait_s) as connection:
                 if not write:
                     return await work(connection)
                 committing = False
@@ -210,6 +274,7 @@ class Database:
             raise StoreClosedError("the store is closed") from error
         except PoolTimeout as error:
             raise DatabaseUnavailableError(
-                f"PostgreSQL {self.name}: no free connection within "
-                f"{self.settings.acquire_timeout_s:g} s"
+                f"PostgreSQL {self.name} is unavailable: no connection within "
+                f"{self.settings.store_wait_s:g} s",
+                retry_after_s=self.settings.store_wait_s,
             ) from error

@@ -1,7 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -110,8 +110,17 @@ class PostgresTaskStore:
         ``task_group.start``: it reports started once it listens.
         """
         await notify.listen(
-            self.settings, self._db.name, self._db.origin, on_change, task_status=task_status
+            self.settings,
+            self._db.name,
+            self._db.origin,
+            on_change,
+            on_reconnect=self._db.outage.answered,
+            task_status=task_status,
         )
+
+    def on_back(self, wake_up: Callable[[], None]) -> None:
+        """Call *wake_up* whenever the database answers again after an outage."""
+        self._db.outage.on_back(wake_up)
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
 

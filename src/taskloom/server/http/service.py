@@ -38,14 +38,15 @@ class HttpService:
         stored_tokens: StoredTokens | None = None,
         ui: ASGIApp | None = None,
         limiter: RateLimiter | None = None,
+        store_wait_s: float = 5.0,
     ) -> None:
-        """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
+        """*store_wait_s* is the store's wait (see ``HttpSessions``); *metrics*, if given, renders the Prometheus text served at ``/metrics``;
         *stored_tokens*, if given, checks the database's tokens (every caller then needs
         a token); *ui*, if given, is the dashboard served under ``/ui``; *limiter*, the
         per-principal rate limiter the dashboard shares (else made from *settings*)."""
         self._stored = stored_tokens
         self.settings = settings
-        self.sessions = HttpSessions(task_server, settings)
+        self.sessions = HttpSessions(task_server, settings, store_wait_s=store_wait_s)
         self._uvicorn = uvicorn.Server(
             uvicorn.Config(
                 HttpEndpoint(

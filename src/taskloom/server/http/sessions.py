@@ -40,6 +40,7 @@ from taskloom.server.app import TaskServer
 from taskloom.server.errors import QUOTA_EXCEEDED
 from taskloom.server.generation import Generation
 from taskloom.server.http.envelope import checked
+from taskloom.server.http.outage_status import store_outage_status
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.server.push import Outbox, TaskFollowers
@@ -57,9 +58,14 @@ class HttpSessions:
     """Routes each request to its session (opening one on ``initialize``) or, for
     2026-07-28, to the principal's request server."""
 
-    def __init__(self, task_server: TaskServer, settings: HttpSettings) -> None:
+    def __init__(
+        self, task_server: TaskServer, settings: HttpSettings, *, store_wait_s: float = 5.0
+    ) -> None:
+        """*store_wait_s* is the store's wait: a POST's status is held back that long
+        (and a second) for an answer of "store unavailable", which is HTTP 503."""
         self._task_server = task_server
         self._settings = settings
+        self._hold_s = store_wait_s + 1.0
         self._security = _security(settings.host)
         self._sessions: dict[str, _Session] = {}
         self._request_servers: dict[Grant | None, Server[Any]] = {}
@@ -79,7 +85,16 @@ class HttpSessions:
 
     async def handle(self, grant: Grant | None, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one HTTP request of *grant* (already authenticated and admitted; ``None``:
-        the local user)."""
+        the local user); a POST answered "store unavailable" is HTTP 503."""
+        if scope["method"] != "POST":
+            await self._handle(grant, scope, receive, send)
+            return
+        async with store_outage_status(send, hold_s=self._hold_s) as answer:
+            await self._handle(grant, scope, receive, answer)
+
+    async def _handle(
+        self, grant: Grant | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version is not None and Generation.of(version) is Generation.MODERN:
