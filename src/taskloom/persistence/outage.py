@@ -18,9 +18,11 @@ logger = logging.getLogger("taskloom.store")
 class Outage:
     """Whether one database is answering, as its store's operations found it."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, retry_after_s: float = 5.0) -> None:
         self.target = target
         """The database, as messages name it (``PostgreSQL user@host:5432/db``)."""
+        self.retry_after_s = retry_after_s
+        """When to try again, as the answers to callers say it (the store's wait)."""
         self._first_failure: float | None = None
         """When an operation first failed to reach the database (monotonic)."""
         self._down = False

@@ -157,7 +157,7 @@ class Database:
         )
         pool.reconnect_max_s = settings.reconnect_max_s
         self.pool: AsyncConnectionPool[Connection] = pool
-        self.outage = Outage(f"PostgreSQL {name}")
+        self.outage = Outage(f"PostgreSQL {name}", retry_after_s=settings.store_wait_s)
         """Logs the database's going and coming back; calls wake-ups when it is back."""
 
     @asynccontextmanager

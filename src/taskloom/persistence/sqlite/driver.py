@@ -128,6 +128,7 @@ async def _attempt(attempt: Callable[[], Awaitable[_T]], path: Path, outage: Out
 def _translated(error: sqlite3.Error, path: Path, outage: Outage | None) -> PersistenceError:
     translated = translate(error, path)
     if outage is not None and isinstance(translated, StoreUnavailableError):
+        translated.retry_after_s = outage.retry_after_s
         outage.failed(error)
     return translated
 

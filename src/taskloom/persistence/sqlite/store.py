@@ -99,7 +99,7 @@ class SqliteTaskStore:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise PersistenceError(f"cannot create the folder of {path}: {error}") from error
-        outage = Outage(f"SQLite database {path}")
+        outage = Outage(f"SQLite database {path}", retry_after_s=settings.store_wait_s)
         writer_connection = await connect(path, read_only=read_only)
         reader_connection: aiosqlite.Connection | None = None
         inline: sqlite3.Connection | None = None

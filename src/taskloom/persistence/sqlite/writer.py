@@ -188,6 +188,7 @@ class GroupCommitWriter:
                 return None
             translated = translate(error, self._path)
             if self.outage is not None and isinstance(translated, StoreUnavailableError):
+                translated.retry_after_s = self.outage.retry_after_s
                 self.outage.failed(error)
             raise translated from error
         self._inline_since_thread += 1
