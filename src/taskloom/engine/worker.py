@@ -10,6 +10,7 @@ run whose write failed is dropped and its lease handed back once the store answe
 that this or another worker resumes it from its checkpoints (ADR 0017).
 """
 
+import contextlib
 import logging
 import secrets
 import socket
@@ -135,7 +136,8 @@ class Worker:
                 self._wake = anyio.Event()
 
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
-        await self._hand_back()  # a dropped run is claimable again at once
+        with contextlib.suppress(Exception):  # the heartbeat hands back too, and logs it
+            await self._hand_back()  # a dropped run is claimable again at once
         free = self.settings.max_runs - len(self._executions)
         if free <= 0:
             self._saturated = True
