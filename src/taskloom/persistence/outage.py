@@ -26,6 +26,8 @@ class Outage:
         self._first_failure: float | None = None
         """When an operation first failed to reach the database (monotonic)."""
         self._down = False
+        self._back_at = -float("inf")
+        """When the database was last back after an outage (monotonic)."""
         self._wake_ups: list[Callable[[], None]] = []
 
     @property
@@ -42,8 +44,12 @@ class Outage:
         if self._first_failure is None:
             self._first_failure = time.monotonic()
 
-    def failed(self, error: BaseException) -> None:
-        """An operation gave up on the database because of *error* (the driver's)."""
+    def failed(self, error: BaseException, *, started: float | None = None) -> None:
+        """An operation gave up on the database because of *error* (the driver's); one
+        that *started* (``time.monotonic()``) before the database was last back is a
+        stale verdict and says nothing about now."""
+        if started is not None and started < self._back_at:
+            return
         self.stumbled()
         if self._down:
             return
@@ -61,7 +67,8 @@ class Outage:
         if not self._down:
             return
         self._down = False
-        length = time.monotonic() - started if started is not None else 0.0
+        self._back_at = time.monotonic()
+        length = self._back_at - started if started is not None else 0.0
         logger.info("%s is back after an outage of %.1f s", self.target, length)
         for wake_up in self._wake_ups:
             wake_up()

@@ -205,16 +205,17 @@ class Database:
     async def _retrying(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
         """*work* with retries; the whole operation waits at most ``store_wait_s`` (the
         retry window and the connection waits both end by then)."""
-        deadline = time.monotonic() + self.settings.store_wait_s
+        started = time.monotonic()
+        deadline = started + self.settings.store_wait_s
         try:
             # the fast path: no retry machinery
             value = await self._once(work, write=write, durable=durable, deadline=deadline)
         except psycopg.Error as error:
             if not is_transient(error):
-                raise self._translated(error) from error
+                raise self._translated(error, started) from error
             self.outage.stumbled()
         except StoreUnavailableError as error:
-            self._gave_up(error)
+            self._gave_up(error, started)
             raise
         else:
             self.outage.answered()
@@ -231,21 +232,21 @@ class Database:
                 with attempt:
                     value = await self._once(work, write=write, durable=durable, deadline=deadline)
         except psycopg.Error as error:
-            raise self._translated(error) from error
+            raise self._translated(error, started) from error
         except StoreUnavailableError as error:
-            self._gave_up(error)
+            self._gave_up(error, started)
             raise
         self.outage.answered()
         return value
 
-    def _translated(self, error: psycopg.Error) -> PersistenceError:
+    def _translated(self, error: psycopg.Error, started: float) -> PersistenceError:
         translated = translate(error, self.name, retry_after_s=self.settings.store_wait_s)
         if isinstance(translated, StoreUnavailableError):
-            self.outage.failed(error)
+            self.outage.failed(error, started=started)
         return translated
 
-    def _gave_up(self, error: StoreUnavailableError) -> None:
-        self.outage.failed(error.__cause__ or error)
+    def _gave_up(self, error: StoreUnavailableError, started: float) -> None:
+        self.outage.failed(error.__cause__ or error, started=started)
 
     async def _once(
         self, work: Work[_T], *, write: bool, durable: bool = True, deadline: float

@@ -2,6 +2,7 @@
 thread, translating driver errors into engine errors, and retrying lock contention."""
 
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeVar
@@ -84,8 +85,9 @@ async def retry_transient(
         PersistenceError: a translated driver error (``DatabaseBusyError`` once retries run
             out, ``DiskFullError`` for a full disk).
     """
+    started = time.monotonic()
     try:
-        value = await _attempt(attempt, path, outage)
+        value = await _attempt(attempt, path, outage, started)
     except _Retry:
         pass
     else:
@@ -104,7 +106,7 @@ async def retry_transient(
             with try_:
                 value = await attempt()
     except sqlite3.Error as error:
-        raise _translated(error, path, outage) from error
+        raise _translated(error, path, outage, started) from error
     if outage is not None:
         outage.answered()
     return value
@@ -114,22 +116,26 @@ class _Retry(Exception):
     """The first attempt met a lock: retry."""
 
 
-async def _attempt(attempt: Callable[[], Awaitable[_T]], path: Path, outage: Outage | None) -> _T:
+async def _attempt(
+    attempt: Callable[[], Awaitable[_T]], path: Path, outage: Outage | None, started: float
+) -> _T:
     try:
         return await attempt()  # the fast path: no retry machinery unless it is needed
     except sqlite3.Error as error:
         if not is_transient(error):
-            raise _translated(error, path, outage) from error
+            raise _translated(error, path, outage, started) from error
         if outage is not None:
             outage.stumbled()
         raise _Retry from error
 
 
-def _translated(error: sqlite3.Error, path: Path, outage: Outage | None) -> PersistenceError:
+def _translated(
+    error: sqlite3.Error, path: Path, outage: Outage | None, started: float
+) -> PersistenceError:
     translated = translate(error, path)
     if outage is not None and isinstance(translated, StoreUnavailableError):
         translated.retry_after_s = outage.retry_after_s
-        outage.failed(error)
+        outage.failed(error, started=started)
     return translated
 
 
