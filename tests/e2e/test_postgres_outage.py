@@ -153,13 +153,13 @@ async def test_two_servers_ride_out_fast_and_immediate_stops(tmp_path: Path) -> 
                 async with anyio.create_task_group() as task_group:
                     for creator in creators:
                         task_group.start_soon(creator.run)
-                    await anyio.sleep(1.5)  # load before the first outage
-                    await _outage(cluster, "fast", 4)
-                    await anyio.sleep(2)
-                    await _outage(cluster, "immediate", 4)
-                    await anyio.sleep(2)
+                    await anyio.sleep(1)  # load before the first outage
                     await _outage(cluster, "fast", 3)
-                    await anyio.sleep(2)
+                    await anyio.sleep(1.5)
+                    await _outage(cluster, "immediate", 3)
+                    await anyio.sleep(1.5)
+                    await _outage(cluster, "fast", 3)
+                    await anyio.sleep(1.5)
                     for creator in creators:
                         creator.running = False
                 acknowledged = {
@@ -188,11 +188,9 @@ async def test_two_servers_ride_out_fast_and_immediate_stops(tmp_path: Path) -> 
     for status, retry_after, body in refusals:
         assert (status, body["error"]["code"]) == (503, -32032), body
         assert retry_after == "2"
-        assert body["error"]["data"] == {
-            "reason": "store_unavailable",
-            "retryable": True,
-            "retryAfterSeconds": 2,
-        }
+        data = dict(body["error"]["data"])
+        assert data.pop("outcome", "unknown") == "unknown"  # a commit cut by the crash
+        assert data == {"reason": "store_unavailable", "retryable": True, "retryAfterSeconds": 2}
     for log in logs:
         lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         text = log.read_text()

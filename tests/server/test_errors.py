@@ -14,6 +14,7 @@ from taskloom.engine.errors import (
     IdempotencyConflictError,
     IllegalTransitionError,
     InvalidCursorError,
+    OutcomeUnknownError,
     PersistenceError,
     TaskloomError,
     TaskNotFoundError,
@@ -39,7 +40,8 @@ def test_every_engine_state_has_a_wire_status() -> None:
         (DatabaseBusyError("locked"), -32032),
         (DatabaseUnavailableError("PostgreSQL u@h:5432/db is unavailable"), -32032),
         (DiskFullError("full"), -32032),
-        (PersistenceError("the write may have landed"), -32603),
+        (OutcomeUnknownError("the connection failed while committing"), -32032),
+        (PersistenceError("something else stored"), -32603),
         (TaskloomError("something else"), -32603),
     ],
 )
@@ -66,6 +68,14 @@ def test_an_unavailable_store_is_a_retryable_error_that_names_no_host(
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
     assert http_status(answer.code, answer.error.data) == (503, {"Retry-After": "5"})
     assert http_status(-32603, None) is None
+    unknown = to_mcp_error(OutcomeUnknownError("broke while committing", retry_after_s=5))
+    assert unknown.code == -32032
+    assert unknown.error.data == {
+        "reason": "store_unavailable",
+        "retryable": True,
+        "retryAfterSeconds": 5,
+        "outcome": "unknown",
+    }
 
 
 def test_cancelling_a_terminal_task_names_its_status() -> None:

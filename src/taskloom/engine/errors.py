@@ -135,6 +135,12 @@ class DatabaseUnavailableError(StoreUnavailableError):
     """The database server cannot be reached, or refused the connection (address, password)."""
 
 
+class OutcomeUnknownError(StoreUnavailableError):
+    """The connection to the database broke while a write was committing: the write may
+    or may not have landed. Not retried by the store; a caller may check, or repeat a
+    request that carries an idempotency key."""
+
+
 class DiskFullError(StoreUnavailableError):
     """The database's disk (or its quota) is full: nothing more can be written until an
     operator frees space."""

@@ -28,6 +28,7 @@ from taskloom.engine.errors import (
     IdempotencyConflictError,
     IllegalTransitionError,
     InvalidRequestError,
+    OutcomeUnknownError,
     PersistenceError,
     QuotaExceededError,
     StoreUnavailableError,
@@ -86,7 +87,8 @@ def to_mcp_error(error: TaskloomError) -> MCPError:
         case StoreUnavailableError():
             # the store logged the outage once (taskloom.store); no line per request
             logger.debug("answered store unavailable: %s", error)
-            return store_unavailable(error.retry_after_s)
+            unknown = isinstance(error, OutcomeUnknownError)
+            return store_unavailable(error.retry_after_s, outcome_unknown=unknown)
         case PersistenceError():
             logger.error("task store failure: %s", error, exc_info=error)
             return MCPError(INTERNAL_ERROR, f"The task store failed: {error}")
@@ -95,15 +97,26 @@ def to_mcp_error(error: TaskloomError) -> MCPError:
             return MCPError(INTERNAL_ERROR, str(error))
 
 
-def store_unavailable(retry_after_s: float) -> MCPError:
+def store_unavailable(retry_after_s: float, *, outcome_unknown: bool = False) -> MCPError:
     """``-32032``: the store is unavailable; retry after *retry_after_s* (whole seconds,
-    at least 1). The message names no host, path or driver (ADR 0023)."""
+    at least 1). With *outcome_unknown*, the connection broke while the request's write
+    was committing: it may have been done (``data.outcome`` is ``"unknown"``). The
+    message names no host, path or driver (ADR 0023)."""
     seconds = retry_after(retry_after_s)
-    return MCPError(
-        STORE_UNAVAILABLE,
-        f"Task store unavailable: nothing was done; retry in {seconds} s",
-        {"reason": "store_unavailable", "retryable": True, "retryAfterSeconds": seconds},
-    )
+    data: dict[str, object] = {
+        "reason": "store_unavailable",
+        "retryable": True,
+        "retryAfterSeconds": seconds,
+    }
+    if outcome_unknown:
+        data["outcome"] = "unknown"
+        message = (
+            "Task store unavailable while committing: the request may or may not have "
+            f"been done; check, or retry with the same idempotency key, in {seconds} s"
+        )
+    else:
+        message = f"Task store unavailable: nothing was done; retry in {seconds} s"
+    return MCPError(STORE_UNAVAILABLE, message, data)
 
 
 def retry_after(seconds: float) -> int:

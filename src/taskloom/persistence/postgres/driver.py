@@ -20,6 +20,7 @@ from taskloom.engine.errors import (
     DatabaseBusyError,
     DatabaseUnavailableError,
     DiskFullError,
+    OutcomeUnknownError,
     PersistenceError,
     StoreClosedError,
     StoreUnavailableError,
@@ -265,9 +266,10 @@ class Database:
                         committing = True
                 except psycopg.OperationalError as error:
                     if committing:
-                        raise PersistenceError(
+                        raise OutcomeUnknownError(
                             f"PostgreSQL {self.name}: the connection failed while committing, "
-                            f"so the write may or may not have landed: {one_line(error)}"
+                            f"so the write may or may not have landed: {one_line(error)}",
+                            retry_after_s=self.settings.store_wait_s,
                         ) from error
                     raise
                 return value
