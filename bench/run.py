@@ -35,6 +35,7 @@ MODULES = (
     "dashboard_sqlite",
     "claims_versions_sqlite",
     "cancel_sqlite",
+    "pg_outage",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -49,6 +50,7 @@ TITLES = {
     "dashboard_sqlite": "The dashboard's task list at 1,000,000 tasks (SQLite)",
     "claims_versions_sqlite": "Claims filtered by workflow version (SQLite)",
     "cancel_sqlite": "A cancel from another process reaching the running nodes (SQLite)",
+    "pg_outage": "Recovery after a PostgreSQL outage of 10 s and 40 s",
 }
 
 

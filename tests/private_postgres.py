@@ -87,6 +87,11 @@ class PrivateCluster:
         """Stop the server at once (``fast``: sessions are terminated, not waited for)."""
         self._run("pg_ctl", "-D", str(self.home / "data"), "-m", "fast", "-w", "stop")
 
+    def crash(self) -> None:
+        """Stop the server as a crash would (``immediate``: no shutdown checkpoint; the
+        next start recovers from the WAL)."""
+        self._run("pg_ctl", "-D", str(self.home / "data"), "-m", "immediate", "-w", "stop")
+
 
 @contextmanager
 def private_cluster() -> Iterator[PrivateCluster]:

@@ -133,6 +133,7 @@ async def open_engine(
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:
                     await task_group.start(worker.run)
+                    store.on_back(worker.wake)  # work waiting for the database goes on now
                 try:
                     yield Engine(
                         manager=manager, runs=store, workflows=registry, worker=worker, tokens=store
@@ -239,6 +240,7 @@ async def serve_http(
             ui=ui,
             limiter=limiter,
             authenticator=authenticator,
+            store_wait_s=settings.database.store_wait_s,
         )
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(hub.follow, engine.manager)

@@ -50,6 +50,7 @@ def app(ctx: click.Context) -> None:
     "with --http. Ctrl-C or SIGTERM stops it; runs in flight resume elsewhere.",
 )
 @options.db
+@options.store_wait
 @options.workflows
 @options.settings
 @http_options
@@ -131,7 +132,7 @@ def _serve(args: Args) -> None:
 
     http = http_settings(args)
     settings = TaskloomSettings(
-        database=database_settings(args.db),
+        database=database_settings(args.db, store_wait_s=args.store_wait_s),
         workflow_modules=(*BUILTIN_WORKFLOWS, *workflow_modules(args.workflows)),
         workflow_settings=operator_settings(args),
         server=server_settings(args),

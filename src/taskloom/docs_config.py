@@ -79,6 +79,14 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (TaskloomSettings, "exposure"): "`network` under `serve --http`, else `local`",
     (SqliteSettings, "path"): "`--db PATH`, `TASKLOOM_DB`",
     (PostgresSettings, "url"): "`--db postgresql://...`, `TASKLOOM_DB`",
+    (SqliteSettings, "store_wait_s"): (
+        "`--store-wait-s SECONDS`, `TASKLOOM_STORE_WAIT_S`, the project file's "
+        "`store_wait_s` (`serve`, `worker`)"
+    ),
+    (PostgresSettings, "store_wait_s"): (
+        "`--store-wait-s SECONDS`, `TASKLOOM_STORE_WAIT_S`, the project file's "
+        "`store_wait_s` (`serve`, `worker`)"
+    ),
     (WorkerSettings, "max_runs"): "`taskloom worker --max-runs N`, `TASKLOOM_MAX_RUNS`",
     (ServerSettings, "max_result_bytes"): (
         "`--max-result-bytes N`, `TASKLOOM_MAX_RESULT_BYTES` (0: no limit)"

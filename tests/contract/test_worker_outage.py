@@ -71,7 +71,7 @@ class Empty(BaseModel):
 async def test_a_worker_outlives_a_store_outage_and_finishes_the_run(
     manager: TaskManager, store: TaskStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="taskloom.engine.worker")
+    caplog.set_level(logging.DEBUG, logger="taskloom.engine.worker")
     running = anyio.Event()
     gate = anyio.Event()
     calls: list[int] = []
@@ -113,7 +113,11 @@ async def test_a_worker_outlives_a_store_outage_and_finishes_the_run(
         (1, AttemptOutcome.INTERRUPTED, worker.worker_id),
         (2, AttemptOutcome.COMPLETED, worker.worker_id),
     ]
-    logged = [record.getMessage() for record in caplog.records]
-    assert any("heartbeat failed" in line for line in logged), logged
-    assert any("claim failed" in line for line in logged), logged
-    assert any("dropped run" in line for line in logged), logged
+    mine = [record for record in caplog.records if record.name == "taskloom.engine.worker"]
+    logged = [(record.levelno, record.getMessage()) for record in mine]
+    # the store announces an outage once; the worker's own lines about it stay quiet
+    assert any("heartbeat failed" in line for _, line in logged), logged
+    assert any("claim failed" in line for _, line in logged), logged
+    assert any("dropped run" in line for _, line in logged), logged
+    assert all(level < logging.WARNING for level, _ in logged), logged
+    assert not any(record.exc_info for record in mine)

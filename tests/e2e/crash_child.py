@@ -41,6 +41,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskMutation
 from taskloom.engine.runs import (
     ClaimedRun,
+    Instant,
     Lease,
     NodeEnd,
     NodeRun,
@@ -116,7 +117,7 @@ class KillingStore(SqliteTaskStore):
         *,
         worker: str,
         workflows: frozenset[str | tuple[str, str]],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,

@@ -152,7 +152,7 @@ async def test_a_worker_waits_out_an_outage_longer_than_retry_s(
     heartbeats and the claims all give up their retries. The worker logs each failure,
     stays up, and once the database is back resumes the run (the node whose end was lost
     runs again) and finishes it."""
-    caplog.set_level(logging.WARNING, logger="taskloom.engine.worker")
+    caplog.set_level(logging.DEBUG, logger="taskloom.engine.worker")
     running = anyio.Event()
     gate = anyio.Event()
     flow = Workflow("outage", version="1", input=Number)

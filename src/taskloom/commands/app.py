@@ -339,6 +339,7 @@ def db_gc(**params: Any) -> None:
     help="serve Prometheus metrics at http://HOST:PORT/metrics (env TASKLOOM_METRICS)",
 )
 @options.db
+@options.store_wait
 @options.workflows
 @options.settings
 @options.logging_options

@@ -111,7 +111,7 @@ def settings_from(args: Args, **changes: Any) -> TaskloomSettings:
         raise CommandError(f"{db} is a directory; --db takes a database file")
     modules = workflow_modules(getattr(args, "workflows", ()))
     return TaskloomSettings(
-        database=database_settings(db),
+        database=database_settings(db, store_wait_s=getattr(args, "store_wait_s", None)),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
         workflow_settings=operator_settings(args),
         **changes,

@@ -66,6 +66,25 @@ def db(command: F) -> F:
     )(command)
 
 
+DEFAULT_STORE_WAIT_S: Final = 5.0
+"""``store_wait_s`` of the stores' settings (not imported here: ``--help`` stays fast)."""
+
+
+def store_wait(command: F) -> F:
+    """``--store-wait-s SECONDS`` (``TASKLOOM_STORE_WAIT_S``; project ``store_wait_s``)."""
+    return click.option(
+        "--store-wait-s",
+        "store_wait_s",
+        type=click.FloatRange(min=0, min_open=True),
+        envvar="TASKLOOM_STORE_WAIT_S",
+        default=from_project("store_wait_s", DEFAULT_STORE_WAIT_S),
+        metavar="SECONDS",
+        help="the longest a request waits for the database (down, locked, disk full) "
+        "before it is answered 'store unavailable, retry later' (env "
+        f"TASKLOOM_STORE_WAIT_S; default {DEFAULT_STORE_WAIT_S:g})",
+    )(command)
+
+
 def json_output(command: F) -> F:
     """``--json`` (``TASKLOOM_JSON=1``)."""
     return click.option(

@@ -51,6 +51,8 @@ class ProjectConfig(_Section):
     """What a project file may say; every key is optional."""
 
     db: str | None = None
+    store_wait_s: float | None = Field(default=None, gt=0)
+    """The store's wait (``serve`` and ``worker``: ``--store-wait-s``)."""
     workflows: list[str] = Field(default_factory=list)
     """Modules (``mypkg.flows``) or ``.py`` files whose workflows to load."""
     ttl: str | None = None

@@ -116,12 +116,34 @@ class PersistenceError(TaskloomError):
     """The store failed; the driver's exception is kept as ``__cause__``."""
 
 
-class DatabaseBusyError(PersistenceError):
+class StoreUnavailableError(PersistenceError):
+    """The store did not answer within its wait (ADR 0038): the database is down, locked
+    by another process, or its disk is full. Nothing was written; the same request may
+    succeed later, after about :attr:`retry_after_s`."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        """When a retry makes sense, in seconds (a hint: the store's wait)."""
+
+
+class DatabaseBusyError(StoreUnavailableError):
     """The database stayed locked by another writer past every retry."""
 
 
-class DatabaseUnavailableError(PersistenceError):
+class DatabaseUnavailableError(StoreUnavailableError):
     """The database server cannot be reached, or refused the connection (address, password)."""
+
+
+class OutcomeUnknownError(StoreUnavailableError):
+    """The connection to the database broke while a write was committing: the write may
+    or may not have landed. Not retried by the store; a caller may check, or repeat a
+    request that carries an idempotency key."""
+
+
+class DiskFullError(StoreUnavailableError):
+    """The database's disk (or its quota) is full: nothing more can be written until an
+    operator frees space."""
 
 
 class CorruptDatabaseError(PersistenceError):

@@ -26,6 +26,7 @@ from taskloom.engine.errors import (
     InvalidAnswerError,
     InvalidRequestError,
     PersistenceError,
+    StoreUnavailableError,
     TaskNotFoundError,
     TaskStateError,
     WaitOverError,
@@ -597,15 +598,18 @@ class TaskManager:
         per_owner: int | None = None,
     ) -> Sequence[ClaimedRun]:
         """Claim runs for *worker* (``RunStore.claim_runs``): queued tasks move to
-        running, parked runs are held again; each claimed task is published."""
-        now = self._clock.now()
+        running, parked runs are held again; each claimed task is published.
+
+        The store reads the clock inside the transaction attempt that commits, for the
+        leases and the tasks' new versions alike: a claim retried through an outage
+        never lands with a lease that expired before it did (ADR 0038)."""
         claimed = await self.runs.claim_runs(
             worker=worker,
             workflows=workflows,
-            now=now,
+            now=self._clock.now,
             lease_for=lease_for,
             limit=limit,
-            start=claim_start(now, "started"),
+            start=lambda task: claim_start(self._clock.now(), "started")(task),
             reclaim_from=reclaim_from,
             per_owner=per_owner,
         )
@@ -725,7 +729,8 @@ class TaskManager:
             try:
                 await self.purge_expired()
             except PersistenceError as error:
-                logger.warning(
+                logger.log(
+                    logging.DEBUG if isinstance(error, StoreUnavailableError) else logging.WARNING,
                     "the TTL sweep failed, trying again in %.3g s: %s: %s",
                     self.settings.sweep_interval_s,
                     type(error).__name__,

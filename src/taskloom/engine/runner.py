@@ -154,6 +154,9 @@ class RunExecution:
         """How the run ended or is ending; ``None`` while it runs on."""
         self._observer = manager.observer
         self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
+        self.dropping_lease = False
+        """True while a write that drops the lease with it (the run's end, a park) is under
+        way: a heartbeat that no longer finds the lease then has not lost it (ADR 0038)."""
         self.parked_until: datetime | None = None
         """When the run, parked because its nodes wait, may be claimed again (timers)."""
 
@@ -289,9 +292,11 @@ class RunExecution:
     async def _park(self, waits: Sequence[Wait]) -> bool:
         """Hand the run back until what *waits* name arrives (the lease is dropped with
         the write). False if one of them arrived meanwhile: the run goes on."""
+        self.dropping_lease = True
         try:
             self._task = await self._manager.park(self.task_id, waits, lease=self.lease)
         except WaitOverError:
+            self.dropping_lease = False
             self._task = await self._manager.get(self.task_id)
             return False
         except IllegalTransitionError:
@@ -762,6 +767,7 @@ class RunExecution:
             )
 
     async def _final_write(self, write: Awaitable[object], outcome: RunEnd) -> None:
+        self.dropping_lease = True
         try:
             await write
         except IllegalTransitionError:

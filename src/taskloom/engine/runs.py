@@ -1,6 +1,6 @@
 """The durable state of workflow runs: leases, node checkpoints and node attempts."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final, Protocol, runtime_checkable
@@ -8,6 +8,17 @@ from typing import Final, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from taskloom.engine.models import Task, TaskId, TaskMutation, UtcDatetime
+
+Instant = datetime | Callable[[], datetime]
+"""A time given to a run-store method: a fixed time, or a clock's ``now`` that the store
+calls inside each transaction attempt. Leases are computed from the latter, so a
+transaction retried through an outage never commits a lease from a time taken before
+its retries (one already expired as it lands)."""
+
+
+def at(now: Instant) -> datetime:
+    """The time *now* stands for, read at this moment (call it inside the attempt)."""
+    return now() if callable(now) else now
 
 
 class _Frozen(BaseModel):
@@ -165,7 +176,7 @@ class RunStore(Protocol):
         *,
         worker: str,
         workflows: frozenset[str | tuple[str, str]],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,
@@ -182,13 +193,17 @@ class RunStore(Protocol):
         Fair across owners (ADR 0028): the owner holding the fewest of *worker*'s leases
         goes first, round-robin, each owner's runs oldest first; with *per_owner*, no
         named owner ends up holding more than that many of *worker*'s leases (tasks
-        with no owner, the local user's, are not capped)."""
+        with no owner, the local user's, are not capped).
+
+        Leases expire at *now* + *lease_for*, *now* read inside the transaction attempt
+        that commits (see :data:`Instant`)."""
         ...
 
     async def renew_leases(
-        self, *, worker: str, now: datetime, lease_for: timedelta
+        self, *, worker: str, now: Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
-        """Extend every lease *worker* holds; return each leased task as it is now
+        """Extend every lease *worker* holds to *now* + *lease_for* (*now* read inside the
+        transaction attempt that commits); return each leased task as it is now
         (``None`` if it vanished), so the worker can notice cancellations."""
         ...
 

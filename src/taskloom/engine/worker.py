@@ -10,6 +10,7 @@ run whose write failed is dropped and its lease handed back once the store answe
 that this or another worker resumes it from its checkpoints (ADR 0017).
 """
 
+import contextlib
 import logging
 import secrets
 import socket
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taskloom.engine.claims import ClaimRule
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import TaskloomError
+from taskloom.engine.errors import StoreUnavailableError, TaskloomError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.registry import loaded_versions, workflow_for
@@ -107,6 +108,11 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self._reclaim_from = reclaim_from
         self._executions: dict[TaskId, RunExecution] = {}
+        self._finished: dict[RunExecution, anyio.Event] = {}
+        """Set once an execution's body has ended (a replacement waits for it)."""
+        self._held_until: dict[RunExecution, float] = {}
+        """The latest each execution's lease may run out (``anyio.current_time()``): the
+        start of the claim or renewal that set it plus ``lease_s``."""
         self._wake = anyio.Event()
         self._saturated = False
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
@@ -133,6 +139,7 @@ class Worker:
             task_group.start_soon(self._heartbeat)
             if isinstance(self.runs, VersionStore):
                 await task_group.start(self._announce, self.runs)
+            task_group.start_soon(self._fence)
             await task_group.start(self._watch)
             task_status.started()
             while True:
@@ -145,10 +152,13 @@ class Worker:
                 self._wake = anyio.Event()
 
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
+        with contextlib.suppress(Exception):  # the heartbeat hands back too, and logs it
+            await self._hand_back()  # a dropped run is claimable again at once
         free = self.settings.max_runs - len(self._executions)
         if free <= 0:
             self._saturated = True
             return
+        asked = anyio.current_time()
         claimed = await self.manager.claim(
             worker=self.worker_id,
             workflows=frozenset(self._loaded),  # only the versions it has (ADR 0039)
@@ -160,9 +170,14 @@ class Worker:
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             execution = self._execution(run)
+            replaced = self._executions.get(run.task.id)
+            if replaced is not None:  # our lease had expired: its body must end first
+                replaced.stop(lost_lease=True)
             self._executions[run.task.id] = execution
+            self._finished[execution] = anyio.Event()
+            self._held_until[execution] = asked + self.settings.lease_s
             self._owners[run.task.id] = run.task.owner
-            task_group.start_soon(self._execute, execution)
+            task_group.start_soon(self._execute, execution, replaced)
         self._saturated = len(claimed) == free
         if self._saturated:
             self.wake()  # there may be more
@@ -183,11 +198,17 @@ class Worker:
             raise AssertionError(f"claimed {task.id} of {task.name} {task.workflow_version}")
         return workflow
 
-    async def _execute(self, execution: RunExecution) -> None:
+    async def _execute(self, execution: RunExecution, replaced: RunExecution | None) -> None:
+        """Execute *execution*, once the body of the execution it *replaced* (the same
+        run, claimed again by this worker after its lease expired) has ended: a run never
+        has two bodies at once (ADR 0038)."""
         try:
+            if replaced is not None and replaced in self._finished:
+                await self._finished[replaced].wait()
             await execution.execute()
         except Exception as error:  # one run's failure never ends the worker
-            logger.warning(
+            logger.log(
+                logging.INFO if _is_outage(error) else logging.WARNING,  # the store said it
                 "worker %s dropped run %s: %s; its lease is handed back once the store answers",
                 self.worker_id,
                 execution.task_id,
@@ -196,9 +217,12 @@ class Worker:
             )
             self._dropped[execution.task_id] = execution.lease
         finally:
-            self._executions.pop(execution.task_id, None)
-            if self._saturated or self._owner_was_full(execution):
-                self.wake()  # a slot freed up for work that was left waiting
+            self._held_until.pop(execution, None)
+            self._finished.pop(execution).set()
+            if self._executions.get(execution.task_id) is execution:  # not replaced
+                del self._executions[execution.task_id]
+                if self._saturated or self._owner_was_full(execution):
+                    self.wake()  # a slot freed up for work that was left waiting
             if execution.parked_until is not None:
                 self._wake_at(execution.parked_until)
 
@@ -291,22 +315,72 @@ class Worker:
     async def _beat(self) -> None:
         """Hand back the leases of dropped runs, renew the others, and stop the runs whose
         lease is gone or whose task ended."""
-        for task_id, lease in list(self._dropped.items()):
-            await self.runs.release_lease(lease)  # before a renewal could keep it alive
-            del self._dropped[task_id]
+        await self._hand_back()  # before a renewal could keep those leases alive
         # Only runs claimed before the renewal began can be missing from it because
         # their lease is gone; a claim committed meanwhile may be invisible to it.
         judged = list(self._executions.items())
+        asked = anyio.current_time()
         held = await self.runs.renew_leases(
             worker=self.worker_id,
-            now=self.manager.clock.now(),
+            now=self.manager.clock.now,  # read inside the attempt that commits (ADR 0038)
             lease_for=timedelta(seconds=self.settings.lease_s),
         )
+        # a run whose own write (its end, a park) dropped the lease has not lost it
+        gone = [(task_id, run) for task_id, run in judged if task_id not in held]
+        lost = [task_id for task_id, run in gone if not run.dropping_lease and run.end is None]
+        if lost:
+            logger.warning(
+                "worker %s lost the lease of %d run(s) to another worker and stopped them: %s",
+                self.worker_id,
+                len(lost),
+                ", ".join(lost[:5]) + (", ..." if len(lost) > 5 else ""),
+            )
         for task_id, execution in judged:
             if task_id not in held:
-                execution.stop(lost_lease=True)
+                if not execution.dropping_lease:
+                    execution.stop(lost_lease=True)
             else:
+                if execution in self._held_until:
+                    self._held_until[execution] = asked + self.settings.lease_s
                 self._react(held[task_id], task_id)
+
+    async def _hand_back(self) -> None:
+        """Give back the leases of the runs stopped by an error or by the fence."""
+        for task_id, lease in list(self._dropped.items()):
+            await self.runs.release_lease(lease)
+            if self._dropped.get(task_id) is lease:
+                del self._dropped[task_id]
+
+    async def _fence(self) -> None:
+        """Stop the runs whose lease may run out before a renewal lands (the store did
+        not answer in time): once it has, another worker may claim them, and a run never
+        has two bodies at once, across processes too (ADR 0038). Their leases are handed
+        back when the store answers, so that they resume from their checkpoints at once."""
+        margin = self.settings.lease_s / 5
+        warned = -float("inf")
+        while True:
+            await anyio.sleep(min(margin, 1.0) / 2)
+            now = anyio.current_time()
+            doomed = [
+                execution
+                for execution, until in self._held_until.items()
+                if until - margin <= now and execution.end is None
+            ]
+            for execution in doomed:
+                del self._held_until[execution]
+                execution.stop(lost_lease=True)
+                self._dropped[execution.task_id] = execution.lease
+            if doomed:
+                loud = now - warned >= self.settings.lease_s  # one WARNING per lease period
+                warned = now if loud else warned
+                logger.log(
+                    logging.WARNING if loud else logging.INFO,
+                    "worker %s stopped %d run(s) whose lease it could not renew within "
+                    "%.3g s (the store did not answer); they resume from their checkpoints",
+                    self.worker_id,
+                    len(doomed),
+                    self.settings.lease_s - margin,
+                )
 
 
 def _is_store_failure(error: BaseException) -> bool:
@@ -316,6 +390,14 @@ def _is_store_failure(error: BaseException) -> bool:
     return isinstance(error, TaskloomError)
 
 
+def _is_outage(error: BaseException) -> bool:
+    """True when the store was unavailable (possibly inside a group): the store logs that
+    once, so the worker's own lines about it stay below WARNING."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_outage(inner) for inner in error.exceptions)
+    return isinstance(error, StoreUnavailableError)
+
+
 def _describe(error: BaseException) -> str:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
@@ -323,7 +405,8 @@ def _describe(error: BaseException) -> str:
 
 
 def _log_failure(worker: str, what: str, error: Exception, retry_in: float) -> None:
-    logger.warning(
+    logger.log(
+        logging.DEBUG if _is_outage(error) else logging.WARNING,
         "worker %s: %s failed, trying again in %.3g s: %s",
         worker,
         what,

@@ -124,8 +124,9 @@ class LogObserver:
         self._log(logging.INFO, message, task_id=run.task_id, workflow=run.workflow)
 
     def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
-        """Log it: WARNING when another worker took the run over (a lost lease)."""
-        level = logging.WARNING if outcome == "lease_lost" else logging.INFO
+        """Log it (INFO; a lost lease too: the worker says so in one WARNING for all the
+        runs one heartbeat found lost, ADR 0038)."""
+        level = logging.INFO
         if not self._logger.isEnabledFor(level):
             return
         self._log(

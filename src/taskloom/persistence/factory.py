@@ -4,7 +4,7 @@ Only opening (or describing) a PostgreSQL database imports its driver, the ``pos
 extra; without it that is a ``MissingExtraError`` naming the extra.
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Protocol
@@ -23,9 +23,16 @@ DatabaseSettings = SqliteSettings | PostgresSettings
 class DurableStore(TaskStore, RunStore, TokenStore, Protocol):
     """A store of tasks, of their runs and of access tokens."""
 
+    def on_back(self, wake_up: Callable[[], None]) -> None:
+        """Call *wake_up* whenever the database answers again after an outage."""
+        ...
 
-def database_settings(target: str | Path | DatabaseSettings) -> DatabaseSettings:
-    """The settings for *target*: ``postgresql://...`` is PostgreSQL, anything else a file.
+
+def database_settings(
+    target: str | Path | DatabaseSettings, *, store_wait_s: float | None = None
+) -> DatabaseSettings:
+    """The settings for *target*: ``postgresql://...`` is PostgreSQL, anything else a file;
+    *store_wait_s*, if given, is the store's wait (ADR 0038).
 
     Raises:
         PersistenceError: a URL of a database taskloom does not support.
@@ -33,15 +40,16 @@ def database_settings(target: str | Path | DatabaseSettings) -> DatabaseSettings
     if isinstance(target, SqliteSettings | PostgresSettings):
         return target
     text = str(target)
+    wait = {"store_wait_s": store_wait_s} if store_wait_s is not None else {}
     if is_postgres_url(text):
-        return PostgresSettings(url=text)
+        return PostgresSettings(url=text, **wait)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise PersistenceError(
             f"unsupported database URL scheme {scheme!r}: give an SQLite file path "
             "or a postgresql:// URL"
         )
-    return SqliteSettings(path=Path(text))
+    return SqliteSettings(path=Path(text), **wait)
 
 
 def describe_database(target: str | Path) -> str:

@@ -30,12 +30,14 @@ from taskloom.engine.runs import (
     AttemptOutcome,
     ClaimedRun,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
     NodeRun,
     NodeStart,
     NodeState,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -279,7 +281,7 @@ class InMemoryTaskStore:
         *,
         worker: str,
         workflows: frozenset[str | tuple[str, str]],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,
@@ -288,6 +290,7 @@ class InMemoryTaskStore:
     ) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         await anyio.lowlevel.checkpoint()
+        now = at(now)  # after the checkpoint: the time this claim commits at
         claimed: list[ClaimedRun] = []
         held = Counter(
             self._tasks[self._positions[task_id]].owner
@@ -327,10 +330,11 @@ class InMemoryTaskStore:
         return claimed
 
     async def renew_leases(
-        self, *, worker: str, now: datetime, lease_for: timedelta
+        self, *, worker: str, now: Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         await anyio.lowlevel.checkpoint()
+        now = at(now)
         held: dict[TaskId, Task | None] = {}
         for task_id, lease in list(self._leases.items()):
             if lease.worker == worker:

@@ -7,6 +7,7 @@ fault) are wire shapes: ``taskloom.server.wire``.
 """
 
 import logging
+import math
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -27,8 +28,10 @@ from taskloom.engine.errors import (
     IdempotencyConflictError,
     IllegalTransitionError,
     InvalidRequestError,
+    OutcomeUnknownError,
     PersistenceError,
     QuotaExceededError,
+    StoreUnavailableError,
     TaskloomError,
     TaskNotFoundError,
     TaskStateError,
@@ -44,6 +47,10 @@ logger = logging.getLogger(__name__)
 QUOTA_EXCEEDED: Final = -32031
 """The principal has as many unfinished tasks as it may (a taskloom code, beside
 ``-32030`` Forbidden); nothing was created."""
+STORE_UNAVAILABLE: Final = -32032
+"""The task store did not answer within its wait (a database outage, a lock held by
+another process, a full disk): nothing was done, and the same request may succeed
+after ``data.retryAfterSeconds`` (ADR 0038; HTTP 503 with ``Retry-After``)."""
 ECHO_LIMIT: Final = 100
 """Most characters of a client's value an error message repeats."""
 
@@ -77,12 +84,54 @@ def to_mcp_error(error: TaskloomError) -> MCPError:
             return MCPError(INVALID_PARAMS, str(error))
         case InvalidRequestError() | IdempotencyConflictError() | TaskStateError():
             return MCPError(INVALID_PARAMS, str(error))
+        case StoreUnavailableError():
+            # the store logged the outage once (taskloom.store); no line per request
+            logger.debug("answered store unavailable: %s", error)
+            unknown = isinstance(error, OutcomeUnknownError)
+            return store_unavailable(error.retry_after_s, outcome_unknown=unknown)
         case PersistenceError():
             logger.error("task store failure: %s", error, exc_info=error)
             return MCPError(INTERNAL_ERROR, f"The task store failed: {error}")
         case _:
             logger.error("engine error: %s", error, exc_info=error)
             return MCPError(INTERNAL_ERROR, str(error))
+
+
+def store_unavailable(retry_after_s: float, *, outcome_unknown: bool = False) -> MCPError:
+    """``-32032``: the store is unavailable; retry after *retry_after_s* (whole seconds,
+    at least 1). With *outcome_unknown*, the connection broke while the request's write
+    was committing: it may have been done (``data.outcome`` is ``"unknown"``). The
+    message names no host, path or driver (ADR 0023)."""
+    seconds = retry_after(retry_after_s)
+    data: dict[str, object] = {
+        "reason": "store_unavailable",
+        "retryable": True,
+        "retryAfterSeconds": seconds,
+    }
+    if outcome_unknown:
+        data["outcome"] = "unknown"
+        message = (
+            "Task store unavailable while committing: the request may or may not have "
+            f"been done; check, or retry with the same idempotency key, in {seconds} s"
+        )
+    else:
+        message = f"Task store unavailable: nothing was done; retry in {seconds} s"
+    return MCPError(STORE_UNAVAILABLE, message, data)
+
+
+def retry_after(seconds: float) -> int:
+    """Whole seconds, at least 1, as ``Retry-After`` and ``retryAfterSeconds`` say it."""
+    return max(1, math.ceil(seconds))
+
+
+def http_status(code: int, data: object) -> tuple[int, dict[str, str]] | None:
+    """The HTTP status and headers for a JSON-RPC error a POST is answered with alone,
+    where its code calls for one: 503 with ``Retry-After`` for ``-32032``."""
+    if code != STORE_UNAVAILABLE:
+        return None
+    seconds = data.get("retryAfterSeconds") if isinstance(data, dict) else None
+    retry = seconds if isinstance(seconds, int) and seconds > 0 else 1
+    return 503, {"Retry-After": str(retry)}
 
 
 _PROBLEMS: Final[Mapping[str, str]] = {

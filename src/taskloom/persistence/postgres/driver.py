@@ -1,7 +1,9 @@
 """Everything that touches psycopg's connections: the pool, one transaction per call with
 retries of transient failures, and driver errors translated into engine errors."""
 
+import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
@@ -11,16 +13,25 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from taskloom.engine.errors import (
     DatabaseBusyError,
     DatabaseUnavailableError,
+    DiskFullError,
+    OutcomeUnknownError,
     PersistenceError,
     StoreClosedError,
+    StoreUnavailableError,
 )
+from taskloom.persistence.outage import Outage
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
+
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+"""psycopg_pool logs a multi-line WARNING for every failed reconnection attempt (several
+a second during an outage); the store's own two lines say what happened (ADR 0038)."""
 
 _T = TypeVar("_T")
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -55,14 +66,38 @@ def describe(url: str) -> str:
     return f"{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
-def translate(error: psycopg.Error, database: str) -> PersistenceError:
+def translate(
+    error: psycopg.Error, database: str, *, retry_after_s: float = 5.0
+) -> PersistenceError:
     """The engine error for a driver error (the caller chains it as ``__cause__``)."""
     message = one_line(error)
     if is_contention(error):
-        return DatabaseBusyError(f"PostgreSQL {database} stayed contended: {message}")
+        return DatabaseBusyError(
+            f"PostgreSQL {database} stayed contended: {message}", retry_after_s=retry_after_s
+        )
+    if error.sqlstate == "53100":
+        return DiskFullError(
+            f"PostgreSQL {database} has no disk space left: {message}",
+            retry_after_s=retry_after_s,
+        )
     if isinstance(error, psycopg.OperationalError):
-        return DatabaseUnavailableError(f"PostgreSQL {database} is unavailable: {message}")
+        return DatabaseUnavailableError(
+            f"PostgreSQL {database} is unavailable: {message}", retry_after_s=retry_after_s
+        )
     return PersistenceError(f"PostgreSQL {database}: {message}")
+
+
+class _Pool(AsyncConnectionPool[Any]):
+    """psycopg's pool with its pause between reconnection attempts capped: it doubles
+    from 1 s without a bound, so after a 40 s outage the next attempt could be 16 s away."""
+
+    reconnect_max_s: float = 0.5
+
+    async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
+        """Schedule *task*; a reconnection no later than ``reconnect_max_s`` from now."""
+        if isinstance(task, AddConnection):
+            delay = min(delay, self.reconnect_max_s)
+        await super().schedule_task(task, delay)
 
 
 def application_name(origin: str) -> str:
@@ -111,16 +146,20 @@ class Database:
         self.name = name
         self.origin = origin
         """Written into every connection's ``taskloom.origin`` setting (see ``notify``)."""
-        self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+        pool = _Pool(
             settings.url,
             min_size=settings.min_connections,
             max_size=settings.max_connections,
-            timeout=settings.acquire_timeout_s,
+            timeout=settings.acquire_wait_s,
             kwargs=connection_options(origin),
             configure=self._configure,
             name=f"taskloom:{name}",
             open=False,
         )
+        pool.reconnect_max_s = settings.reconnect_max_s
+        self.pool: AsyncConnectionPool[Connection] = pool
+        self.outage = Outage(f"PostgreSQL {name}", retry_after_s=settings.store_wait_s)
+        """Logs the database's going and coming back; calls wake-ups when it is back."""
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator["Database"]:
@@ -165,15 +204,26 @@ class Database:
         return await self._retrying(work, write=False)
 
     async def _retrying(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
+        """*work* with retries; the whole operation waits at most ``store_wait_s`` (the
+        retry window and the connection waits both end by then)."""
+        started = time.monotonic()
+        deadline = started + self.settings.store_wait_s
         try:
             # the fast path: no retry machinery
-            return await self._once(work, write=write, durable=durable)
+            value = await self._once(work, write=write, durable=durable, deadline=deadline)
         except psycopg.Error as error:
             if not is_transient(error):
-                raise translate(error, self.name) from error
+                raise self._translated(error, started) from error
+            self.outage.stumbled()
+        except StoreUnavailableError as error:
+            self._gave_up(error, started)
+            raise
+        else:
+            self.outage.answered()
+            return value
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_transient),
-            stop=stop_after_delay(self.settings.retry_s),
+            stop=stop_after_delay(self.settings.retry_window_s),
             wait=wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.05),
             sleep=anyio.sleep,
             reraise=True,
@@ -181,37 +231,57 @@ class Database:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._once(work, write=write, durable=durable)
+                    value = await self._once(work, write=write, durable=durable, deadline=deadline)
         except psycopg.Error as error:
-            raise translate(error, self.name) from error
-        raise AssertionError("unreachable: tenacity either returns or re-raises")
+            raise self._translated(error, started) from error
+        except StoreUnavailableError as error:
+            self._gave_up(error, started)
+            raise
+        self.outage.answered()
+        return value
 
-    async def _once(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
-        """*work* on a pooled connection. Waiting for the connection can be cancelled;
-        the work and the connection's return cannot, for up to ``acquire_timeout_s``: a
-        cancel (a run cancelled while its nodes write) takes effect as soon as the
-        transaction has ended. psycopg answers a cancel inside a query by cancelling the
-        query on the server, and anyio cancels that too (its cancellation is delivered
-        at every await in the cancelled scope), so psycopg closed the connection with a
-        warning and the pool had to open another (issue 26)."""
+    def _translated(self, error: psycopg.Error, started: float) -> PersistenceError:
+        translated = translate(error, self.name, retry_after_s=self.settings.store_wait_s)
+        if isinstance(translated, StoreUnavailableError):
+            self.outage.failed(error, started=started)
+        return translated
+
+    def _gave_up(self, error: StoreUnavailableError, started: float) -> None:
+        self.outage.failed(error.__cause__ or error, started=started)
+
+    async def _once(
+        self, work: Work[_T], *, write: bool, durable: bool = True, deadline: float
+    ) -> _T:
+        """*work* on a pooled connection, waiting for one until *deadline* at most.
+        Waiting for the connection can be cancelled; the work and the connection's return
+        cannot, for up to the store's wait: a cancel (a run cancelled while its nodes
+        write) takes effect as soon as the transaction has ended. psycopg answers a
+        cancel inside a query by cancelling the query on the server, and anyio cancels
+        that too (its cancellation is delivered at every await in the cancelled scope),
+        so psycopg closed the connection with a warning and the pool had to open another
+        (issue 26)."""
+        wait_s = max(0.0, min(self.settings.acquire_wait_s, deadline - time.monotonic()))
         try:
-            connection = await self.pool.getconn()
+            connection = await self.pool.getconn(timeout=wait_s)
         except PoolClosed as error:
             raise StoreClosedError("the store is closed") from error
         except PoolTimeout as error:
             raise DatabaseUnavailableError(
-                f"PostgreSQL {self.name}: no free connection within "
-                f"{self.settings.acquire_timeout_s:g} s"
+                f"PostgreSQL {self.name} is unavailable: no connection within "
+                f"{self.settings.store_wait_s:g} s",
+                retry_after_s=self.settings.store_wait_s,
             ) from error
         with anyio.CancelScope(shield=True) as shielded:
-            shielded.deadline = anyio.current_time() + self.settings.acquire_timeout_s
+            shielded.deadline = anyio.current_time() + self.settings.acquire_wait_s
             try:
                 return await self._on(connection, work, write=write, durable=durable)
             finally:
-                await self.pool.putconn(connection)
+                with anyio.CancelScope(shield=True):  # past the deadline too
+                    await self.pool.putconn(connection)
         raise DatabaseUnavailableError(
-            f"PostgreSQL {self.name}: an operation did not end within "
-            f"{self.settings.acquire_timeout_s:g} s"
+            f"PostgreSQL {self.name} is unavailable: an operation did not end within "
+            f"{self.settings.acquire_wait_s:g} s",
+            retry_after_s=self.settings.store_wait_s,
         )
 
     async def _on(
@@ -228,9 +298,10 @@ class Database:
                 committing = True
         except psycopg.OperationalError as error:
             if committing:
-                raise PersistenceError(
+                raise OutcomeUnknownError(
                     f"PostgreSQL {self.name}: the connection failed while committing, "
-                    f"so the write may or may not have landed: {one_line(error)}"
+                    f"so the write may or may not have landed: {one_line(error)}",
+                    retry_after_s=self.settings.store_wait_s,
                 ) from error
             raise
         return value

@@ -20,7 +20,6 @@ from taskloom.persistence.postgres.settings import PostgresSettings
 
 CHANNEL: Final = "taskloom_changes"
 _RECONNECT_FIRST_S: Final = 0.1
-_RECONNECT_MAX_S: Final = 5.0
 
 OnChange = Callable[[TaskId], Awaitable[None]]
 
@@ -39,17 +38,20 @@ async def listen(
     origin: str,
     on_change: OnChange,
     *,
+    on_reconnect: Callable[[], None] = lambda: None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Call *on_change* for every task another process changes, until cancelled.
 
-    A lost connection is re-opened with backoff; changes announced while it was down are
-    not replayed (workers still poll, and heartbeats still notice cancellations).
+    A lost connection is re-opened with backoff (at most ``reconnect_max_s`` between two
+    tries); changes announced while it was down are not replayed, so *on_reconnect* is
+    called once it listens again (the store wakes its workers up; they also poll).
 
     Raises:
         DatabaseUnavailableError: the first connection could not be opened.
     """
     started = False
+    lost = False
     delay = _RECONNECT_FIRST_S
     while True:
         try:
@@ -58,21 +60,25 @@ async def listen(
             if not started:
                 raise
             await anyio.sleep(delay)
-            delay = min(delay * 2, _RECONNECT_MAX_S)
+            delay = min(delay * 2, settings.reconnect_max_s)
             continue
         try:
             await connection.execute(f"LISTEN {CHANNEL}")
             if not started:
                 task_status.started()
                 started = True
+            elif delay > _RECONNECT_FIRST_S or lost:
+                on_reconnect()
             delay = _RECONNECT_FIRST_S
+            lost = False
             async for notice in connection.notifies():
                 task_id = foreign_change(notice.payload, schema=settings.schema_name, origin=origin)
                 if task_id is not None:
                     await on_change(task_id)
         except psycopg.OperationalError:
+            lost = True
             await anyio.sleep(delay)
-            delay = min(delay * 2, _RECONNECT_MAX_S)
+            delay = min(delay * 2, settings.reconnect_max_s)
         finally:
             with anyio.CancelScope(shield=True):
                 await connection.close()

@@ -22,12 +22,14 @@ from taskloom.engine.runs import (
     ClaimedRun,
     ErrorInfo,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
     NodeRun,
     NodeStart,
     NodeState,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.claims import POSTGRES, claimable
@@ -56,7 +58,7 @@ async def claim_runs(
     *,
     worker: str,
     workflows: frozenset[str | tuple[str, str]],
-    now: datetime,
+    now: Instant,
     lease_for: timedelta,
     limit: int,
     start: TaskMutation,
@@ -75,6 +77,7 @@ async def claim_runs(
     rule = ClaimRule.of(workflows, reclaim_from)
     if rule.is_empty or limit < 1:
         return []
+    now = at(now)  # in this transaction attempt: a retried claim never commits a stale lease
     condition, parameters = claimable(rule, POSTGRES)
     cursor = await connection.execute(
         "WITH held AS ("
@@ -143,7 +146,7 @@ async def claim_runs(
 
 
 async def renew_leases(
-    connection: Connection, *, worker: str, now: datetime, lease_for: timedelta
+    connection: Connection, *, worker: str, now: Instant, lease_for: timedelta
 ) -> dict[TaskId, Task | None]:
     """See :meth:`taskloom.engine.runs.RunStore.renew_leases`.
 
@@ -160,7 +163,7 @@ async def renew_leases(
         "  UPDATE leases l SET expires_at = %(expires)s FROM held"
         "  WHERE l.task_id = held.task_id AND l.worker = %(worker)s RETURNING l.task_id)"
         " SELECT r.task_id, t.body FROM renewed r LEFT JOIN tasks t ON t.id = r.task_id",
-        {"expires": now + lease_for, "worker": worker},
+        {"expires": at(now) + lease_for, "worker": worker},
     )
     return {
         TaskId(task_id): rows.task_from_body(body) if body is not None else None

@@ -26,11 +26,20 @@ class PostgresSettings(BaseModel):
     """Most connections one process opens (a server and its worker share them)."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     """How long opening the store waits for the server before giving up."""
-    acquire_timeout_s: float = Field(default=30.0, gt=0)
-    """How long one operation waits for a free pooled connection."""
-    retry_s: float = Field(default=30.0, ge=0)
+    store_wait_s: float = Field(default=5.0, gt=0)
+    """The longest one operation waits for the database (a free connection, a server
+    coming back, retries of transient failures) before it fails with "store unavailable,
+    retry later" (ADR 0038): a request hangs no longer than hosts wait for an answer."""
+    acquire_timeout_s: float | None = Field(default=None, gt=0)
+    """How long one operation waits for a free pooled connection (default:
+    ``store_wait_s``)."""
+    retry_s: float | None = Field(default=None, ge=0)
     """How long an operation keeps retrying transient failures (a lost connection, a
-    serialization failure, a deadlock, a restarting server)."""
+    serialization failure, a deadlock, a restarting server); default: ``store_wait_s``."""
+    reconnect_max_s: float = Field(default=0.5, gt=0)
+    """Longest pause between two attempts to reconnect to a server that went away, so
+    that work goes on within about this long once it is back, whatever the outage's
+    length (psycopg_pool doubles its pause without a cap)."""
 
     @field_validator("url")
     @classmethod
@@ -48,6 +57,16 @@ class PostgresSettings(BaseModel):
                 "not starting with a digit"
             )
         return name
+
+    @property
+    def acquire_wait_s(self) -> float:
+        """How long one operation waits for a free connection."""
+        return self.acquire_timeout_s if self.acquire_timeout_s is not None else self.store_wait_s
+
+    @property
+    def retry_window_s(self) -> float:
+        """How long one operation retries transient failures."""
+        return self.retry_s if self.retry_s is not None else self.store_wait_s
 
     @model_validator(mode="after")
     def _pool_bounds(self) -> "PostgresSettings":

@@ -1,7 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -30,6 +30,7 @@ from taskloom.engine.models import (
 from taskloom.engine.runs import (
     ClaimedRun,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -112,8 +113,17 @@ class PostgresTaskStore:
         ``task_group.start``: it reports started once it listens.
         """
         await notify.listen(
-            self.settings, self._db.name, self._db.origin, on_change, task_status=task_status
+            self.settings,
+            self._db.name,
+            self._db.origin,
+            on_change,
+            on_reconnect=self._db.outage.answered,
+            task_status=task_status,
         )
+
+    def on_back(self, wake_up: Callable[[], None]) -> None:
+        """Call *wake_up* whenever the database answers again after an outage."""
+        self._db.outage.on_back(wake_up)
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
 
@@ -221,7 +231,7 @@ class PostgresTaskStore:
         *,
         worker: str,
         workflows: frozenset[str | tuple[str, str]],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,
@@ -245,7 +255,7 @@ class PostgresTaskStore:
         )
 
     async def renew_leases(
-        self, *, worker: str, now: datetime, lease_for: timedelta
+        self, *, worker: str, now: Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         return await self._db.transaction(

@@ -2,6 +2,7 @@
 thread, translating driver errors into engine errors, and retrying lock contention."""
 
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeVar
@@ -18,8 +19,11 @@ from tenacity import (
 from taskloom.engine.errors import (
     CorruptDatabaseError,
     DatabaseBusyError,
+    DiskFullError,
     PersistenceError,
+    StoreUnavailableError,
 )
+from taskloom.persistence.outage import Outage
 
 _T = TypeVar("_T")
 
@@ -68,18 +72,28 @@ def is_transient(error: BaseException) -> bool:
 
 
 async def retry_transient(
-    attempt: Callable[[], Awaitable[_T]], *, path: Path, within_s: float
+    attempt: Callable[[], Awaitable[_T]],
+    *,
+    path: Path,
+    within_s: float,
+    outage: Outage | None = None,
 ) -> _T:
-    """Await *attempt*, retrying lock contention for *within_s* seconds with jittered backoff.
+    """Await *attempt*, retrying lock contention for *within_s* seconds with jittered
+    backoff; *outage*, if given, hears whether the database answered (ADR 0038).
 
     Raises:
-        PersistenceError: a translated driver error (``DatabaseBusyError`` once retries run out).
+        PersistenceError: a translated driver error (``DatabaseBusyError`` once retries run
+            out, ``DiskFullError`` for a full disk).
     """
+    started = time.monotonic()
     try:
-        return await attempt()  # the fast path: no retry machinery unless it is needed
-    except sqlite3.Error as error:
-        if not is_transient(error):
-            raise translate(error, path) from error
+        value = await _attempt(attempt, path, outage, started)
+    except _Retry:
+        pass
+    else:
+        if outage is not None:
+            outage.answered()
+        return value
     retrying = AsyncRetrying(
         retry=retry_if_exception(is_transient),
         stop=stop_after_delay(within_s),
@@ -90,10 +104,39 @@ async def retry_transient(
     try:
         async for try_ in retrying:
             with try_:
-                return await attempt()
+                value = await attempt()
     except sqlite3.Error as error:
-        raise translate(error, path) from error
-    raise AssertionError("unreachable: tenacity either returns or re-raises")
+        raise _translated(error, path, outage, started) from error
+    if outage is not None:
+        outage.answered()
+    return value
+
+
+class _Retry(Exception):
+    """The first attempt met a lock: retry."""
+
+
+async def _attempt(
+    attempt: Callable[[], Awaitable[_T]], path: Path, outage: Outage | None, started: float
+) -> _T:
+    try:
+        return await attempt()  # the fast path: no retry machinery unless it is needed
+    except sqlite3.Error as error:
+        if not is_transient(error):
+            raise _translated(error, path, outage, started) from error
+        if outage is not None:
+            outage.stumbled()
+        raise _Retry from error
+
+
+def _translated(
+    error: sqlite3.Error, path: Path, outage: Outage | None, started: float
+) -> PersistenceError:
+    translated = translate(error, path)
+    if outage is not None and isinstance(translated, StoreUnavailableError):
+        translated.retry_after_s = outage.retry_after_s
+        outage.failed(error, started=started)
+    return translated
 
 
 def translate(error: sqlite3.Error, path: Path) -> PersistenceError:
@@ -101,6 +144,8 @@ def translate(error: sqlite3.Error, path: Path) -> PersistenceError:
     code = _base_code(error)
     if code in _BUSY_CODES:
         return DatabaseBusyError(f"the database {path} is locked by another process ({error})")
+    if code == sqlite3.SQLITE_FULL:
+        return DiskFullError(f"the disk of the database {path} is full ({error})")
     if code in _CORRUPT_CODES:
         return CorruptDatabaseError(f"{path} is not a readable taskloom database: {error}")
     return PersistenceError(f"database {path}: {error}")

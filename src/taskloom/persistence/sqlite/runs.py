@@ -20,12 +20,14 @@ from taskloom.engine.runs import (
     ClaimedRun,
     ErrorInfo,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
     NodeRun,
     NodeStart,
     NodeState,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.claims import SQLITE, claimable
@@ -46,7 +48,7 @@ def claim_runs(
     *,
     worker: str,
     workflows: frozenset[str | tuple[str, str]],
-    now: datetime,
+    now: Instant,
     lease_for: timedelta,
     limit: int,
     start: TaskMutation,
@@ -58,6 +60,7 @@ def claim_runs(
     rule = ClaimRule.of(workflows, reclaim_from)
     if rule.is_empty or limit < 1:
         return []
+    now = at(now)  # in the writer's transaction: the time this claim commits at
     now_us = rows.micros(now)
     condition, parameters = claimable(rule, SQLITE)
     candidates = raw.execute(
@@ -107,12 +110,12 @@ def claim_runs(
 
 
 def renew_leases(
-    raw: sqlite3.Connection, *, worker: str, now: datetime, lease_for: timedelta
+    raw: sqlite3.Connection, *, worker: str, now: Instant, lease_for: timedelta
 ) -> dict[TaskId, Task | None]:
     """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
     raw.execute(
         "UPDATE leases SET expires_at = ? WHERE worker = ?",
-        (rows.micros(now + lease_for), worker),
+        (rows.micros(at(now) + lease_for), worker),
     )
     found = raw.execute(
         "SELECT l.task_id, t.body FROM leases l LEFT JOIN tasks t ON t.id = l.task_id"

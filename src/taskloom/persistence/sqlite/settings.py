@@ -18,10 +18,22 @@ class SqliteSettings(BaseModel):
     a missing file, or one whose schema is behind, is refused. Writes fail."""
     synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
     """``FULL`` (the default) survives power loss; ``NORMAL`` may lose the last commits then."""
-    busy_timeout_ms: int = Field(default=5_000, ge=0)
-    """How long SQLite itself waits for another process's write lock."""
-    lock_retry_s: float = Field(default=30.0, ge=0)
-    """How long taskloom keeps retrying a write that found the database locked."""
+    store_wait_s: float = Field(default=5.0, gt=0)
+    """The longest one operation waits for a lock held by another process before it
+    fails with "store unavailable, retry later" (ADR 0038)."""
+    busy_timeout_ms: int = Field(default=1_000, ge=0)
+    """How long SQLite itself waits for another process's write lock, each try."""
+    lock_retry_s: float | None = Field(default=None, ge=0)
+    """How long taskloom keeps retrying a write that found the database locked; default:
+    what ``store_wait_s`` leaves after SQLite's own wait."""
+
+    @property
+    def lock_retry_window_s(self) -> float:
+        """How long a locked operation is retried (see ``lock_retry_s``)."""
+        if self.lock_retry_s is not None:
+            return self.lock_retry_s
+        return max(0.0, self.store_wait_s - self.busy_timeout_ms / 1000)
+
     max_batch: int = Field(default=256, ge=1)
     """Most writes committed together in one transaction (group commit)."""
     verify_on_open: bool = True

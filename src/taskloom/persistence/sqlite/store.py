@@ -31,6 +31,7 @@ from taskloom.engine.models import (
 from taskloom.engine.runs import (
     ClaimedRun,
     FailureQuery,
+    Instant,
     Lease,
     NodeAttempt,
     NodeEnd,
@@ -40,6 +41,7 @@ from taskloom.engine.runs import (
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import RunMove, StoredVersion, running_now
+from taskloom.persistence.outage import Outage
 from taskloom.persistence.sqlite import history, rows, runs, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
     connect,
@@ -100,6 +102,7 @@ class SqliteTaskStore:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise PersistenceError(f"cannot create the folder of {path}: {error}") from error
+        outage = Outage(f"SQLite database {path}", retry_after_s=settings.store_wait_s)
         writer_connection = await connect(path, read_only=read_only)
         reader_connection: aiosqlite.Connection | None = None
         inline: sqlite3.Connection | None = None
@@ -109,13 +112,13 @@ class SqliteTaskStore:
             await retry_transient(
                 partial(run_in_thread, writer_connection, partial(prepare, settings)),
                 path=path,
-                within_s=settings.lock_retry_s,
+                within_s=settings.lock_retry_window_s,
             )
             reader_connection = await connect(path, read_only=read_only)
             await retry_transient(
                 partial(run_in_thread, reader_connection, partial(_prepare_reader, settings)),
                 path=path,
-                within_s=settings.lock_retry_s,
+                within_s=settings.lock_retry_window_s,
             )
             inline = _connect_inline(settings, _prepare_inline_reader)
             inline_writer = _connect_inline(settings, _prepare_inline_writer)
@@ -123,9 +126,10 @@ class SqliteTaskStore:
                 writer_connection,
                 path=path,
                 max_batch=settings.max_batch,
-                lock_retry_s=settings.lock_retry_s,
+                lock_retry_s=settings.lock_retry_window_s,
                 synchronous=settings.synchronous,
                 inline=inline_writer,
+                outage=outage,
             )
             async with anyio.create_task_group() as task_group:
                 await task_group.start(writer.run)
@@ -210,7 +214,7 @@ class SqliteTaskStore:
         *,
         worker: str,
         workflows: frozenset[str | tuple[str, str]],
-        now: datetime,
+        now: Instant,
         lease_for: timedelta,
         limit: int,
         start: TaskMutation,
@@ -237,7 +241,7 @@ class SqliteTaskStore:
         )
 
     async def renew_leases(
-        self, *, worker: str, now: datetime, lease_for: timedelta
+        self, *, worker: str, now: Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         return await self.writer.submit(
@@ -377,8 +381,15 @@ class SqliteTaskStore:
         return await retry_transient(
             partial(run_in_thread, self._reader, function),
             path=self.settings.path,
-            within_s=self.settings.lock_retry_s,
+            within_s=self.settings.lock_retry_window_s,
+            outage=self.writer.outage,
         )
+
+    def on_back(self, wake_up: Callable[[], None]) -> None:
+        """Call *wake_up* whenever the database answers again after it was locked past the
+        store's wait or its disk was full."""
+        if self.writer.outage is not None:
+            self.writer.outage.on_back(wake_up)
 
 
 def _running_versions(raw: sqlite3.Connection) -> dict[TaskId, int]:

@@ -29,7 +29,8 @@ import aiosqlite
 import anyio
 from anyio.abc import TaskStatus
 
-from taskloom.engine.errors import StoreClosedError, TaskloomError
+from taskloom.engine.errors import StoreClosedError, StoreUnavailableError, TaskloomError
+from taskloom.persistence.outage import Outage
 from taskloom.persistence.sqlite.driver import (
     is_transient,
     retry_transient,
@@ -69,8 +70,11 @@ class GroupCommitWriter:
         synchronous: Synchronous = "FULL",
         inline: sqlite3.Connection | None = None,
         checkpoint_every: int = CHECKPOINT_EVERY,
+        outage: Outage | None = None,
     ) -> None:
         self._connection = connection
+        self.outage = outage
+        """Hears whether the database answered (ADR 0038)."""
         self._inline = inline
         """A second write connection, at ``NORMAL``, used on the event loop's thread for
         batches of bookkeeping alone (see :meth:`_commit_inline`)."""
@@ -182,7 +186,11 @@ class GroupCommitWriter:
         except sqlite3.Error as error:
             if is_transient(error):
                 return None
-            raise translate(error, self._path) from error
+            translated = translate(error, self._path)
+            if self.outage is not None and isinstance(translated, StoreUnavailableError):
+                translated.retry_after_s = self.outage.retry_after_s
+                self.outage.failed(error)
+            raise translated from error
         self._inline_since_thread += 1
         return outcomes
 
@@ -205,6 +213,7 @@ class GroupCommitWriter:
             partial(run_in_thread, self._connection, partial(_run_batch, functions, switch)),
             path=self._path,
             within_s=self._lock_retry_s,
+            outage=self.outage,
         )
         self._level = level
         self._inline_since_thread = 0  # its commit checkpointed as SQLite saw fit

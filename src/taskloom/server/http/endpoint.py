@@ -31,6 +31,8 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from taskloom.engine.errors import StoreUnavailableError
+from taskloom.server.errors import retry_after, store_unavailable
 from taskloom.server.http.authentication import Authenticator, Refusal
 from taskloom.server.http.grant_watch import LiveGrant
 from taskloom.server.http.guarded import serve_guarded
@@ -98,7 +100,11 @@ class HttpEndpoint:
             return
         live: LiveGrant | None = None
         if self._auth:
-            found = await self._auth.credential(Headers(scope=scope).get("authorization"))
+            try:
+                found = await self._auth.credential(Headers(scope=scope).get("authorization"))
+            except StoreUnavailableError as error:  # a stored token could not be looked up
+                await _store_unavailable(error, scope, receive, send)
+                return
             if isinstance(found, Refusal):
                 await _refuse(found, scope, receive, send)
                 return
@@ -143,6 +149,18 @@ async def _serve_metrics(
         await refuse(scope, receive, send)
         return
     response = PlainTextResponse(render(), media_type=METRICS_CONTENT_TYPE)
+    await response(scope, receive, send)
+
+
+async def _store_unavailable(
+    error: StoreUnavailableError, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """503 with ``Retry-After`` and the JSON-RPC error ``-32032`` (ADR 0038)."""
+    answer = store_unavailable(error.retry_after_s)
+    headers = {"Retry-After": str(retry_after(error.retry_after_s))}
+    response = refusal(
+        503, answer.error.message, code=answer.error.code, headers=headers, data=answer.error.data
+    )
     await response(scope, receive, send)
 
 

@@ -12,9 +12,14 @@ def refusal(
     *,
     code: int = INVALID_REQUEST,
     headers: Mapping[str, str] | None = None,
+    data: object = None,
 ) -> Response:
-    """A response with HTTP *status* and a JSON-RPC error (``id: null``) saying *message*."""
-    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+    """A response with HTTP *status* and a JSON-RPC error (``id: null``) saying *message*
+    (with *data*, if any)."""
+    error = ErrorData(code=code, message=message)
+    if data is not None:
+        error = ErrorData(code=code, message=message, data=data)
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=error)
     return Response(
         body.model_dump_json(by_alias=True, exclude_unset=True),
         status_code=status,

@@ -49,20 +49,22 @@ class HttpService:
         ui: ASGIApp | None = None,
         limiter: RateLimiter | None = None,
         authenticator: Authenticator | None = None,
+        store_wait_s: float = 5.0,
     ) -> None:
         """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
         *stored_tokens*, if given, checks the database's tokens (every caller then needs
         a token); *ui*, if given, is the dashboard served under ``/ui``; *limiter*, the
         per-principal rate limiter the dashboard shares (else made from *settings*);
         *authenticator*, the one the dashboard shares (else made from *settings* and
-        *stored_tokens*): its ``watch`` runs while serving."""
+        *stored_tokens*): its ``watch`` runs while serving; *store_wait_s*, the store's
+        wait (see ``HttpSessions``)."""
         self._stored = stored_tokens
         self.settings = settings
         auth = (
             authenticator if authenticator is not None else Authenticator(settings, stored_tokens)
         )
         self.watch = auth.watch
-        self.sessions = HttpSessions(task_server, settings, self.watch)
+        self.sessions = HttpSessions(task_server, settings, self.watch, store_wait_s=store_wait_s)
         self._uvicorn = _Uvicorn(
             self.watch,
             uvicorn.Config(

@@ -47,6 +47,7 @@ from taskloom.server.generation import Generation
 from taskloom.server.http.envelope import checked
 from taskloom.server.http.grant_watch import GrantWatch, LiveGrant
 from taskloom.server.http.inflight import InFlight
+from taskloom.server.http.outage_status import store_outage_status
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.server.push import Outbox, TaskFollowers
@@ -66,12 +67,20 @@ class HttpSessions:
     2026-07-28, to the principal's request server."""
 
     def __init__(
-        self, task_server: TaskServer, settings: HttpSettings, watch: GrantWatch | None = None
+        self,
+        task_server: TaskServer,
+        settings: HttpSettings,
+        watch: GrantWatch | None = None,
+        *,
+        store_wait_s: float = 5.0,
     ) -> None:
-        """*watch* ends a session once the grant that opened it ends (``None``: never)."""
+        """*watch* ends a session once the grant that opened it ends (``None``: never);
+        *store_wait_s* is the store's wait: a POST's status is held back that long (and a
+        second) for an answer of "store unavailable", which is HTTP 503."""
         self._task_server = task_server
         self._watch = watch if watch is not None else GrantWatch()
         self._settings = settings
+        self._hold_s = store_wait_s + 1.0
         self._security = _security(settings.host)
         self._sessions: dict[str, _Session] = {}
         self._request_servers: dict[Grant | None, Server[Any]] = {}
@@ -93,7 +102,16 @@ class HttpSessions:
         self, live: LiveGrant | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
         """Serve one HTTP request of *live* (already authenticated and admitted; ``None``:
-        the local user)."""
+        the local user); a POST answered "store unavailable" is HTTP 503."""
+        if scope["method"] != "POST":
+            await self._handle(live, scope, receive, send)
+            return
+        async with store_outage_status(send, hold_s=self._hold_s) as answer:
+            await self._handle(live, scope, receive, answer)
+
+    async def _handle(
+        self, live: LiveGrant | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         grant = live.grant if live is not None else None
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
