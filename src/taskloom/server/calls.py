@@ -23,6 +23,7 @@ whose task support is ``forbidden`` (a plain call on every generation, ADR 0019)
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -44,9 +45,22 @@ from taskloom.server.wire import legacy_create_task_result
 Context = ServerRequestContext[Any, Any]
 
 
+_TOOLS: "WeakKeyDictionary[Workflow[Any], types.Tool]" = WeakKeyDictionary()
+"""Each workflow's tool, built once: a workflow's schemas never change once it is
+registered, and building them (pydantic's ``model_json_schema``) costs milliseconds."""
+
+
 def tool_for(workflow: Workflow[Any]) -> types.Tool:
     """The tool that starts *workflow*: input schema from its input model, output
-    schema when it has an output model, ``execution.taskSupport`` from the workflow."""
+    schema when it has an output model, ``execution.taskSupport`` from the workflow
+    (built on the first call, then reused)."""
+    tool = _TOOLS.get(workflow)
+    if tool is None:
+        tool = _TOOLS[workflow] = _build_tool(workflow)
+    return tool
+
+
+def _build_tool(workflow: Workflow[Any]) -> types.Tool:
     output = workflow.output_model
     return types.Tool(
         name=workflow.name,
