@@ -68,9 +68,11 @@ async def measure(spec: ServerSpec, generation: str, sizes: Sizes, errlog: Path)
         return await work.cpu_per_task(client, sizes.tasks, CONCURRENCY)
 
 
-def run(quick: bool, baseline: Path | None = None) -> list[Row]:
+def run(quick: bool, baseline: Path | None = None, rounds: int | None = None) -> list[Row]:
     """CPU per task of every server, both generations, interleaved rounds."""
     sizes = QUICK if quick else FULL
+    if rounds is not None:
+        sizes = Sizes(rounds, sizes.tasks, sizes.warmup)
     servers: dict[str, Callable[[Path], ServerSpec]] = {FLOOR: floor_spec, TASKLOOM: taskloom_spec}
     if baseline is not None:
         servers[BASELINE] = baseline_spec(baseline)
@@ -138,12 +140,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout's src folder")
     parser.add_argument("--rounds", type=int, help="rounds (default 3)")
     args = parser.parse_args()
-    if args.rounds:
-        global FULL  # a command-line override of the default size
-        FULL = Sizes(args.rounds, FULL.tasks, FULL.warmup)
     from run import render  # only when run as a script
 
-    print(render(run(args.quick, args.baseline)))
+    print(render(run(args.quick, args.baseline, rounds=args.rounds)))
 
 
 if __name__ == "__main__":

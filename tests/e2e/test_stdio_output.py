@@ -2,6 +2,8 @@
 printed to stdout reaches stderr, never the protocol, and answers of any size arrive
 whole and in order."""
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +33,8 @@ async def test_stray_output_misses_the_protocol_and_large_answers_arrive(tmp_pat
             for task_id, size in zip(ids, SIZES, strict=True):
 
                 async def completed(task_id: str = task_id) -> bool:
-                    return (await client.get(task_id))["status"] == "completed"
+                    status: str = (await client.get(task_id))["status"]
+                    return status == "completed"
 
                 await eventually(completed, within_s=30, every_s=0.02)
                 result = await client.result(task_id)
@@ -39,3 +42,22 @@ async def test_stray_output_misses_the_protocol_and_large_answers_arrive(tmp_pat
     log = (tmp_path / "stderr.log").read_text()
     assert log.count("a stray line from node code") == len(SIZES)
     assert "Traceback" not in log
+
+
+def test_serve_with_stdin_and_stdout_on_the_null_device_ends_cleanly(tmp_path: Path) -> None:
+    """``/dev/null`` is a character device that epoll refuses: it gets the SDK's own
+    reader and writer, and the server ends at its EOF without a traceback."""
+    with Path(os.devnull).open("rb") as null_in, Path(os.devnull).open("wb") as null_out:
+        done = subprocess.run(
+            [sys.executable, "-m", "taskloom", "serve", "--db", str(tmp_path / "x.db")],
+            stdin=null_in,
+            stdout=null_out,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

@@ -4,7 +4,8 @@ The SDK reads stdin in a worker thread, which a cancel cannot stop: a server tol
 stop (Ctrl-C, SIGTERM) would wait for the next line or for EOF. Here the event loop
 waits for stdin to be readable (``anyio.wait_readable``) and then reads what is there,
 so a cancel ends the wait at once. Only for pipes, sockets and terminals, which the
-event loop can poll; a regular file (``< requests.jsonl``) keeps the SDK's reader.
+event loop can poll; a regular file (``< requests.jsonl``) or ``/dev/null`` keeps the
+SDK's reader.
 """
 
 import os
@@ -18,12 +19,13 @@ _CHUNK = 65_536
 
 
 def pollable(fd: int) -> bool:
-    """True when the event loop can wait on *fd* (a pipe, socket or terminal)."""
+    """True when the event loop can wait on *fd* (a pipe, socket or terminal; not
+    another character device such as ``/dev/null``, which epoll refuses)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 async def lines(fd: int) -> AsyncIterator[str]:

@@ -16,13 +16,12 @@ While serving, fd 1 points at stderr (as the SDK's own claim does), so a stray
 
 import os
 import select
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
 import anyio
-
-from taskloom.server.stdin_lines import pollable
 
 ATOMIC_BYTES: Final = select.PIPE_BUF
 
@@ -77,7 +76,11 @@ def claimed_stdout() -> Iterator[PipeWriter | None]:
 
 
 def _pipe_or_socket(fd: int) -> bool:
-    return pollable(fd) and not os.isatty(fd)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 __all__ = ("PipeWriter", "claimed_stdout")
