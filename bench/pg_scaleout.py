@@ -57,8 +57,8 @@ class Sizes:
     slots: int
 
 
-QUICK: Final = Sizes(20, (1, 2), 1, 4)
-FULL: Final = Sizes(300, (1, 2, 4), 2, 4)
+QUICK: Final = Sizes(20, (1, 2), 1, 2)
+FULL: Final = Sizes(300, (1, 2, 4), 2, 2)
 
 
 @dataclass(frozen=True)
