@@ -136,10 +136,10 @@ def run(quick: bool) -> list[Row]:
         figures.row("CPU per claim transaction of one queued run", found["claim"], "ms"),
     ]
     for mode, title in (("sequential", "one run at a time"), ("concurrent", "16 in flight")):
-        whole, per_run = found[f"whole {mode}"], found[f"claims {mode}"]
+        wholes, per_run = found[f"whole {mode}"], found[f"claims {mode}"]
         saved = [claim * n for claim, n in zip(found["claim"], per_run, strict=True)]
-        share = statistics.median(a / b for a, b in zip(saved, whole, strict=True))
-        rows.append(figures.row(f"CPU per run, whole: {title}", whole, "ms"))
+        share = statistics.median(a / b for a, b in zip(saved, wholes, strict=True))
+        rows.append(figures.row(f"CPU per run, whole: {title}", wholes, "ms"))
         rows.append(figures.row(f"claim transactions per run: {title}", per_run, ""))
         rows.append(figures.row(f"CPU per run in claims: {title}", saved, "ms"))
         rows[-1]["note"] = f"{share:.0%} of the whole run: about what eager start would save"

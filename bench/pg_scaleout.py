@@ -57,7 +57,7 @@ class Sizes:
     slots: int
 
 
-QUICK: Final = Sizes(20, (1, 2), 1, 2)
+QUICK: Final = Sizes(10, (1, 2), 1, 2)
 FULL: Final = Sizes(300, (1, 2, 4), 2, 2)
 
 
