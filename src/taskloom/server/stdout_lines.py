@@ -69,6 +69,11 @@ def claimed_stdout() -> Iterator[PipeWriter | None]:
     answers = os.dup(1)
     try:
         os.dup2(2, 1)
+    except OSError:  # no stderr to point fd 1 at: the SDK's writer, as before
+        os.close(answers)
+        yield None
+        return
+    try:
         yield PipeWriter(answers)
     finally:
         os.dup2(answers, 1)
