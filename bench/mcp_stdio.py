@@ -16,7 +16,7 @@ Measured: creations per second (sequential, and 16 requests in flight on the con
 (polling ``tasks/get`` back to back), a ``tasks/list`` page at 10,000 tasks (2025-11-25),
 and whether a task survives SIGKILL of the server. Targets (issue 6): taskloom creates at
 least 3x as fast as fastmcp-tasks in memory and at least 0.7x as fast as the floor; its
-``tasks/get`` p50 is within 1.2x of the floor's.
+``tasks/get`` p50 is within 1.1x of the floor's (issue 25; issue 6 asked 1.2x).
 """
 
 import statistics
@@ -269,7 +269,7 @@ def _latency_rows(chosen: list[Target], samples: Samples) -> list[Row]:
                 ratio = _paired(mine, samples[f"{FLOOR} {target.generation}"][measure], figures.p50)
                 row["note"] += f"; {ratio:.2f}x the floor"
                 if measure == "get" and target.server == TASKLOOM:
-                    row["target"], row["passed"] = "<= 1.2x the floor", ratio <= 1.2
+                    row["target"], row["passed"] = "<= 1.1x the floor", ratio <= 1.1
             found.append(row)
     return found
 

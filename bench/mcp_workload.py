@@ -5,14 +5,17 @@ latency, time from `tools/call` to a `completed` status, time from `tasks/cancel
 `cancelled` status, a `tasks/list` page, and whether a task survives SIGKILL.
 """
 
+import os
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from mcp_client import BenchClient
+from mcp_client import TERMINAL, BenchClient
 
 Connect = Callable[[], AbstractAsyncContextManager[BenchClient]]
 
@@ -107,3 +110,85 @@ async def survives_kill(connect: Connect, settle_s: float) -> str:
         except Exception as error:  # noqa: BLE001  # any error means the task is gone
             return f"lost ({type(error).__name__}: {error})"
         return f"kept ({answer['status']})"
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of *pid* and every live process descended from it.
+
+    ``/proc/PID/stat`` counts every thread of a process, those that have exited
+    included; descendants are found by their parent ids (a worker process or a helper
+    pool counts too).
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone between the listing and the read
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    total, tree = 0.0, {pid}
+    for child, parent in sorted(parents.items()):
+        if parent in tree:
+            tree.add(child)
+    for member in tree:
+        total += times.get(member, 0.0)
+    return total
+
+
+async def until_idle(pid: int, limit_s: float = 60.0) -> None:
+    """Wait until the server has used less than 1% of a core over 0.2 s."""
+    with anyio.fail_after(limit_s):
+        before = process_cpu_s(pid)
+        while True:
+            await anyio.sleep(0.2)
+            now = process_cpu_s(pid)
+            if now - before <= 0.002:
+                return
+            before = now
+
+
+@dataclass(frozen=True)
+class CpuPerTask:
+    """Server CPU per trivial task (create, run, one ``tasks/get``), and what it took."""
+
+    cpu_ms: float
+    tasks: int
+    extra_gets: int
+    wall_s: float
+
+
+async def cpu_per_task(client: BenchClient, count: int, concurrency: int) -> CpuPerTask:
+    """Server CPU (ms) per task: *count* creates of ``noop`` with *concurrency* in flight,
+    each task run to its end, then one ``tasks/get`` per task (again *concurrency* in
+    flight). The ends are awaited by watching the server's CPU go idle, not by polling,
+    so each task costs exactly one read unless it has not ended by then (counted).
+    """
+    await until_idle(client.pid)
+    started, before = time.perf_counter(), process_cpu_s(client.pid)
+    _, ids = await creations(client, count, concurrency)
+    await until_idle(client.pid)
+    pending = list(ids)
+    unfinished: list[str] = []
+
+    async def reader() -> None:
+        while pending:
+            task_id = pending.pop()
+            if (await client.get(task_id))["status"] not in TERMINAL:
+                unfinished.append(task_id)
+
+    async with anyio.create_task_group() as task_group:
+        for _ in range(concurrency):
+            task_group.start_soon(reader)
+    extra = 0
+    for task_id in unfinished:
+        await client.until(task_id)
+        extra += 1
+    idle_s = 0.2  # the last idle check, a quiet 0.2 s counted in the window
+    spent = process_cpu_s(client.pid) - before
+    wall = time.perf_counter() - started - idle_s
+    return CpuPerTask(spent * 1000 / len(ids), len(ids), extra, wall)

@@ -1,11 +1,13 @@
 """The workflows of the PostgreSQL bench (``bench/postgres.py``), loaded by its workers.
 
 ``wide`` is a seed, 18 trivial leaves and a sink: 20 nodes per run. ``stamp`` is one node
-that answers with the wall-clock time it started (the claim-latency probe).
+that answers with the wall-clock time it started (the claim-latency probe). ``io_wait`` is
+one node that awaits 20 ms of simulated I/O (the scale-out bench, ``pg_scaleout.py``).
 """
 
 import time
 
+import anyio
 from pydantic import BaseModel
 
 from taskloom.engine.dag import Node, NodeContext, Workflow
@@ -46,3 +48,15 @@ stamp = Workflow("stamp", version="1", input=Nothing)
 @stamp.node()
 async def started(ctx: NodeContext[Nothing]) -> float:
     return time.time()
+
+
+IO_S = 0.02
+"""How long each node of ``io_wait`` awaits: simulated I/O (a call to another service)."""
+
+io_wait = Workflow("io_wait", version="1", input=Nothing)
+
+
+@io_wait.node()
+async def call_out(ctx: NodeContext[Nothing]) -> str:
+    await anyio.sleep(IO_S)  # an await, not CPU: the node is I/O-bound
+    return "ok"

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import click
-from pydantic import ValidationError
 
 from taskloom.commands.base import Args, CommandError
 from taskloom.commands.options import from_project
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from taskloom.server import ServerSettings
     from taskloom.server.http import HttpSettings, OAuthSettings
 
@@ -177,6 +178,8 @@ def http_options(command: F) -> F:
 
 def server_settings(args: Args) -> "ServerSettings":
     """The server settings the flags ask for; a mistake is a usage error naming it."""
+    from pydantic import ValidationError
+
     from taskloom.server import ServerSettings
 
     try:
@@ -193,6 +196,8 @@ def server_settings(args: Args) -> "ServerSettings":
 def http_settings(args: Args, env: Mapping[str, str] = os.environ) -> "HttpSettings | None":
     """The HTTP settings the flags ask for (``None``: serve stdio); a mistake is a usage
     error naming it (never a token)."""
+    from pydantic import ValidationError
+
     from taskloom.server.http import HttpSettings, parse_tokens
 
     if args.http is None:
@@ -251,7 +256,7 @@ def _split(value: str) -> list[str]:
     return [part for part in value.replace(",", " ").split() if part]
 
 
-def _invalid(error: ValidationError) -> NoReturn:
+def _invalid(error: "ValidationError") -> NoReturn:
     problem = error.errors()[0]
     where = ".".join(str(part) for part in problem["loc"])
     message = str(problem["msg"]).removeprefix("Value error, ")

@@ -115,3 +115,53 @@ def test_serving_does_import_the_sdk(database: Path) -> None:
 def test_help_loads_no_database_driver(argv: list[str], tmp_path: Path) -> None:
     code, heavy, drivers = _probe(*argv, cwd=tmp_path)
     assert (code, heavy, drivers) == (0, [], [])
+
+
+def test_help_loads_no_engine_model(tmp_path: Path) -> None:
+    """``taskloom --help`` answers without the engine's pydantic models (issue 25, ADR
+    0041: ``taskloom`` and ``taskloom.engine`` load their names on first use)."""
+    probe = (
+        "import json, sys\n"
+        "from taskloom.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "found = [m for m in ('pydantic', 'taskloom.engine.models') if m in sys.modules]\n"
+        "print(json.dumps(found), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
+def test_the_public_names_still_load_on_first_use() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, taskloom\n"
+                "assert 'taskloom.engine.models' not in sys.modules\n"
+                "from taskloom import Workflow, TaskState, open_engine\n"
+                "from taskloom.engine import TaskManager, TaskloomError\n"
+                "print(Workflow.__module__, TaskState.__module__, TaskManager.__module__)\n"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "taskloom.engine.dag",
+        "taskloom.engine.states",
+        "taskloom.engine.manager",
+    ]

@@ -108,3 +108,14 @@ def test_runs_of_stored_arguments_parse_as_before() -> None:
     workflow = _workflow(Bare)
     assert workflow.parse_input({"start": 1, "computed": 2}) == Bare(start=1)
     assert isinstance(workflow.parse_arguments({"start": 1}), Bare)
+
+
+def test_a_workflow_tool_is_built_once_and_per_workflow() -> None:
+    """``tools/list`` reuses each workflow's tool (its schemas cost milliseconds to
+    build, ADR 0041); another workflow of the same name gets its own."""
+    first, second = _workflow(Documented), _workflow(Bare)
+    assert tool_for(first) is tool_for(first)
+    assert tool_for(second) is not tool_for(first)
+    assert tool_for(second).input_schema["properties"] == {
+        "start": {"default": 3, "title": "Start", "type": "integer"}
+    }

@@ -29,9 +29,21 @@ def find(start: Path) -> Path | None:
         if candidate.is_file():
             return candidate
         pyproject = folder / PYPROJECT
-        if pyproject.is_file() and "tool" in _read(pyproject) and _taskloom_table(pyproject):
+        if pyproject.is_file() and _has_taskloom_table(pyproject):
             return pyproject
     return None
+
+
+def _has_taskloom_table(pyproject: Path) -> bool:
+    stat = pyproject.stat()
+    return _pyproject_version_has_table(pyproject, stat.st_mtime_ns, stat.st_size)
+
+
+@cache
+def _pyproject_version_has_table(pyproject: Path, _mtime_ns: int, _size: int) -> bool:
+    """Whether this version of *pyproject* has ``[tool.taskloom]`` (each flag's default
+    asks: a large ``pyproject.toml`` is parsed once per version, not once per flag)."""
+    return _taskloom_table(pyproject) is not None
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from taskloom.server.push import Outbox, TaskFollowers
 from taskloom.server.scopes import enforce_scopes
 from taskloom.server.settings import ServerSettings
 from taskloom.server.stdin_lines import claimed_stdin, lines
+from taskloom.server.stdout_lines import claimed_stdout
 
 P = TypeVar("P")
 Handler = Callable[[ServerRequestContext[Any, Any], P], Awaitable[dict[str, Any]]]
@@ -93,10 +94,11 @@ class TaskServer:
 
     async def serve_stdio(self) -> None:
         """Serve the process's stdin and stdout until stdin closes, or a cancel (which
-        ends a wait for the next request at once: see :mod:`taskloom.server.stdin_lines`)."""
-        with claimed_stdin() as requests:
+        ends a wait for the next request at once: see :mod:`taskloom.server.stdin_lines`).
+        Answers are written from the event loop (:mod:`taskloom.server.stdout_lines`)."""
+        with claimed_stdin() as requests, claimed_stdout() as answers:
             stdin = lines(requests) if requests is not None else None
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]  # any async iterable of lines will do
+            async with stdio_server(stdin=stdin, stdout=answers) as (read_stream, write_stream):  # type: ignore[arg-type]  # any async iterable of lines, any writer with write and flush
                 await self.serve(read_stream, write_stream)
 
     def _connection_server(

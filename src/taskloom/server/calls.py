@@ -28,6 +28,7 @@ whose task support is ``forbidden`` (a plain call on every generation, ADR 0019)
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -49,10 +50,24 @@ from taskloom.server.wire import legacy_create_task_result
 Context = ServerRequestContext[Any, Any]
 
 
+_TOOLS: "WeakKeyDictionary[Workflow[Any], dict[bool, types.Tool]]" = WeakKeyDictionary()
+"""Each workflow's tools (with and without its output schema), built once: a workflow's
+schemas never change once it is registered, and building them (pydantic's
+``model_json_schema``) costs milliseconds."""
+
+
 def tool_for(workflow: Workflow[Any], *, output_schema: bool = True) -> types.Tool:
     """The tool that starts *workflow*: input schema from its input model, output
     schema when it has an output model (and *output_schema*), ``execution.taskSupport``
-    from the workflow."""
+    from the workflow (built on the first call, then reused)."""
+    built = _TOOLS.setdefault(workflow, {})
+    tool = built.get(output_schema)
+    if tool is None:
+        tool = built[output_schema] = _build_tool(workflow, output_schema=output_schema)
+    return tool
+
+
+def _build_tool(workflow: Workflow[Any], *, output_schema: bool) -> types.Tool:
     output = workflow.output_model if output_schema else None
     return types.Tool(
         name=workflow.name,

@@ -12,6 +12,7 @@ Their ``taskSupport`` is forbidden: calling them with ``params.task`` is ``-3260
 import json
 from contextlib import aclosing
 from datetime import datetime
+from functools import cache
 from typing import Any, Final
 
 import anyio
@@ -148,7 +149,7 @@ class FallbackTools:
     def tools(self) -> list[types.Tool]:
         """The tools' definitions (no ``execution``: task support is forbidden)."""
         return [
-            types.Tool(name=name, description=description, input_schema=model.model_json_schema())
+            types.Tool(name=name, description=description, input_schema=_schema(model))
             for name, (model, description, _) in self._tools.items()
         ]
 
@@ -295,3 +296,9 @@ def _text(text: str) -> dict[str, Any]:
 
 def _error(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+@cache
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """*model*'s JSON Schema, built once per model (tool lists are read often)."""
+    return model.model_json_schema()

@@ -4,7 +4,8 @@ The SDK reads stdin in a worker thread, which a cancel cannot stop: a server tol
 stop (Ctrl-C, SIGTERM) would wait for the next line or for EOF. Here the event loop
 waits for stdin to be readable (``anyio.wait_readable``) and then reads what is there,
 so a cancel ends the wait at once. Only for pipes, sockets and terminals, which the
-event loop can poll; a regular file (``< requests.jsonl``) keeps the SDK's reader.
+event loop can poll; a regular file (``< requests.jsonl``) or ``/dev/null`` keeps the
+SDK's reader.
 """
 
 import os

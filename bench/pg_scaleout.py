@@ -1,0 +1,211 @@
+"""PostgreSQL scale-out with I/O-bound nodes: 1, 2 and 4 worker processes on one database.
+
+Each run of ``io_wait`` (``pg_flows.py``) is one node that awaits 20 ms of simulated I/O
+(``anyio.sleep``: the node holds a run slot, not a core). Every worker process has the
+same run slots (``WorkerSettings.max_runs``). For each worker count, on a fresh database:
+
+1. the worker processes open the engine (without their worker) and say ``ready``;
+2. the runs are submitted (16 submitters at once), so the queue is full before any
+   worker claims;
+3. every worker is told ``go`` and starts its worker; the clock runs from ``go`` until
+   every run has completed (the submitting process learns of each end through
+   LISTEN/NOTIFY).
+
+Beside each figure: the machine's CPU over the timed window (``/proc/stat``: the share
+of all cores busy, whoever used them) and the worker processes' own CPU per run
+(``/proc/PID/stat``). Worker counts are interleaved, round by round; each ratio is to one
+worker in the same round. Targets (issue 25): 2 workers at least 1.9x one worker, 4 at
+least 3.6x.
+
+    python bench/pg_scaleout.py                       # the full figures
+    python bench/pg_scaleout.py worker URL SLOTS      # one worker process (internal)
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import anyio
+
+import figures
+import pg_flows
+from postgres import scratch_database, settings
+from taskloom.bootstrap import open_engine
+from taskloom.engine.states import TaskState
+from taskloom.engine.submit import submit
+from taskloom.engine.worker import Worker, WorkerSettings
+
+Row = figures.Row
+WAIT_S: Final = 120.0
+SUBMITTERS: Final = 16
+TARGETS: Final = {2: 1.9, 4: 3.6}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    workers: tuple[int, ...]
+    rounds: int
+    slots: int
+
+
+QUICK: Final = Sizes(10, (1, 2), 1, 2)
+FULL: Final = Sizes(300, (1, 2, 4), 2, 2)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One timed window: runs/s, the machine's busy share, the workers' CPU per run."""
+
+    rate: float
+    machine_busy: float
+    worker_cpu_ms_per_run: float
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of every core since boot, from ``/proc/stat``."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def workers(url: str, count: int, slots: int) -> Iterator[list[subprocess.Popen[str]]]:
+    """*count* worker processes on *url*, engines open, workers not yet started."""
+    with ExitStack() as stack:
+        started = []
+        for _ in range(count):
+            child = subprocess.Popen(
+                [sys.executable, str(Path(__file__)), "worker", url, str(slots)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            stack.callback(_stop, child)
+            started.append(child)
+        for child in started:
+            line = child.stdout.readline() if child.stdout else ""
+            if line.strip() != "ready":
+                raise RuntimeError(f"a worker process did not start (it said {line!r})")
+        yield started
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    child.terminate()
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+async def _measure(url: str, runs: int, children: list[subprocess.Popen[str]]) -> Window:
+    async with open_engine(settings(url, run_worker=False)) as engine:
+        ids: list[str] = []
+
+        async def submitter(share: int) -> None:
+            for _ in range(share):
+                ids.append((await submit(engine.manager, pg_flows.io_wait)).id)  # noqa: PERF401
+
+        async with anyio.create_task_group() as task_group:
+            for index in range(SUBMITTERS):
+                task_group.start_soon(submitter, runs // SUBMITTERS + (index < runs % SUBMITTERS))
+        cpu_before = sum(process_cpu_s(child.pid) for child in children)
+        busy_before, total_before = machine_ticks()
+        started = time.perf_counter()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        with anyio.fail_after(WAIT_S):
+            for task_id in ids:
+                done = await engine.manager.wait_until_terminal(task_id)
+                if done.state is not TaskState.COMPLETED:
+                    raise RuntimeError(f"a run ended {done.state.value}: {done.error}")
+        elapsed = time.perf_counter() - started
+        busy_after, total_after = machine_ticks()
+        cpu_after = sum(process_cpu_s(child.pid) for child in children)
+    return Window(
+        rate=runs / elapsed,
+        machine_busy=(busy_after - busy_before) / max(total_after - total_before, 1),
+        worker_cpu_ms_per_run=(cpu_after - cpu_before) * 1000 / runs,
+    )
+
+
+async def _migrate(url: str) -> None:
+    async with open_engine(settings(url, run_worker=False)):
+        pass
+
+
+def run(quick: bool) -> list[Row]:
+    """Runs (one I/O-bound node each) completed per second by 1, 2 and 4 workers."""
+    sizes = QUICK if quick else FULL
+    found: dict[int, list[Window]] = defaultdict(list)
+    for _ in range(sizes.rounds):
+        for count in sizes.workers:  # interleaved: each count sees the same load
+            with scratch_database() as url:
+                anyio.run(_migrate, url)
+                with workers(url, count, sizes.slots) as children:
+                    found[count].append(anyio.run(_measure, url, sizes.runs, children))
+    return _rows(sizes, found)
+
+
+def _rows(sizes: Sizes, found: dict[int, list[Window]]) -> list[Row]:
+    rows = []
+    ideal = sizes.slots / pg_flows.IO_S
+    for count, windows in found.items():
+        row = figures.row(
+            f"I/O-bound runs/s, {count} worker process(es) x {sizes.slots} slots",
+            [window.rate for window in windows],
+            "/s",
+        )
+        ratio = statistics.median(
+            mine.rate / one.rate for mine, one in zip(windows, found[1], strict=True)
+        )
+        busy = statistics.median(window.machine_busy for window in windows)
+        cpu = statistics.median(window.worker_cpu_ms_per_run for window in windows)
+        row["note"] = (
+            f"{ratio:.2f}x one worker; ideal {count * ideal:,.0f}/s; machine CPU {busy:.0%} "
+            f"of {os.cpu_count()} cores; workers' CPU {cpu:.2f} ms per run"
+        )
+        if count in TARGETS:
+            row["target"] = f">= {TARGETS[count]}x one worker"
+            row["passed"] = ratio >= TARGETS[count]
+        rows.append(row)
+    rows[-1]["note"] += f"; {sizes.runs} runs each, 20 ms of awaited I/O per node"
+    return rows
+
+
+async def _work(url: str, slots: int) -> None:
+    async with open_engine(settings(url, run_worker=False)) as engine:
+        print("ready", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)  # "go"
+        worker = Worker(
+            engine.manager, dict(engine.workflows), settings=WorkerSettings(max_runs=slots)
+        )
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await anyio.sleep_forever()
+
+
+if __name__ == "__main__":
+    match sys.argv[1:]:
+        case ["worker", url, slots]:
+            anyio.run(_work, url, int(slots))
+        case _:
+            from run import render
+
+            print(render(run(quick="--quick" in sys.argv)))

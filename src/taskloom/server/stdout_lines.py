@@ -1,0 +1,91 @@
+"""Standard output written from the event loop's thread, without a worker-thread hop.
+
+The SDK writes each message to stdout through ``anyio.wrap_file``: one hop to a worker
+thread for the write and another for the flush, for every answer (about a tenth of a
+trivial task's server CPU in the profile of issue 25). Here a message of at most
+``PIPE_BUF`` bytes is written on the loop's thread once the pipe or socket has room for
+it: a pipe that polls writable has a free page, and a write of at most ``PIPE_BUF``
+bytes into it is atomic and does not block. Larger messages, and a pipe that is full
+(a client that stopped reading), wait without blocking the loop: the loop waits for
+room, and a large message is written in a worker thread. Only for pipes and sockets; a
+terminal or a file keeps the SDK's writer.
+
+While serving, fd 1 points at stderr (as the SDK's own claim does), so a stray
+``print`` in node code reaches the log, never the protocol.
+"""
+
+import os
+import select
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import anyio
+
+ATOMIC_BYTES: Final = select.PIPE_BUF
+
+
+class PipeWriter:
+    """The write side of the stdio transport: ``write`` and ``flush`` as the SDK calls
+    them (``stdout_writer`` writes one message and its newline, then flushes)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, text: str) -> None:
+        """Write *text* whole (UTF-8); the next message waits until it is out."""
+        data = text.encode("utf-8")
+        if len(data) > ATOMIC_BYTES:
+            await anyio.to_thread.run_sync(_write_all, self._fd, data)
+            return
+        if not _has_room(self._fd):
+            await anyio.wait_writable(self._fd)
+        _write_all(self._fd, data)
+
+    async def flush(self) -> None:
+        """Nothing to do: every write went straight to the descriptor."""
+
+
+def _has_room(fd: int) -> bool:
+    _, writable, _ = select.select([], [fd], [], 0)
+    return bool(writable)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@contextmanager
+def claimed_stdout() -> Iterator[PipeWriter | None]:
+    """A writer on a duplicate of fd 1, with fd 1 pointed at stderr meanwhile (so node
+    code that prints does not corrupt the protocol); ``None`` when stdout is neither a
+    pipe nor a socket (the SDK's writer is used then). fd 1 is restored on exit."""
+    if not _pipe_or_socket(1):
+        yield None
+        return
+    answers = os.dup(1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr to point fd 1 at: the SDK's writer, as before
+        os.close(answers)
+        yield None
+        return
+    try:
+        yield PipeWriter(answers)
+    finally:
+        os.dup2(answers, 1)
+        os.close(answers)
+
+
+def _pipe_or_socket(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+__all__ = ("PipeWriter", "claimed_stdout")

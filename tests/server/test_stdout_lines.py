@@ -1,0 +1,80 @@
+"""The stdio answer writer: a full pipe makes it wait without blocking the event loop,
+and messages of any size arrive whole and in order."""
+
+import os
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from taskloom.server.stdout_lines import ATOMIC_BYTES, PipeWriter
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    read_end, write_end = os.pipe()
+    yield read_end, write_end
+    os.close(read_end)
+    os.close(write_end)
+
+
+def _fill(fd: int) -> int:
+    """Fill the pipe until it has no room left; the bytes written."""
+    os.set_blocking(fd, False)
+    written = 0
+    try:
+        while True:
+            written += os.write(fd, b"f" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(fd, True)
+    return written
+
+
+def _read_exactly(fd: int, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        data += os.read(fd, count - len(data))
+    return data
+
+
+async def test_a_full_pipe_waits_without_blocking_the_loop(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    filler = _fill(write_end)
+    writer = PipeWriter(write_end)
+    written = anyio.Event()
+    ticks = 0
+
+    async def write() -> None:
+        await writer.write("answer\n")
+        await writer.flush()
+        written.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(write)
+            while ticks < 20:  # the loop keeps running while the pipe is full
+                await anyio.sleep(0.001)
+                ticks += 1
+            assert not written.is_set()
+            await anyio.to_thread.run_sync(_read_exactly, read_end, filler)
+            await written.wait()
+    assert _read_exactly(read_end, 7) == b"answer\n"
+
+
+async def test_messages_of_any_size_arrive_whole_and_in_order(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    writer = PipeWriter(write_end)
+    messages = ["a" * 10 + "\n", "é" * ATOMIC_BYTES + "\n", "b" * 300_000 + "\n", "c\n"]
+    expected = "".join(messages).encode("utf-8")
+    received: list[bytes] = []
+
+    def read_all() -> None:
+        received.append(_read_exactly(read_end, len(expected)))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(anyio.to_thread.run_sync, read_all)
+            for message in messages:
+                await writer.write(message)
+    assert received == [expected]
