@@ -44,7 +44,10 @@ async def connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connectio
     database, uri = database_uri(path, read_only=read_only)
     connection = aiosqlite.connect(database, isolation_level=None, uri=uri)
     try:
-        return await connection
+        # Shielded: a cancel (Ctrl-C at start-up) would leave the connection's thread
+        # opening it, unowned, to report to an event loop closed by then (a traceback).
+        with anyio.CancelScope(shield=True):
+            return await connection
     except sqlite3.Error as error:
         # aiosqlite stops the connection's thread without waiting for it; wait here, or
         # the thread may report its end to an event loop that is closed by then.
@@ -77,9 +80,12 @@ async def retry_transient(
     path: Path,
     within_s: float,
     outage: Outage | None = None,
+    success_tells: bool = True,
 ) -> _T:
     """Await *attempt*, retrying lock contention for *within_s* seconds with jittered
-    backoff; *outage*, if given, hears whether the database answered (ADR 0038).
+    backoff; *outage*, if given, hears whether the database answered (ADR 0038), a
+    success only when it *success_tells*: a read succeeds under another process's write
+    lock (WAL), so only a write says that a locked database is back.
 
     Raises:
         PersistenceError: a translated driver error (``DatabaseBusyError`` once retries run
@@ -91,7 +97,7 @@ async def retry_transient(
     except _Retry:
         pass
     else:
-        if outage is not None:
+        if outage is not None and success_tells:
             outage.answered()
         return value
     retrying = AsyncRetrying(
@@ -107,7 +113,7 @@ async def retry_transient(
                 value = await attempt()
     except sqlite3.Error as error:
         raise _translated(error, path, outage, started) from error
-    if outage is not None:
+    if outage is not None and success_tells:
         outage.answered()
     return value
 

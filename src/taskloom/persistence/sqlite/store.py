@@ -383,6 +383,7 @@ class SqliteTaskStore:
             path=self.settings.path,
             within_s=self.settings.lock_retry_window_s,
             outage=self.writer.outage,
+            success_tells=False,  # reads go on under another writer's lock
         )
 
     def on_back(self, wake_up: Callable[[], None]) -> None:
