@@ -8,7 +8,6 @@ import psycopg
 import pytest
 
 from tests import postgres
-
 from tests.docs.commands import CommandFailed, command_blocks, commands, run_page
 from tests.docs.snippets import DOCS, pages
 

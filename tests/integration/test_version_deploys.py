@@ -158,7 +158,9 @@ async def test_bad_input_to_upgrade_and_a_workflow_gone_everywhere(tmp_path: Pat
     )
     for runs in ([task.id], ["--all-of", "vflow@1"]):
         assert await _cli("tasks", "upgrade", *runs, "--to", "9", "--db", str(db), *both) == (
-            2, "", unknown
+            2,
+            "",
+            unknown,
         )
     # vflow is gone from every process: nothing can move it, and it waits, saying so
     for runs, line in (
@@ -167,7 +169,8 @@ async def test_bad_input_to_upgrade_and_a_workflow_gone_everywhere(tmp_path: Pat
     ):
         code, out, err = await _cli("tasks", "upgrade", *runs, "--to", "2", "--db", str(db))
         assert (code, out) == (2, "")
-        assert err.startswith(f"taskloom: error: {line}") and err.count("\n") == 1, err
+        assert err.startswith(f"taskloom: error: {line}"), err
+        assert err.count("\n") == 1, err
     code, shown, _ = await _cli("tasks", "show", task.id, "--db", str(db))
     assert code == 0
     assert "waiting for a process that has vflow version 1 (for " in shown

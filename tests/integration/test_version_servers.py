@@ -122,7 +122,9 @@ class Server:
     async def call(self, n: int, work_s: float = WORK_S) -> str:
         """Start a ``vflow`` run (a task) here; its id, once acknowledged."""
         arguments = {"n": n, "work_s": work_s}
-        result = await self.request("tools/call", {"name": "vflow", "arguments": arguments}, "vflow")
+        result = await self.request(
+            "tools/call", {"name": "vflow", "arguments": arguments}, "vflow"
+        )
         assert result["resultType"] == "task", result
         task_id: str = result["taskId"]
         return task_id
