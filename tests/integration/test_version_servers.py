@@ -148,12 +148,14 @@ async def reading(db: str) -> AsyncIterator[TaskManager]:
         yield TaskManager(store)
 
 
-async def _when(manager: TaskManager, ids: list[str], *states: TaskState) -> None:
+async def _when(
+    manager: TaskManager, ids: list[str], *states: TaskState, within_s: float = 20
+) -> None:
     async def reached() -> bool:
         found = [(await manager.get(task_id)).state for task_id in ids]
         return all(state in states for state in found)
 
-    await eventually(reached, within_s=20, every_s=0.05)
+    await eventually(reached, within_s=within_s, every_s=0.05)
 
 
 def _ran_by(task: Task) -> list[tuple[str, int]]:
@@ -176,7 +178,7 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
             stack.push_async_callback(b.stop)
             await a.start()
             assert "since_2" not in await a.offered_fields()
-            ones = [await a.call(n, work_s=6) for n in range(3)]  # only A runs: A holds them
+            ones = [await a.call(n, work_s=8) for n in range(3)]  # only A runs: A holds them
             await _when(manager, ones, TaskState.RUNNING)
 
             await b.start()  # the rolling deploy begins: B has both versions
@@ -190,14 +192,13 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
             more_twos = [await b.call(n) for n in range(3, 5)]
             await _when(manager, more_twos, TaskState.RUNNING)
             await b.kill()  # kill -9 of the new server in the middle of version-2 runs
-            for task_id in [*twos, *more_twos]:  # nothing fails while no process has it
+            for task_id in [*twos, *more_twos]:  # none fails while no live server has it
                 assert (await manager.get(task_id)).state is not TaskState.FAILED
             await b.start()
 
             everything = [*ones, *more_ones, *twos, *more_twos]
-            await _when(
-                manager, everything, TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED
-            )
+            ended = (TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED)
+            await _when(manager, everything, *ended, within_s=40)  # leases expire: 10 s
             tasks = {task_id: await manager.get(task_id) for task_id in everything}
             assert await manager.count(states=[TaskState.FAILED]) == 0
 
@@ -213,7 +214,7 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
         ran = _ran_by(tasks[task_id])
         assert {version for version, _ in ran} == {"2"}
         assert not {pid for _, pid in ran} & set(a.pids), "the version-1 server ran a version-2 run"
-        if task_id in more_twos:  # started by the first B, finished by the second
-            assert (ran[0][1], ran[-1][1]) == (b.pids[0], b.pids[1]), ran
+        if task_id in more_twos:  # B was killed while they ran: the second B finished them
+            assert ran[-1][1] == b.pids[1], ran
     for server in (a, b):
         assert "Traceback" not in server.log.read_text()
