@@ -7,9 +7,10 @@ fail with the reason; they are never skipped.
 
 import os
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Final
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -52,6 +53,23 @@ def drop_schema_now(name: str) -> None:
     """:func:`drop_schema`, for synchronous fixtures."""
     with psycopg.connect(TEST_URL, autocommit=True) as connection:
         connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@contextmanager
+def private_database() -> Iterator[str]:
+    """The URL of a new, empty database on the test server, dropped (``FORCE``) afterwards:
+    for processes started with ``--db URL``, which keep their tables in the default schema."""
+    require_server()
+    name = f"taskloom_{secrets.token_hex(6)}"
+    with psycopg.connect(TEST_URL, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield urlunsplit(urlsplit(TEST_URL)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(TEST_URL, autocommit=True) as connection:
+            connection.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 @asynccontextmanager

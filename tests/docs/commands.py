@@ -23,6 +23,11 @@ README.md and docs/ are run, page by page, as a user would type them:
   answers an ``initialize`` written to its stdin; a worker prints ``runs:``; ``ui`` prints
   ``serving the dashboard at``), then get SIGINT and
   must exit 0 within :data:`STOP_S`.
+- A ``postgresql://`` URL in a command (an ``export TASKLOOM_DB=...`` too) stands for a
+  database of the page's own on the test server (``TASKLOOM_TEST_POSTGRES_URL``, see
+  ``tests/postgres.py``): created the first time the page names one, dropped after the
+  page. The docs show a user's URL; the suite runs the commands on a database no other
+  test sees. Expected output is matched as printed, so it should not show the URL.
 - ``pip install taskloom`` and ``pip install 'taskloom[EXTRA]'`` are not run (they would
   install from the registry over this checkout): the environment must have taskloom and
   every requirement of EXTRA installed, so an extra that does not exist fails.
@@ -39,7 +44,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -47,6 +52,7 @@ import anyio
 from anyio.abc import Process
 from packaging.requirements import Requirement
 
+from tests import postgres
 from tests.docs.snippets import Snippet, snippets
 
 LANGUAGES: Final = ("console", "shell", "sh", "bash")
@@ -57,6 +63,7 @@ STOP_S: Final = 20.0
 ABBREVIATED: Final = re.compile(r"(?<![\w.-])([A-Za-z0-9_-]{4})\.\.\.")
 TASK_ID: Final = r"[A-Za-z0-9_-]{8,}"
 ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+POSTGRES_URL: Final = re.compile(r"postgres(?:ql)?://[^\s'\"]+")
 INITIALIZE: Final = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -118,12 +125,15 @@ def commands(block: Snippet, *, console: bool) -> list[Command]:
 
 @dataclass
 class Page:
-    """The state of one page's run: its project directory, exports and task ids."""
+    """The state of one page's run: its project directory, exports, task ids and
+    PostgreSQL database (made on first use, dropped by :attr:`cleanup`)."""
 
     project: Path
     env: dict[str, str]
     exports: list[str] = field(default_factory=list)
     ids: dict[str, str] = field(default_factory=dict)
+    database: str | None = None
+    cleanup: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @classmethod
     def fresh(cls, where: Path) -> "Page":
@@ -147,12 +157,13 @@ async def run_page(page: Path, where: Path) -> int:
     """
     state = Page.fresh(where)
     ran = 0
-    for block in command_blocks(page):
-        if block.skipped:
-            continue
-        for command in commands(block, console=_is_console(page, block)):
-            await run_command(command, state)
-            ran += 1
+    with state.cleanup:
+        for block in command_blocks(page):
+            if block.skipped:
+                continue
+            for command in commands(block, console=_is_console(page, block)):
+                await run_command(command, state)
+                ran += 1
     return ran
 
 
@@ -163,6 +174,7 @@ def _is_console(page: Path, block: Snippet) -> bool:
 
 async def run_command(command: Command, page: Page) -> None:
     """Run *command* in *page*'s project (see the module docstring)."""
+    command = await _on_private_postgres(command, page)
     words = shlex.split(command.text, comments=True)
     if words[:1] == ["export"]:
         page.exports.append(command.text)
@@ -183,6 +195,17 @@ async def run_command(command: Command, page: Page) -> None:
     _check_output(command, output, page)
 
 
+async def _on_private_postgres(command: Command, page: Page) -> Command:
+    """*command* with each ``postgresql://`` URL replaced by the page's own database."""
+    if not POSTGRES_URL.search(command.text):
+        return command
+    if page.database is None:
+        database = postgres.private_database()
+        page.database = await anyio.to_thread.run_sync(page.cleanup.enter_context, database)
+    url = page.database
+    return replace(command, text=POSTGRES_URL.sub(lambda _: url, command.text))
+
+
 async def _bind_ids(command: Command, page: Page) -> str:
     """*command*'s text with each abbreviated task id replaced by its task's id."""
     for abbreviation in ABBREVIATED.findall(command.text):
@@ -193,7 +216,8 @@ async def _bind_ids(command: Command, page: Page) -> str:
 
 async def _newest_task(command: Command, page: Page) -> str:
     try:
-        listed = await _run(command, "taskloom tasks list --json --limit 1", page, stderr=False)
+        script = "; ".join([*page.exports, "taskloom tasks list --json --limit 1"])
+        listed = await _run(command, script, page, stderr=False)
     except CommandFailed:  # no database yet
         listed = '{"tasks": []}'
     tasks = json.loads(listed)["tasks"]

@@ -2,9 +2,12 @@
 ADR 0035), and the runner keeps its rules."""
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
+from tests import postgres
 from tests.docs.commands import CommandFailed, command_blocks, commands, run_page
 from tests.docs.snippets import DOCS, pages
 
@@ -120,3 +123,25 @@ async def test_a_server_is_stopped_once_ready(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("```console\n$ taskloom serve --db tasks.db\n```\n")
     assert await run_page(page, tmp_path / "run") == 1
+
+
+async def test_a_postgresql_url_is_a_database_of_the_page_own_dropped_after(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```console\n"
+        "$ export TASKLOOM_DB=postgresql://app@db.internal/app\n"
+        '$ taskloom run countdown --input \'{"start": 2, "tick_s": 0}\'\n'
+        "$ taskloom tasks show Ab12... --db postgres://app@db.internal/app\n"
+        "task       Ab12...\n"
+        '$ test ! -e taskloom.db && echo "$TASKLOOM_DB" > url.txt\n'
+        "```\n"
+    )
+    assert await run_page(page, tmp_path / "run") == 4
+    url = (tmp_path / "run" / "project" / "url.txt").read_text().strip()
+    assert url.startswith(postgres.TEST_URL.rsplit("/", 1)[0] + "/taskloom_")
+    with psycopg.connect(postgres.TEST_URL) as connection:
+        name = urlsplit(url).path.lstrip("/")
+        found = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        assert found.fetchone() is None

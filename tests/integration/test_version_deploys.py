@@ -3,7 +3,9 @@ version they started with across a restart that adds a version; a process withou
 run's version leaves it waiting; on PostgreSQL, workers of different versions share one
 database through a rolling deploy and a kill -9 of either."""
 
+import contextlib
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -22,6 +24,7 @@ from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from tests import postgres
 from tests.helpers import eventually
+from tests.integration.version_flows import source
 from tests.integration.version_worker import registry, settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -131,28 +134,50 @@ async def test_a_process_without_the_version_leaves_old_runs_waiting(tmp_path: P
                 assert (await _when(manager, task, TaskState.COMPLETED)).result == _by("1")
 
 
+def _stored(db: Path) -> list[str]:
+    """Everything an SQLite database holds, as SQL (to compare before and after)."""
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return list(connection.iterdump())
+
+
 async def test_bad_input_to_upgrade_and_a_workflow_gone_everywhere(tmp_path: Path) -> None:
     """An unknown version given to ``upgrade``, and a run whose workflow no process has:
     one clear line each, nothing stored changes."""
-    db = str(tmp_path / "bad.db")
-    async with client(db, "1") as manager:
+    db = tmp_path / "bad.db"
+    (tmp_path / "vflow_old.py").write_text(source("1"))
+    (tmp_path / "vflow_new.py").write_text(source("2"))
+    both = ["--workflows", str(tmp_path / "vflow_old.py"), "--workflows"]
+    both.append(str(tmp_path / "vflow_new.py"))
+    async with client(str(db), "1") as manager:
         task = await _new(manager, "1")
-        before = await manager.get(task.id)
-        code, _, err = await _cli("tasks", "upgrade", task.id, "--to", "9", "--db", db)
-        assert code == 2
-        assert err == (
-            "taskloom: error: vflow version 9 is not loaded (loaded versions: none); "
-            "load it with --workflows MODULE|FILE.py\n"
+    stored = _stored(db)
+    assert task.id in "".join(stored)
+    unknown = (
+        "taskloom: error: vflow version 9 is not loaded (loaded versions: 1, 2); "
+        "load it with --workflows MODULE|FILE.py\n"
+    )
+    for runs in ([task.id], ["--all-of", "vflow@1"]):
+        assert await _cli("tasks", "upgrade", *runs, "--to", "9", "--db", str(db), *both) == (
+            2,
+            "",
+            unknown,
         )
-        code, _, err = await _cli(
-            "tasks", "upgrade", "--all-of", "vflow@1", "--to", "9", "--db", db
-        )
-        assert code == 2
-        assert err.count("\n") == 1
-        code, shown, _ = await _cli("tasks", "show", task.id, "--db", db)
-        assert code == 0
-        assert "waiting for a process that has vflow version 1 (for " in shown
-        assert await manager.get(task.id) == before
+    # vflow is gone from every process: nothing can move it, and it waits, saying so
+    for runs, line in (
+        ([task.id], "vflow version 2 is not loaded (loaded versions: none); load it with"),
+        (["--all-of", "vflow@1"], "--all-of vflow@1: no workflow 'vflow' is loaded"),
+    ):
+        code, out, err = await _cli("tasks", "upgrade", *runs, "--to", "2", "--db", str(db))
+        assert (code, out) == (2, "")
+        assert err.startswith(f"taskloom: error: {line}"), err
+        assert err.count("\n") == 1, err
+    code, shown, _ = await _cli("tasks", "show", task.id, "--db", str(db))
+    assert code == 0
+    assert "waiting for a process that has vflow version 1 (for " in shown
+    code, listed, _ = await _cli("tasks", "list", "--db", str(db))
+    assert code == 0
+    assert "1 run waits for a process that has vflow version 1" in listed
+    assert _stored(db) == stored
 
 
 async def test_a_rolling_deploy_on_postgresql_loses_nothing() -> None:
@@ -207,8 +232,20 @@ def test_two_modules_defining_one_version_differently_are_refused(
     with pytest.raises(SystemExit) as refused:
         main(["workflows", "list", "--db", str(db), *flags, str(tmp_path / "vflow_b.py")])
     assert refused.value.code == 2
-    assert capsys.readouterr().err == (
+    differently = (
         "taskloom: error: two modules define vflow version 1 differently: give the changed "
         "one a new version\n"
     )
+    assert capsys.readouterr().err == differently
     assert not db.exists()
+    # and on a database with a run: `run` refuses before it writes anything
+    with pytest.raises(SystemExit) as ran:
+        main(["run", "countdown", "--input", '{"start": 1, "tick_s": 0}', "--db", str(db)])
+    assert ran.value.code == 0
+    capsys.readouterr()
+    stored = _stored(db)
+    with pytest.raises(SystemExit) as refused:
+        main(["run", "vflow", "--db", str(db), *flags, str(tmp_path / "vflow_b.py")])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err == differently
+    assert _stored(db) == stored

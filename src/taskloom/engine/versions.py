@@ -119,7 +119,8 @@ class VersionLine(BaseModel):
     loaded_elsewhere: bool
     """A live process (a worker) has it, per the store's records."""
     newest: bool
-    """New calls to this process get it."""
+    """The newest version of its workflow loaded here or by a live process: new calls
+    get it (on PostgreSQL a process with only older ones serves its own newest)."""
     unfinished: int
     oldest: UtcDatetime | None
     """Creation of its oldest unfinished run."""
@@ -154,9 +155,13 @@ def version_report(
     stored: Sequence[StoredVersion],
 ) -> list[VersionLine]:
     """Every version loaded here, by a live process, or needed by a stored unfinished run,
-    sorted by name then version (as numbers)."""
+    sorted by name then version (as numbers). The newest of a workflow is taken over
+    this process's versions and the live processes' alike: listed from a machine that
+    loads none, the version the workers serve is still the newest, never "safe to
+    remove"."""
     here = frozenset(loaded_here)
-    newest = dict(sorted(here, key=lambda key: version_sort_key(*key)))  # the last wins
+    loaded = sorted(here | live, key=lambda key: version_sort_key(*key))
+    newest = dict(loaded)  # the last wins
     counts = {(each.name, each.version): each for each in stored}
     keys: set[tuple[str, str | None]] = {*here, *live, *counts}
     lines = []
