@@ -47,12 +47,13 @@ async def connect(path: Path, *, read_only: bool = False) -> aiosqlite.Connectio
         # Shielded: a cancel (Ctrl-C at start-up) would leave the connection's thread
         # opening it, unowned, to report to an event loop closed by then (a traceback).
         with anyio.CancelScope(shield=True):
-            return await connection
+            opened = await connection
     except sqlite3.Error as error:
         # aiosqlite stops the connection's thread without waiting for it; wait here, or
         # the thread may report its end to an event loop that is closed by then.
         await anyio.to_thread.run_sync(connection._thread.join)
         raise translate(error, path) from error
+    return opened
 
 
 async def run_in_thread(
