@@ -245,6 +245,31 @@ async def test_an_upgrade_keeps_the_completed_nodes_and_runs_the_rest_on_the_new
     assert "compute 2" not in calls
 
 
+async def test_an_upgraded_run_is_drawn_with_its_new_version_shape(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """Review of issue 23 x 26: the stored shape (ADR 0042) follows the run to the new
+    version, so `tasks show` and the dashboard draw the nodes that will run."""
+    calls: list[str] = []
+    old = _upgradable("1", calls)
+    async with _worker(manager, _registry(old)):
+        task = await submit(manager, old)
+        await until_state(manager, task, TaskState.INPUT_REQUIRED)
+    new = _upgradable("2", calls)
+
+    @new.node(deps=["report"])
+    async def publish(ctx: NodeContext[Empty]) -> str:
+        return "published"
+
+    moved = await move_to_version(
+        manager, cast(VersionStore, store), _registry(old, new), task.id, "2"
+    )
+    assert moved.task.shape is not None
+    assert [node.name for node in moved.task.shape.nodes] == ["compute", "report", "publish"]
+    stored = await manager.get(task.id)
+    assert stored.shape == new.shape()
+
+
 async def test_an_upgrade_whose_kept_outputs_do_not_fit_is_refused_naming_the_node(
     manager: TaskManager, store: TaskStore
 ) -> None:

@@ -9,6 +9,7 @@ from taskloom.commands.common import RECHECK_S, Local, again_flags, open_databas
 from taskloom.commands.follow import exit_code, follow
 from taskloom.engine.dag import Workflow
 from taskloom.engine.models import Task
+from taskloom.engine.registry import workflow_for
 
 
 def _workflows(args: Args) -> dict[str, Workflow[Any]]:
@@ -19,7 +20,7 @@ async def watch_task(args: Args) -> int:
     """Follow a task (run by any process on this database) until it ends."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)
-        workflow = _workflows(args).get(task.name)
+        workflow = workflow_for(_workflows(args), task.name, task.workflow_version)
         if args.json:
             return await _watch_json(local, task)
         return await follow(

@@ -74,6 +74,7 @@ async def move_to_version(
         return current.model_copy(
             update={
                 "workflow_version": version,
+                "shape": target.shape(),  # the new version's phases and nodes (ADR 0042)
                 "status_message": note,
                 "updated_at": max(manager.clock.now(), current.updated_at + _ONE_MICROSECOND),
                 "version": current.version + 1,

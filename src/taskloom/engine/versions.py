@@ -7,7 +7,7 @@ process has loaded is *waiting for a process*: no worker fails it or takes it; i
 resumes once a process with that version starts.
 """
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
@@ -183,6 +183,7 @@ def version_report(
 
 
 MARKED_PER_PASS: Final = 100
+PAGES_PER_PASS: Final = 20
 """At most this many runs of one version get their status message per pass."""
 
 
@@ -198,10 +199,7 @@ async def mark_waiting_runs(manager: "TaskManager", store: VersionStore) -> int:
     for line in version_report((), live, stored):
         if not line.orphaned or line.version is None:
             continue
-        page = await manager.list(
-            states=[TaskState.QUEUED], names=[line.name], limit=MARKED_PER_PASS
-        )
-        for task in page.tasks:
+        async for task in _queued_of(manager, line.name, line.version):
             message = waiting_for_process(task, live)
             if message is None or task.status_message == message:
                 continue
@@ -211,3 +209,24 @@ async def mark_waiting_runs(manager: "TaskManager", store: VersionStore) -> int:
                 continue  # claimed, cancelled or deleted meanwhile
             written += 1
     return written
+
+
+async def _queued_of(manager: "TaskManager", name: str, version: str) -> AsyncIterator[Task]:
+    """Up to ``MARKED_PER_PASS`` queued runs of *name* at *version*, newest first, read
+    a page at a time (at most ``PAGES_PER_PASS``): runs of live versions of the same
+    workflow may queue before them, and must not hide them."""
+    cursor: str | None = None
+    found = 0
+    for _ in range(PAGES_PER_PASS):
+        page = await manager.list(
+            states=[TaskState.QUEUED], names=[name], limit=MARKED_PER_PASS, cursor=cursor
+        )
+        for task in page.tasks:
+            if task.workflow_version == version:
+                yield task
+                found += 1
+                if found >= MARKED_PER_PASS:
+                    return
+        cursor = page.next_cursor
+        if cursor is None:
+            return

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from taskloom.engine.claims import WorkflowKey
+from taskloom.engine.errors import StoreUnavailableError
 from taskloom.engine.ports import Clock
 from taskloom.engine.versions import VersionStore, version_report
 
@@ -39,5 +40,7 @@ async def watch_versions(
             stored = await store.unfinished_versions(now)
             metrics.versions_seen(version_report(here, live, stored), now)
         except Exception as error:  # noqa: BLE001  # never fatal: the next period tries again
-            logger.warning("reading the workflow versions for the metrics failed: %s", error)
+            level = logging.DEBUG if isinstance(error, StoreUnavailableError) else logging.WARNING
+            # an outage is the store's one WARNING and one INFO, not a line a period (ADR 0038)
+            logger.log(level, "reading the workflow versions for the metrics failed: %s", error)
         await anyio.sleep(every_s)

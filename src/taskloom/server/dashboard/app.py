@@ -11,7 +11,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from taskloom.engine.errors import TaskNotFoundError
+from taskloom.engine.errors import StoreUnavailableError, TaskNotFoundError
 from taskloom.server.audit import ANONYMOUS
 from taskloom.server.audit import write as audit
 from taskloom.server.dashboard import actions
@@ -21,6 +21,7 @@ from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.listing import SINCE, BadFilter, Filters, exact_match, listing
 from taskloom.server.dashboard.live import event_stream
 from taskloom.server.dashboard.versions import versions_shown
+from taskloom.server.errors import retry_after
 from taskloom.server.http.authentication import Refusal
 
 FRAGMENT: Final = "fragment"
@@ -66,6 +67,23 @@ async def _to_list(request: Request) -> Response:
 
 
 async def _as_viewer(dashboard: Dashboard, handler: Handler, request: Request) -> Response:
+    """*handler*'s answer to *request*'s viewer; during a store outage, a 503 page with
+    ``Retry-After``, never a traceback (ADR 0038)."""
+    try:
+        return await _viewed(dashboard, handler, request)
+    except StoreUnavailableError as error:
+        response = page(
+            "message.html",
+            None,
+            503,
+            title="Database unavailable",
+            message="The database does not answer right now; try again shortly.",
+        )
+        response.headers["Retry-After"] = str(retry_after(error.retry_after_s))
+        return response
+
+
+async def _viewed(dashboard: Dashboard, handler: Handler, request: Request) -> Response:
     throttle = dashboard.throttle
     if dashboard.access.needs_login and (wait_s := throttle.failing(request)) > 0:
         return too_many(None, wait_s, TOO_MANY_FAILURES)
