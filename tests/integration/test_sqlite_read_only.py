@@ -1,5 +1,6 @@
 """Opening SQLite read-only: nothing is created or written, and a lock is a bounded wait."""
 
+import logging
 import os
 import sqlite3
 import stat
@@ -85,3 +86,34 @@ async def test_an_exclusive_lock_is_a_bounded_wait_then_one_line(tmp_path: Path)
     message = str(caught.value)
     assert message.startswith(f"the database {path} is locked by another process")
     assert "\n" not in message
+
+
+async def test_a_read_only_store_tells_an_outage_and_its_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reads are all a read-only store does (``taskloom ui`` on a read-only file), so they
+    say when the database goes and when it is back (ADR 0038)."""
+    caplog.set_level(logging.INFO, logger="taskloom.store")
+    path = tmp_path / "tasks.db"
+    task_id = await _database(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
+        # a rollback journal: a writer's exclusive lock keeps readers out (WAL would not)
+        raw.execute("PRAGMA journal_mode = DELETE")
+    settings = _read_only(path, store_wait_s=0.4, busy_timeout_ms=100)
+    async with SqliteTaskStore.open(settings) as store:
+        manager = TaskManager(store)
+        with closing(sqlite3.connect(path, isolation_level=None)) as other:
+            other.execute("BEGIN EXCLUSIVE")
+            other.execute("DELETE FROM tasks")
+            with anyio.fail_after(3), pytest.raises(DatabaseBusyError):
+                await manager.get(task_id)
+            other.execute("ROLLBACK")
+        assert (await manager.get(task_id)).name == "kept"
+    lines = [
+        (record.levelno, record.getMessage())
+        for record in caplog.records
+        if record.name == "taskloom.store"
+    ]
+    assert [level for level, _ in lines] == [logging.WARNING, logging.INFO], lines
+    assert f"SQLite database {path} is unavailable (OperationalError)" in lines[0][1]
+    assert "is back after an outage of" in lines[1][1]

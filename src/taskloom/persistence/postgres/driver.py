@@ -37,6 +37,10 @@ _T = TypeVar("_T")
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 Work = Callable[[Connection], Awaitable[_T]]
 
+WORK_FLOOR_S: Final = 0.5
+"""The least time a transaction gets once it holds a connection, even when the
+operation's store wait is (nearly) spent: enough for a statement and its commit."""
+
 _NOISE: Final = re.compile(
     r'connection failed: |connection to server at "[^"]*"(?: \([^)]*\))?, port \d+ failed: '
     r"|FATAL:\s+|ERROR:\s+"
@@ -136,6 +140,13 @@ async def connect(settings: PostgresSettings, database: str, *, origin: str) -> 
         raise DatabaseUnavailableError(
             f"cannot connect to PostgreSQL {database}: {one_line(error)}"
         ) from error
+
+
+class _Progress:
+    """How far one transaction got: whether its commit had begun (filled in by
+    :meth:`Database._on`, read after a deadline cut it short)."""
+
+    committing: bool = False
 
 
 class Database:
@@ -252,14 +263,21 @@ class Database:
     async def _once(
         self, work: Work[_T], *, write: bool, durable: bool = True, deadline: float
     ) -> _T:
-        """*work* on a pooled connection, waiting for one until *deadline* at most.
-        Waiting for the connection can be cancelled; the work and the connection's return
-        cannot, for up to the store's wait: a cancel (a run cancelled while its nodes
-        write) takes effect as soon as the transaction has ended. psycopg answers a
-        cancel inside a query by cancelling the query on the server, and anyio cancels
-        that too (its cancellation is delivered at every await in the cancelled scope),
-        so psycopg closed the connection with a warning and the pool had to open another
-        (issue 26)."""
+        """*work* on a pooled connection, waiting for one until *deadline* (monotonic) at
+        most. Waiting for the connection can be cancelled; the work and the connection's
+        return cannot: the work runs until *deadline* (at least ``WORK_FLOOR_S``), so a
+        cancel (a run cancelled while its nodes write) takes effect as soon as the
+        transaction has ended. psycopg answers a cancel inside a query by cancelling the
+        query on the server, and anyio cancels that too (its cancellation is delivered at
+        every await in the cancelled scope), so psycopg closed the connection with a
+        warning and the pool had to open another (issue 26).
+
+        Raises:
+            DatabaseUnavailableError: no connection, or the work did not end by
+                *deadline* before committing (nothing was written).
+            OutcomeUnknownError: *deadline* passed while committing (the write may have
+                landed).
+        """
         wait_s = max(0.0, min(self.settings.acquire_wait_s, deadline - time.monotonic()))
         try:
             connection = await self.pool.getconn(timeout=wait_s)
@@ -271,33 +289,49 @@ class Database:
                 f"{self.settings.store_wait_s:g} s",
                 retry_after_s=self.settings.store_wait_s,
             ) from error
+        progress = _Progress()
         with anyio.CancelScope(shield=True) as shielded:
-            shielded.deadline = anyio.current_time() + self.settings.acquire_wait_s
+            left_s = max(WORK_FLOOR_S, deadline - time.monotonic())
+            shielded.deadline = anyio.current_time() + left_s
             try:
-                return await self._on(connection, work, write=write, durable=durable)
+                return await self._on(
+                    connection, work, write=write, durable=durable, progress=progress
+                )
             finally:
                 with anyio.CancelScope(shield=True):  # past the deadline too
                     await self.pool.putconn(connection)
+        assert shielded.cancelled_caught  # the scope returned or raised otherwise
+        if progress.committing:
+            raise OutcomeUnknownError(
+                f"PostgreSQL {self.name}: the commit did not end within "
+                f"{self.settings.store_wait_s:g} s, so the write may or may not have landed",
+                retry_after_s=self.settings.store_wait_s,
+            )
         raise DatabaseUnavailableError(
             f"PostgreSQL {self.name} is unavailable: an operation did not end within "
-            f"{self.settings.acquire_wait_s:g} s",
+            f"{self.settings.store_wait_s:g} s",
             retry_after_s=self.settings.store_wait_s,
         )
 
     async def _on(
-        self, connection: Connection, work: Work[_T], *, write: bool, durable: bool
+        self,
+        connection: Connection,
+        work: Work[_T],
+        *,
+        write: bool,
+        durable: bool,
+        progress: "_Progress",
     ) -> _T:
         if not write:
             return await work(connection)
-        committing = False
         try:
             async with connection.transaction():
                 if not durable:
                     await connection.execute("SET LOCAL synchronous_commit = off")
                 value = await work(connection)
-                committing = True
+                progress.committing = True
         except psycopg.OperationalError as error:
-            if committing:
+            if progress.committing:
                 raise OutcomeUnknownError(
                     f"PostgreSQL {self.name}: the connection failed while committing, "
                     f"so the write may or may not have landed: {one_line(error)}",

@@ -81,25 +81,28 @@ async def retry_transient(
     path: Path,
     within_s: float,
     outage: Outage | None = None,
-    success_tells: bool = True,
+    tells: bool = True,
 ) -> _T:
     """Await *attempt*, retrying lock contention for *within_s* seconds with jittered
-    backoff; *outage*, if given, hears whether the database answered (ADR 0038), a
-    success only when it *success_tells*: a read succeeds under another process's write
-    lock (WAL), so only a write says that a locked database is back.
+    backoff; *outage*, if given, sets the retry hint of the errors, and when *tells*
+    hears whether the database answered (ADR 0038). A read succeeds under another
+    process's write lock (WAL), so a read's success does not say that a locked database
+    is back, and its failure would open an outage no write may ever close: reads pass
+    ``tells=False`` unless they are all the process does (a read-only store).
 
     Raises:
         PersistenceError: a translated driver error (``DatabaseBusyError`` once retries run
             out, ``DiskFullError`` for a full disk).
     """
+    told = outage if tells else None
     started = time.monotonic()
     try:
-        value = await _attempt(attempt, path, outage, started)
+        value = await _attempt(attempt, path, outage, told, started)
     except _Retry:
         pass
     else:
-        if outage is not None and success_tells:
-            outage.answered()
+        if told is not None:
+            told.answered()
         return value
     retrying = AsyncRetrying(
         retry=retry_if_exception(is_transient),
@@ -113,9 +116,9 @@ async def retry_transient(
             with try_:
                 value = await attempt()
     except sqlite3.Error as error:
-        raise _translated(error, path, outage, started) from error
-    if outage is not None and success_tells:
-        outage.answered()
+        raise _translated(error, path, outage, told, started) from error
+    if told is not None:
+        told.answered()
     return value
 
 
@@ -124,25 +127,31 @@ class _Retry(Exception):
 
 
 async def _attempt(
-    attempt: Callable[[], Awaitable[_T]], path: Path, outage: Outage | None, started: float
+    attempt: Callable[[], Awaitable[_T]],
+    path: Path,
+    outage: Outage | None,
+    told: Outage | None,
+    started: float,
 ) -> _T:
     try:
         return await attempt()  # the fast path: no retry machinery unless it is needed
     except sqlite3.Error as error:
         if not is_transient(error):
-            raise _translated(error, path, outage, started) from error
-        if outage is not None:
-            outage.stumbled()
+            raise _translated(error, path, outage, told, started) from error
+        if told is not None:
+            told.stumbled()
         raise _Retry from error
 
 
 def _translated(
-    error: sqlite3.Error, path: Path, outage: Outage | None, started: float
+    error: sqlite3.Error, path: Path, outage: Outage | None, told: Outage | None, started: float
 ) -> PersistenceError:
     translated = translate(error, path)
-    if outage is not None and isinstance(translated, StoreUnavailableError):
-        translated.retry_after_s = outage.retry_after_s
-        outage.failed(error, started=started)
+    if isinstance(translated, StoreUnavailableError):
+        if outage is not None:
+            translated.retry_after_s = outage.retry_after_s
+        if told is not None:
+            told.failed(error, started=started)
     return translated
 
 

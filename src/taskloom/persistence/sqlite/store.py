@@ -369,12 +369,17 @@ class SqliteTaskStore:
         """Run a primary-key lookup on the event loop's own thread: it costs less than
         the two thread hops of :meth:`_read`. A reader in WAL mode does not wait for
         writers; should the file be locked all the same (a WAL recovery under way), the
-        read goes to the reader thread, which waits and retries."""
+        read goes to the reader thread, which waits and retries. On a read-only store,
+        reads are all there is to say that the database is back (see :meth:`_read`)."""
         try:
-            return function(self._inline)
+            value = function(self._inline)
         except sqlite3.Error as error:
             if not is_transient(error):
                 raise translate(error, self.settings.path) from error
+        else:
+            if self.settings.read_only and self.writer.outage is not None:
+                self.writer.outage.answered()
+            return value
         return await self._read(function)
 
     async def _read(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -383,7 +388,9 @@ class SqliteTaskStore:
             path=self.settings.path,
             within_s=self.settings.lock_retry_window_s,
             outage=self.writer.outage,
-            success_tells=False,  # reads go on under another writer's lock
+            # reads go on under another process's write lock: only writes tell an outage,
+            # unless reads are all this store does
+            tells=self.settings.read_only,
         )
 
     def on_back(self, wake_up: Callable[[], None]) -> None:
