@@ -4,7 +4,8 @@ A stdio server lives as long as its host: a one-shot host, or a closed editor, e
 When it ends (its stdin closes, or SIGINT or SIGTERM) while tasks it created or ran are
 unfinished, it hands them to a *lingering worker*: a background process on the same
 SQLite database (``python -m taskloom.linger``, given the server's settings on its stdin)
-that runs them and exits when no queued or running task of its workflows is left. One
+that runs them and exits when no queued or running task of its workflows (the names and
+versions it loaded: what its worker may claim) is left. One
 runs per database at a time, holding ``<db>.linger.lock``; it logs to ``<db>.linger.log``.
 The server itself exits as promptly as before: starting the worker costs a fork.
 
@@ -20,17 +21,20 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
 from anyio.abc import TaskStatus
 
 from taskloom.config import TaskloomSettings
+from taskloom.engine.claims import ClaimRule
+from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.registry import loaded_versions
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteSettings
 
@@ -157,10 +161,24 @@ def linger_lock(database: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-async def work_left(manager: TaskManager, workflows: list[str]) -> bool:
-    """Whether a task of one of *workflows* is queued or running."""
-    page = await manager.list(states=WORK, names=workflows, limit=1)
-    return bool(page.tasks)
+async def work_left(manager: TaskManager, workflows: Mapping[str, Workflow[Any]]) -> bool:
+    """Whether a task that one of *workflows* runs (its name, and a version loaded here,
+    or none recorded) is queued or running: only what this process's worker may claim
+    keeps it lingering; a run of a version it lacks waits for a process that has it."""
+    rule = ClaimRule.of(loaded_versions(workflows))
+    names = sorted(rule.workflows)
+    if not names:
+        return False
+    cursor = None
+    while True:
+        page = await manager.list(
+            states=WORK, names=names, limit=manager.settings.max_page_size, cursor=cursor
+        )
+        if any(rule.has_version(task.name, task.workflow_version) for task in page.tasks):
+            return True
+        cursor = page.next_cursor
+        if cursor is None:
+            return False
 
 
 async def linger(settings: TaskloomSettings) -> None:
@@ -197,17 +215,17 @@ async def _until_no_work_left(settings: TaskloomSettings) -> None:
                 logger.info("another lingering worker runs on %s; it takes the work", database)
                 return
             async with open_engine(settings) as engine, anyio.create_task_group() as group:
-                names = list(engine.workflows)
+                workflows = engine.workflows
                 await group.start(log_changes, engine.manager)
                 worker = engine.worker.worker_id if engine.worker is not None else "-"
                 logger.info("lingering worker %s on %s runs what is left", worker, database)
                 with engine.manager.subscribe() as changes:
-                    while await work_left(engine.manager, names):
+                    while await work_left(engine.manager, workflows):
                         with anyio.move_on_after(CHECK_EVERY_S):  # others' changes too
                             await changes.receive()
                 group.cancel_scope.cancel()
         async with open_engine(looking) as engine:
-            if not await work_left(engine.manager, names):
+            if not await work_left(engine.manager, workflows):
                 logger.info("no work left on %s; the lingering worker exits", database)
                 return
 
