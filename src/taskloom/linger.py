@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import TaskStatus
 
 from taskloom.config import TaskloomSettings
 from taskloom.engine.claims import ClaimRule
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task
+from taskloom.engine.observe import NullObserver, RunInfo
 from taskloom.engine.registry import loaded_versions
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteSettings
@@ -86,32 +87,36 @@ def after_host_note(settings: TaskloomSettings) -> str:
     )
 
 
-class UnfinishedTasks:
-    """The tasks this process created or changed that have not ended, as far as its
-    change feed tells (:meth:`follow`); :meth:`any_left` checks them in the store."""
+class UnfinishedTasks(NullObserver):
+    """The tasks this process created (:meth:`task_created`) or began running
+    (:meth:`run_started`), as the engine's observer is told; :meth:`any_left` checks
+    them in the store. Not the change feed: it also carries other processes' tasks (the
+    foreign-change poll, notes on runs waiting for a version), which are not this
+    server's to hand off."""
 
-    def __init__(self, manager: TaskManager) -> None:
-        self._manager = manager
+    def __init__(self) -> None:
         self._ids: set[str] = set()
 
-    async def follow(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Track every change this process commits, until cancelled."""
-        with self._manager.subscribe() as changes:
-            task_status.started()
-            async for task in changes:
-                if task.is_terminal:
-                    self._ids.discard(task.id)
-                else:
-                    self._ids.add(task.id)
+    def task_created(self, task: Task) -> None:
+        """Track it."""
+        self._ids.add(task.id)
 
-    async def any_left(self) -> bool:
-        """Whether one of them is still queued or running in the store (a task waiting
-        for input needs no worker until answered); at most ``HANDOFF_CHECK_S``: when the
-        store does not answer in time, ``True``."""
+    def run_started(self, run: RunInfo) -> None:
+        """Track it: this process's worker claimed it."""
+        self._ids.add(run.task_id)
+
+    def task_finished(self, task: Task) -> None:
+        """Forget it."""
+        self._ids.discard(task.id)
+
+    async def any_left(self, manager: TaskManager) -> bool:
+        """Whether one of them is still queued or running in *manager*'s store (a task
+        waiting for input needs no worker until answered); at most ``HANDOFF_CHECK_S``:
+        when the store does not answer in time, ``True``."""
         with anyio.move_on_after(HANDOFF_CHECK_S):
             for task_id in list(self._ids):
                 try:
-                    task = await self._manager.get(task_id)
+                    task = await manager.get(task_id)
                 except TaskNotFoundError:  # deleted, or expired
                     continue
                 if task.state in WORK:
