@@ -128,6 +128,15 @@ async def unfinished_twin(
     return None
 
 
+def validated_arguments(workflow: Workflow[Any], arguments: Mapping[str, Any] | None) -> Any:
+    """*arguments* as a task of *workflow* stores them: validated, defaults filled in.
+
+    Raises:
+        InvalidRequestError: they do not match the input model.
+    """
+    return _validated(workflow, arguments).model_dump(mode="json")
+
+
 def _validated(workflow: Workflow[Any], arguments: Mapping[str, Any] | None) -> BaseModel:
     """*arguments* parsed by *workflow*'s input model (defaults filled in).
 
