@@ -175,19 +175,18 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
     settings = settings if settings is not None else TaskloomSettings()
     left = False
     try:
-        async with open_engine(settings) as engine, anyio.create_task_group() as group:
+        unfinished = UnfinishedTasks()  # told of this process's creates and runs
+        observer = Observers([standard_observer(), unfinished])
+        async with open_engine(settings, observer=observer) as engine:
             note = after_host_note(settings)
             server = TaskServer(
                 engine.manager, engine.workflows, settings.server, runs=engine.runs, after_host=note
             )
-            unfinished = UnfinishedTasks(engine.manager)
-            await group.start(unfinished.follow)
             try:
                 await server.serve_stdio()
             finally:
                 with anyio.CancelScope(shield=True):
-                    left = hands_off(settings) and await unfinished.any_left()
-                group.cancel_scope.cancel()
+                    left = hands_off(settings) and await unfinished.any_left(engine.manager)
     finally:  # the engine has handed its runs back: the worker takes them at once
         if left:
             start_lingering_worker(settings)  # OSError: logged, the tasks wait

@@ -4,7 +4,8 @@ A stdio server lives as long as its host: a one-shot host, or a closed editor, e
 When it ends (its stdin closes, or SIGINT or SIGTERM) while tasks it created or ran are
 unfinished, it hands them to a *lingering worker*: a background process on the same
 SQLite database (``python -m taskloom.linger``, given the server's settings on its stdin)
-that runs them and exits when no queued or running task of its workflows is left. One
+that runs them and exits when no queued or running task of its workflows (the names and
+versions it loaded: what its worker may claim) is left. One
 runs per database at a time, holding ``<db>.linger.lock``; it logs to ``<db>.linger.log``.
 The server itself exits as promptly as before: starting the worker costs a fork.
 
@@ -20,17 +21,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
-from anyio.abc import TaskStatus
 
 from taskloom.config import TaskloomSettings
+from taskloom.engine.claims import ClaimRule
+from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task
+from taskloom.engine.observe import NullObserver, RunInfo
+from taskloom.engine.registry import loaded_versions
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteSettings
 
@@ -82,32 +87,36 @@ def after_host_note(settings: TaskloomSettings) -> str:
     )
 
 
-class UnfinishedTasks:
-    """The tasks this process created or changed that have not ended, as far as its
-    change feed tells (:meth:`follow`); :meth:`any_left` checks them in the store."""
+class UnfinishedTasks(NullObserver):
+    """The tasks this process created (:meth:`task_created`) or began running
+    (:meth:`run_started`), as the engine's observer is told; :meth:`any_left` checks
+    them in the store. Not the change feed: it also carries other processes' tasks (the
+    foreign-change poll, notes on runs waiting for a version), which are not this
+    server's to hand off."""
 
-    def __init__(self, manager: TaskManager) -> None:
-        self._manager = manager
+    def __init__(self) -> None:
         self._ids: set[str] = set()
 
-    async def follow(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Track every change this process commits, until cancelled."""
-        with self._manager.subscribe() as changes:
-            task_status.started()
-            async for task in changes:
-                if task.is_terminal:
-                    self._ids.discard(task.id)
-                else:
-                    self._ids.add(task.id)
+    def task_created(self, task: Task) -> None:
+        """Track it."""
+        self._ids.add(task.id)
 
-    async def any_left(self) -> bool:
-        """Whether one of them is still queued or running in the store (a task waiting
-        for input needs no worker until answered); at most ``HANDOFF_CHECK_S``: when the
-        store does not answer in time, ``True``."""
+    def run_started(self, run: RunInfo) -> None:
+        """Track it: this process's worker claimed it."""
+        self._ids.add(run.task_id)
+
+    def task_finished(self, task: Task) -> None:
+        """Forget it."""
+        self._ids.discard(task.id)
+
+    async def any_left(self, manager: TaskManager) -> bool:
+        """Whether one of them is still queued or running in *manager*'s store (a task
+        waiting for input needs no worker until answered); at most ``HANDOFF_CHECK_S``:
+        when the store does not answer in time, ``True``."""
         with anyio.move_on_after(HANDOFF_CHECK_S):
             for task_id in list(self._ids):
                 try:
-                    task = await self._manager.get(task_id)
+                    task = await manager.get(task_id)
                 except TaskNotFoundError:  # deleted, or expired
                     continue
                 if task.state in WORK:
@@ -157,10 +166,24 @@ def linger_lock(database: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-async def work_left(manager: TaskManager, workflows: list[str]) -> bool:
-    """Whether a task of one of *workflows* is queued or running."""
-    page = await manager.list(states=WORK, names=workflows, limit=1)
-    return bool(page.tasks)
+async def work_left(manager: TaskManager, workflows: Mapping[str, Workflow[Any]]) -> bool:
+    """Whether a task that one of *workflows* runs (its name, and a version loaded here,
+    or none recorded) is queued or running: only what this process's worker may claim
+    keeps it lingering; a run of a version it lacks waits for a process that has it."""
+    rule = ClaimRule.of(loaded_versions(workflows))
+    names = sorted(rule.workflows)
+    if not names:
+        return False
+    cursor = None
+    while True:
+        page = await manager.list(
+            states=WORK, names=names, limit=manager.settings.max_page_size, cursor=cursor
+        )
+        if any(rule.has_version(task.name, task.workflow_version) for task in page.tasks):
+            return True
+        cursor = page.next_cursor
+        if cursor is None:
+            return False
 
 
 async def linger(settings: TaskloomSettings) -> None:
@@ -197,17 +220,17 @@ async def _until_no_work_left(settings: TaskloomSettings) -> None:
                 logger.info("another lingering worker runs on %s; it takes the work", database)
                 return
             async with open_engine(settings) as engine, anyio.create_task_group() as group:
-                names = list(engine.workflows)
+                workflows = engine.workflows
                 await group.start(log_changes, engine.manager)
                 worker = engine.worker.worker_id if engine.worker is not None else "-"
                 logger.info("lingering worker %s on %s runs what is left", worker, database)
                 with engine.manager.subscribe() as changes:
-                    while await work_left(engine.manager, names):
+                    while await work_left(engine.manager, workflows):
                         with anyio.move_on_after(CHECK_EVERY_S):  # others' changes too
                             await changes.receive()
                 group.cancel_scope.cancel()
         async with open_engine(looking) as engine:
-            if not await work_left(engine.manager, names):
+            if not await work_left(engine.manager, workflows):
                 logger.info("no work left on %s; the lingering worker exits", database)
                 return
 

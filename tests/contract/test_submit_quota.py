@@ -65,3 +65,19 @@ async def test_the_unfinished_twin_of_a_call(manager: TaskManager) -> None:
     await manager.start(first.id)
     await manager.complete(first.id, {"n": 1})
     assert await unfinished_twin(manager, job, {}, owner="ann") is None
+
+
+async def test_a_call_joins_no_run_of_another_version(manager: TaskManager) -> None:
+    job_v2 = Workflow("job", version="2", input=JobInput)
+
+    @job_v2.node()
+    async def run_job_v2(ctx: NodeContext[JobInput]) -> int:
+        return ctx.input.n * 2
+
+    old = await submit(manager, job, {"n": 1}, owner="ann")
+    assert await unfinished_twin(manager, job_v2, {"n": 1}, owner="ann") is None
+    new = await submit(manager, job_v2, {"n": 1}, owner="ann")
+    assert await unfinished_twin(manager, job_v2, {"n": 1}, owner="ann") == new
+    assert await unfinished_twin(manager, job, {"n": 1}, owner="ann") == old
+    unversioned = await manager.create("job", {"n": 3}, owner="ann")  # recorded no version
+    assert await unfinished_twin(manager, job_v2, {"n": 3}, owner="ann") == unversioned

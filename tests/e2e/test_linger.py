@@ -4,14 +4,19 @@ the server exits promptly and a lingering worker finishes the task, with no comm
 anyone, then exits. The tests only read the database."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import anyio
 import pytest
 
+from taskloom.commands.common import open_database, open_store
+from taskloom.engine.foreign import DEFAULT_INTERVAL_S
 from taskloom.linger import linger_lock, lock_path, log_path
 from tests.helpers import eventually
 
@@ -37,6 +42,36 @@ def _state(database: Path, task_id: str) -> str:
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
         (state,) = connection.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
     return str(state)
+
+
+def _serve(database: Path) -> "subprocess.Popen[bytes]":
+    """``taskloom serve`` on *database*, its stdin and stdout piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "taskloom", "serve", "--db", str(database)],
+        cwd=REPOSITORY,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
+
+
+def _initialize(requests: IO[bytes], answers: IO[bytes], request_id: int = 1) -> None:
+    """An ``initialize`` round trip with a stdio server."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    requests.write(json.dumps(message).encode() + b"\n")
+    requests.flush()
+    while json.loads(answers.readline()).get("id") != request_id:
+        pass
 
 
 def _lock_free(database: Path) -> bool:
@@ -96,3 +131,47 @@ async def test_one_lingering_worker_per_database(tmp_path: Path) -> None:
 
         await eventually(left_alone, within_s=30, every_s=0.2)
         assert _state(database, host["taskId"]) in ("queued", "running")
+
+
+@pytest.mark.slow
+async def test_others_unfinished_tasks_start_no_lingering_worker(tmp_path: Path) -> None:
+    """The server's change feed carries another process's running task (the SQLite poll)
+    and the note it writes on a run of a version no process has; neither is its own."""
+    database = tmp_path / "x.db"
+    arguments = {"start": 4, "tick_s": 0.1}
+    async with open_store(database, create=True):
+        pass  # created and migrated
+    async with open_database(database) as local:
+        running = await local.manager.create("countdown", arguments)
+        [claimed] = await local.manager.claim(
+            worker="elsewhere",
+            workflows=frozenset({"countdown"}),
+            lease_for=timedelta(hours=1),
+            limit=1,
+        )
+        assert claimed.task.id == running.id
+        orphan = await local.manager.create("countdown", arguments, workflow_version="999")
+    server = _serve(database)
+    assert server.stdin is not None
+    assert server.stdout is not None
+    try:
+        async with open_database(database) as local:
+
+            async def noted() -> bool:  # the server's worker is up, and wrote on the orphan
+                message = (await local.manager.get(orphan.id)).status_message or ""
+                return message.startswith("waiting for a process")
+
+            await eventually(noted, within_s=30, every_s=0.1)
+            _initialize(server.stdin, server.stdout)  # it serves, and follows its feed
+            await local.manager.report_progress(running.id, completed=1, total=4)
+            # A window of four of its polls (0.25 s) to see that change on its feed; what
+            # follows asserts that nothing happened, so it never passes by luck of timing.
+            await anyio.sleep(4 * DEFAULT_INTERVAL_S)
+    finally:
+        server.stdin.close()
+        code = server.wait(timeout=30)
+        server.stdout.close()
+    assert code == 0
+    assert not log_path(database).exists()  # no lingering worker was started
+    assert _state(database, running.id) == "running"
+    assert _state(database, orphan.id) == "queued"

@@ -245,3 +245,41 @@ async def _serve(server: TaskServer) -> AsyncIterator[LegacyClient]:
         async with open_client(*client_streams) as client:
             yield client
         group.cancel_scope.cancel()
+
+
+async def test_only_identical_calls_wait_for_each_other_while_one_starts(
+    connect: Connect, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose create hangs (a store outage, until the store wait gives up) holds
+    back the same call, which then joins its task, and no other call."""
+    entered, stuck = anyio.Event(), anyio.Event()
+    creating = engine.manager.create
+
+    async def create(name: str, arguments: Any = None, **more: Any) -> Any:
+        if arguments == {"gate": "stuck"}:
+            entered.set()
+            await stuck.wait()
+        return await creating(name, arguments, **more)
+
+    monkeypatch.setattr(engine.manager, "create", create)
+    answers: dict[str, dict[str, Any]] = {}
+    async with connect() as first, connect() as second, anyio.create_task_group() as group:
+
+        async def call(label: str, client: LegacyClient, gate: str) -> None:
+            answers[label] = await client.call("pause", {"gate": gate})
+
+        group.start_soon(call, "first", first, "stuck")
+        with anyio.fail_after(10):
+            await entered.wait()
+        group.start_soon(call, "same", second, "stuck")
+        with anyio.fail_after(10):  # not behind the stuck call
+            other = await second.call("pause", {"gate": "free"})
+        assert other["_meta"][TASK_META]["deferred"] is True
+        assert answers == {}  # both identical calls still wait
+        stuck.set()
+    one, same = answers["first"]["_meta"][TASK_META], answers["same"]["_meta"][TASK_META]
+    assert one["taskId"] == same["taskId"]
+    assert [one.get("joined"), same.get("joined")].count(True) == 1
+    assert len(await _task_ids(engine, "pause")) == 2
+    for gate in ("stuck", "free"):
+        flows.gate(gate).set()

@@ -98,8 +98,11 @@ async def unfinished_twin(
     owner: str | None,
 ) -> Task | None:
     """The newest unfinished task *owner* started of *workflow* with these *arguments*
-    (compared once validated, defaults filled in), that is not a child task; ``None``
-    if there is none among its newest ``JOIN_SCAN_LIMIT`` unfinished ones (ADR 0040).
+    (compared once validated, defaults filled in), that is not a child task and runs
+    *workflow*'s version (or recorded none): a call never joins a run of another
+    version, which another process runs and whose result has that version's shape.
+    ``None`` if there is none among its newest ``JOIN_SCAN_LIMIT`` unfinished ones
+    (ADR 0040).
 
     Raises:
         InvalidRequestError: the arguments do not match the input model.
@@ -112,13 +115,26 @@ async def unfinished_twin(
             owner=owner, states=ACTIVE_STATES, names=[workflow.name], limit=size, cursor=cursor
         )
         for task in page.tasks:
-            if task.parent_id is None and task.arguments == wanted:
+            if (
+                task.parent_id is None
+                and task.workflow_version in (None, workflow.version)
+                and task.arguments == wanted
+            ):
                 return task
         read += len(page.tasks)
         cursor = page.next_cursor
         if cursor is None:
             break
     return None
+
+
+def validated_arguments(workflow: Workflow[Any], arguments: Mapping[str, Any] | None) -> Any:
+    """*arguments* as a task of *workflow* stores them: validated, defaults filled in.
+
+    Raises:
+        InvalidRequestError: they do not match the input model.
+    """
+    return _validated(workflow, arguments).model_dump(mode="json")
 
 
 def _validated(workflow: Workflow[Any], arguments: Mapping[str, Any] | None) -> BaseModel:

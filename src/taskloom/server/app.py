@@ -28,6 +28,7 @@ from taskloom.server.calls import ToolCalls
 from taskloom.server.fallback import DEFAULT_MAX_WAIT_S, FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.generation import TASKS_EXTENSION, Generation, generation
 from taskloom.server.history import HistoryTools
+from taskloom.server.join_locks import JoinLocks
 from taskloom.server.legacy import LegacyTasks
 from taskloom.server.middleware import middleware_stack
 from taskloom.server.modern import ModernTasks, TaskListen, UpdateTaskParams
@@ -58,8 +59,9 @@ class TaskServer:
         each deferred answer (``None``: nothing; the server outlives its hosts)."""
         self.manager = manager
         self.after_host = after_host
-        self._creating = anyio.Lock()
-        """Held while a plain call finds or creates its task (two identical calls, one task)."""
+        self._creating = JoinLocks()
+        """By join key, held while a plain call finds or creates its task (two identical
+        calls, one task; unrelated calls never wait for each other)."""
         self.runs = runs
         """Where the history tools read node attempts (no history tools without it)."""
         self.workflows = dict(workflows)

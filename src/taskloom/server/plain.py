@@ -29,9 +29,10 @@ hosts that check results against output schemas are not shown them
 (``calls.ToolCalls.list_tools``).
 """
 
+import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Final
@@ -52,11 +53,12 @@ from taskloom.engine.errors import (
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import MAX_KEY_LENGTH, Task
 from taskloom.engine.states import TaskState
-from taskloom.engine.submit import key_holder, submit, unfinished_twin
+from taskloom.engine.submit import key_holder, submit, unfinished_twin, validated_arguments
 from taskloom.server import audit
 from taskloom.server.errors import QUOTA_EXCEEDED
 from taskloom.server.fallback import DEFAULT_MAX_WAIT_S, status_lines
 from taskloom.server.generation import Generation, generation
+from taskloom.server.join_locks import JoinLocks
 from taskloom.server.push import ProgressPush
 from taskloom.server.questions import InputAsker, Unanswered
 from taskloom.server.wire import (
@@ -107,13 +109,14 @@ class PlainCalls:
         max_unfinished: int | None = None,
         result_wait_s: float = DEFAULT_MAX_WAIT_S,
         after_host: str | None = None,
-        creating: anyio.Lock | None = None,
+        creating: JoinLocks | None = None,
     ) -> None:
         """*result_wait_s*: the ``wait_s`` the deferred answer recommends (what
         ``task_result`` waits at most); *after_host*: a sentence on what becomes of the
-        task if the host closes this server, for the deferred answer; *creating*: held
-        while a call finds or creates its task, shared by every connection, so that two
-        identical calls at once make one task."""
+        task if the host closes this server, for the deferred answer; *creating*: the lock of
+        a call's join key is held while it finds or creates its task, shared by every
+        connection, so that two identical calls at once make one task (and unrelated
+        calls never wait for each other)."""
         self._manager = manager
         self._max_unfinished = max_unfinished
         self._owner = owner
@@ -123,7 +126,7 @@ class PlainCalls:
         self._fallback_tools = fallback_tools
         self._result_wait_s = result_wait_s
         self._after_host = after_host
-        self._creating = creating if creating is not None else anyio.Lock()
+        self._creating = creating if creating is not None else JoinLocks()
 
     async def run(
         self,
@@ -189,7 +192,7 @@ class PlainCalls:
     ) -> tuple[Task, bool]:
         """The call's task, and whether it was there already: the task holding *key*, or
         (without a key) the unfinished task of the same call, or a new one."""
-        async with self._creating:
+        async with self._creating.hold(self._join_key(workflow, arguments, key)):
             if key is None and workflow.join_repeats:
                 twin = await unfinished_twin(self._manager, workflow, arguments, owner=self._owner)
                 if twin is not None:
@@ -205,6 +208,21 @@ class PlainCalls:
                 idempotency_key=key,
             )
         return task, held is not None
+
+    def _join_key(
+        self, workflow: Workflow[Any], arguments: dict[str, Any] | None, key: str | None
+    ) -> Hashable:
+        """What two calls that must make one task share: the owner and the idempotency
+        key, or the owner, the workflow and its validated arguments (defaults filled in).
+
+        Raises:
+            InvalidRequestError: the arguments do not match the input model.
+        """
+        if key is not None:
+            return ("key", self._owner, key)
+        wanted = validated_arguments(workflow, arguments)
+        canonical = json.dumps(wanted, sort_keys=True, separators=(",", ":"))
+        return ("call", self._owner, workflow.name, workflow.version, canonical)
 
     async def _follow(
         self,
