@@ -97,6 +97,7 @@ def _seed(path: Path, count: int) -> None:
                         None,
                         None,
                         micros(created),
+                        None,  # workflow_version (schema 8)
                         json.dumps(body),
                     )
                 )
