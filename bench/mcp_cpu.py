@@ -57,7 +57,7 @@ def baseline_spec(src: Path) -> Callable[[Path], ServerSpec]:
     def spec(folder: Path) -> ServerSpec:
         mine = taskloom_spec(folder)
         bench = mine.env["PYTHONPATH"]
-        return ServerSpec(BASELINE, mine.command, {"PYTHONPATH": f"{src}:{bench}"})
+        return ServerSpec(BASELINE, mine.command, {**mine.env, "PYTHONPATH": f"{src}:{bench}"})
 
     return spec
 

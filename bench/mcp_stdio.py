@@ -80,7 +80,10 @@ class Target:
 
 def taskloom_spec(folder: Path) -> ServerSpec:
     command = [sys.executable, "-m", "taskloom", "serve", "--db", str(folder / "bench.db")]
-    return ServerSpec(TASKLOOM, [*command, "--workflows", "flows"], {"PYTHONPATH": str(BENCH)})
+    # No lingering worker: the kill -9 round's restart is what resumes the runs, and a
+    # worker left behind would outlive the benchmark's temporary database.
+    env = {"PYTHONPATH": str(BENCH), "TASKLOOM_LINGER": "0"}
+    return ServerSpec(TASKLOOM, [*command, "--workflows", "flows"], env)
 
 
 def queue_only_spec(folder: Path) -> ServerSpec:

@@ -226,9 +226,14 @@ async def _until_no_work_left(settings: TaskloomSettings) -> None:
                 logger.info("lingering worker %s on %s runs what is left", worker, database)
                 with engine.manager.subscribe() as changes:
                     while await work_left(engine.manager, workflows):
+                        if not database.exists():  # deleted under it: nothing to finish
+                            break
                         with anyio.move_on_after(CHECK_EVERY_S):  # others' changes too
                             await changes.receive()
                 group.cancel_scope.cancel()
+        if not database.exists():
+            logger.info("%s was deleted; the lingering worker exits", database)
+            return
         async with open_engine(looking) as engine:
             if not await work_left(engine.manager, workflows):
                 logger.info("no work left on %s; the lingering worker exits", database)

@@ -175,3 +175,28 @@ async def test_others_unfinished_tasks_start_no_lingering_worker(tmp_path: Path)
     assert not log_path(database).exists()  # no lingering worker was started
     assert _state(database, running.id) == "running"
     assert _state(database, orphan.id) == "queued"
+
+
+@pytest.mark.slow
+async def test_a_lingering_worker_leaves_a_database_that_was_deleted(tmp_path: Path) -> None:
+    """A lingering worker whose database is deleted under it (a benchmark's or a test's
+    temporary folder) exits instead of running forever on the deleted file."""
+    database = tmp_path / "x.db"
+    host = _leave(database, "stdin")
+    log = log_path(database)
+
+    async def working() -> bool:
+        return log.exists() and "runs what is left" in log.read_text()
+
+    await eventually(working, within_s=20, every_s=0.1)
+    assert _state(database, host["taskId"]) != "completed"  # work was left when deleted
+    for name in ("x.db", "x.db-wal", "x.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+
+    async def exited() -> bool:
+        return _lock_free(database) and "was deleted; the lingering worker exits" in (
+            log.read_text()
+        )
+
+    await eventually(exited, within_s=20, every_s=0.2)
+    assert "countdown " + host["taskId"] + " completed" not in log.read_text()
