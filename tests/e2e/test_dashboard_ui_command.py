@@ -16,6 +16,8 @@ import pytest
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteTaskStore
+from tests.e2e.browser import require_browser, screenshot_folder
+from tests.e2e.test_dashboard_browser import chromium
 from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
 from tests.helpers import eventually
@@ -98,3 +100,29 @@ def test_a_missing_database_is_one_line(tmp_path: Path) -> None:
         "(pass --db PATH or set TASKLOOM_DB)\n"
     )
     assert not (tmp_path / "none.db").exists()
+
+
+async def test_the_versions_section_fits_a_phone(tmp_path: Path) -> None:
+    """At 390 px the operator's task list, "Workflow versions" included, is no wider than
+    the screen: the versions table scrolls inside its own box, not the page."""
+    require_browser()
+    db = tmp_path / "tasks.db"
+    await _database(db)
+    with anyio.fail_after(60):
+        async with ui(db) as url, chromium() as browser:
+            context = await browser.new_context(
+                viewport={"width": 390, "height": 844}, is_mobile=True
+            )
+            phone = await context.new_page()
+            await phone.goto(f"{url}/")
+            section = phone.get_by_role("region", name="Workflow versions")
+            await section.wait_for(timeout=10_000)
+            assert await section.locator("tbody tr").count() >= 1
+            width = await phone.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, width
+            placed = await section.bounding_box()
+            assert placed is not None
+            assert placed["x"] >= 0
+            assert placed["x"] + placed["width"] <= 390, placed
+            shots = screenshot_folder(tmp_path)
+            await phone.screenshot(path=shots / "versions-390.png", full_page=True)
