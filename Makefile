@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m taskloom.demo
+	$(PY) examples/demo/demo.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench examples

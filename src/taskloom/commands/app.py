@@ -1,4 +1,4 @@
-"""The command tree (click): every command but ``serve``, its flags and their variables.
+"""The command tree (click): every command, its flags and their variables.
 
 Only click and the shared options are imported here; each command's handler module (and
 with it the engine's store and drivers) is imported when that command runs.
@@ -16,6 +16,17 @@ from taskloom.commands.durations import DURATION, RETENTION
 TASK_STATES: Final = ("queued", "running", "input_required", "completed", "failed", "cancelled")
 """``TaskState``'s values (a test checks them)."""
 FINISHED_STATES: Final = ("cancelled", "completed", "failed")
+
+
+@click.command(
+    "serve",
+    short_help="serve MCP over stdio (or Streamable HTTP with --http)",
+    help="Serve the workflows as MCP tools over stdin and stdout, or over Streamable HTTP "
+    "with --http. Ctrl-C or SIGTERM stops it; runs in flight resume elsewhere.",
+)
+@options.settings_of("serve")
+def serve(**params: Any) -> None:
+    dispatch("serve:serve", params)
 
 
 @click.command(
@@ -324,25 +335,7 @@ def db_gc(**params: Any) -> None:
 
 
 @click.command("worker", short_help="run queued tasks from the database until stopped")
-@click.option(
-    "--max-runs",
-    type=int,
-    envvar="TASKLOOM_MAX_RUNS",
-    default=options.from_project("max_runs"),
-    help="runs executed at once (env TASKLOOM_MAX_RUNS; default 100)",
-)
-@click.option(
-    "--metrics",
-    metavar="HOST:PORT",
-    envvar="TASKLOOM_METRICS",
-    default=options.from_project("metrics"),
-    help="serve Prometheus metrics at http://HOST:PORT/metrics (env TASKLOOM_METRICS)",
-)
-@options.db
-@options.store_wait
-@options.workflows
-@options.settings
-@options.logging_options
+@options.settings_of("worker")
 def worker(**params: Any) -> None:
     """Run the workflows' tasks from the database (no MCP); Ctrl-C or SIGTERM stops it and
     hands its runs back."""
@@ -442,5 +435,5 @@ def tokens_revoke(**params: Any) -> None:
     dispatch("tokens:revoke_token", params)
 
 
-COMMANDS: Final = (run, tasks, workflows, db, worker, tokens, ui)
+COMMANDS: Final = (serve, run, tasks, workflows, db, worker, tokens, ui)
 NAMES: Final = tuple(command.name or "" for command in COMMANDS)

@@ -1,13 +1,14 @@
 """``taskloom db migrate|check|gc``: looking after the database."""
 
-from taskloom.commands.base import EXIT_FAILED, EXIT_OK, Args, CommandError
+from taskloom.commands.arguments import DbArgs
+from taskloom.commands.base import EXIT_FAILED, EXIT_OK, CommandError
 from taskloom.commands.common import open_store, print_json
 from taskloom.engine.manager import TaskManager
 from taskloom.persistence.factory import describe_database
 from taskloom.persistence.sqlite import SqliteTaskStore
 
 
-async def migrate_database(args: Args) -> int:
+async def migrate_database(args: DbArgs) -> int:
     """Open (creating or migrating) the database and say which schema version it has."""
     name = describe_database(args.db)
     async with open_store(args.db, create=True) as store:
@@ -22,7 +23,7 @@ async def migrate_database(args: Args) -> int:
     return EXIT_OK
 
 
-async def check_database(args: Args) -> int:
+async def check_database(args: DbArgs) -> int:
     """Report problems (none, when healthy), the schema version and task counts."""
     name = describe_database(args.db)
     async with open_store(args.db, read_only=True) as store:
@@ -45,7 +46,7 @@ async def check_database(args: Args) -> int:
     return EXIT_FAILED if health.problems else EXIT_OK
 
 
-async def collect_garbage(args: Args) -> int:
+async def collect_garbage(args: DbArgs) -> int:
     """Purge expired tasks now (a server or worker also does it every minute)."""
     name = describe_database(args.db)
     async with open_store(args.db) as store:

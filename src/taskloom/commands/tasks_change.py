@@ -5,7 +5,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from taskloom.bootstrap import load_workflows, open_engine
-from taskloom.commands.base import EXIT_OK, Args, CommandError
+from taskloom.commands.arguments import AnswerArgs, CancelArgs, ResumeArgs
+from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.commands.common import (
     Local,
     again_flags,
@@ -23,7 +24,7 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.observability import standard_observer
 
 
-async def cancel_task(args: Args) -> int:
+async def cancel_task(args: CancelArgs) -> int:
     """Cancel a task; its nodes stop wherever they run."""
     async with open_database(args.db) as local:
         task = await local.manager.get(args.task_id)
@@ -37,7 +38,7 @@ async def cancel_task(args: Args) -> int:
     return EXIT_OK
 
 
-async def answer_task(args: Args) -> int:
+async def answer_task(args: AnswerArgs) -> int:
     """Answer a pending question; the task runs on."""
     value = read_json(args.answer, "the answer")
     async with open_database(args.db) as local:
@@ -62,22 +63,22 @@ async def answer_task(args: Args) -> int:
 
 
 @asynccontextmanager
-async def _opened(args: Args, workflow: Workflow[Any]) -> AsyncIterator[Local]:
+async def _opened(args: ResumeArgs, workflow: Workflow[Any]) -> AsyncIterator[Local]:
     """The database, with a worker for *workflow* when the task is to run here."""
     if not args.run:
         async with open_database(args.db) as local:
             yield local
         return
-    settings = settings_from(args, run_sweeper=False)
+    settings = settings_from(args.db, args.workflows, args.settings, run_sweeper=False)
     only = WorkflowRegistry({workflow.name: workflow})
     quiet = standard_observer(logs=False)  # the progress view says it all
     async with open_engine(settings, workflows=only, observer=quiet) as engine:
         yield Local(manager=engine.manager, runs=engine.runs)
 
 
-async def resume_task(args: Args) -> int:
+async def resume_task(args: ResumeArgs) -> int:
     """Fork a finished task into a new one that keeps the completed nodes."""
-    workflows = load_workflows(settings_from(args))
+    workflows = load_workflows(settings_from(args.db, args.workflows, args.settings))
     async with open_database(args.db) as local:
         source = await local.manager.get(args.task_id)
     if source.name not in workflows:
@@ -115,7 +116,7 @@ async def resume_task(args: Args) -> int:
         )
         if not args.run:
             print("\n".join(intro))
-            flags = again_flags(args)
+            flags = again_flags(args.db, args.workflows)
             print(f"  A worker on this database runs it (taskloom worker{flags});")
             print(f"  follow it with: taskloom tasks watch {forked.task.id}{flags}")
             return EXIT_OK
@@ -125,6 +126,6 @@ async def resume_task(args: Args) -> int:
             workflow,
             forked.task,
             on_interrupt="cancel",
-            flags=again_flags(args),
+            flags=again_flags(args.db, args.workflows),
             intro=intro,
         )
