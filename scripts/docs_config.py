@@ -216,9 +216,10 @@ def render() -> str:
         "",
         "Every setting of a taskloom process, from the pydantic models that hold it. The",
         "models are frozen and refuse unknown keys. The `taskloom` command fills them from",
-        "its flags, each of which can also be set by a `TASKLOOM_*` variable (last column);",
-        "a setting with no flag takes its default there. A program that embeds taskloom",
-        "builds `TaskloomSettings(...)` itself and may set any field",
+        "its flags, each of which can also be set by a `TASKLOOM_*` variable and by a key",
+        "of the project file (last column; every flag of `serve` and `worker` is in the",
+        "table at the end); a setting with no flag takes its default there. A program that",
+        "embeds taskloom builds `TaskloomSettings(...)` itself and may set any field",
         "([operations.md](operations.md) has the process-level picture).",
     ]
     for model, title, intro in SECTIONS:

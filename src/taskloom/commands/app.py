@@ -80,15 +80,10 @@ def _task_command(
 
 
 @_task_command("list", "tasks, newest first", help="Tasks, newest first.")
-@click.option(
-    "--state",
-    "state",
-    multiple=True,
-    envvar="TASKLOOM_STATE",
-    callback=options.one_of(TASK_STATES),
-    metavar="STATE[,STATE]",
-    help=f"only tasks in these states ({', '.join(TASK_STATES)}); repeat or separate with "
-    "commas (env TASKLOOM_STATE)",
+@options.states(
+    "TASKLOOM_STATE",
+    TASK_STATES,
+    f"only tasks in these states ({', '.join(TASK_STATES)}); repeat or separate with commas",
 )
 @click.option(
     "--workflow",
@@ -260,15 +255,11 @@ def tasks_delete(**params: Any) -> None:
     metavar="DURATION",
     help="finished longer ago than this, e.g. 30d or 12h (env TASKLOOM_OLDER_THAN)",
 )
-@click.option(
-    "--state",
-    "state",
-    multiple=True,
-    envvar="TASKLOOM_PURGE_STATE",
-    callback=options.one_of(FINISHED_STATES),
-    metavar="STATE[,STATE]",
-    help="only tasks that ended in these states; repeat or separate with commas "
-    "(env TASKLOOM_PURGE_STATE; default: all three)",
+@options.states(
+    "TASKLOOM_PURGE_STATE",
+    FINISHED_STATES,
+    "only tasks that ended in these states; repeat or separate with commas",
+    "; default: all three",
 )
 def tasks_purge(**params: Any) -> None:
     dispatch("tasks_delete:purge_tasks", params)

@@ -9,7 +9,17 @@ exactly the parameters of its command. ``serve`` and ``worker`` receive
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, Protocol
+
+
+class Where(Protocol):
+    """The database and the workflow modules a command was given."""
+
+    @property
+    def db(self) -> str: ...
+
+    @property
+    def workflows(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,8 @@ import anyio
 from pydantic import JsonValue
 
 from taskloom.commands import project
-from taskloom.commands.base import CommandError
+from taskloom.commands.arguments import Where
+from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.dag import Workflow
 from taskloom.engine.manager import TaskManager
@@ -216,6 +217,15 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def show(as_json: bool, value: Any, text: str) -> int:
+    """Print *value* as JSON (``--json``), else the line *text*; the exit code: done."""
+    if as_json:
+        print_json(value)
+    else:
+        print(text)
+    return EXIT_OK
+
+
 def task_json(task: Task) -> dict[str, Any]:
     """A task as JSON (every field, times in ISO-8601)."""
     return task.model_dump(mode="json")
@@ -235,15 +245,15 @@ def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow
     return workflows[name]
 
 
-def again_flags(db: str | None, workflows: Sequence[str] = ()) -> str:
+def again_flags(where: Where) -> str:
     """The flags a printed command needs to work when copied as it is: ``--db`` and
     ``--workflows`` when they are not what the project file (or the default) gives."""
     from taskloom.commands.options import DEFAULT_DATABASE, from_project
 
     flags = ""
-    if db is not None and db != from_project("db", DEFAULT_DATABASE)():
-        flags += f" --db {shlex.quote(str(db))}"
-    entries = list(workflows)
+    if where.db != from_project("db", DEFAULT_DATABASE)():
+        flags += f" --db {shlex.quote(str(where.db))}"
+    entries = list(where.workflows)
     if entries != list(from_project("workflows")() or ()):
         for entry in entries:
             shown = str(Path(entry).resolve()) if entry.endswith(".py") else entry

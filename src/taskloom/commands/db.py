@@ -2,7 +2,7 @@
 
 from taskloom.commands.arguments import DbArgs
 from taskloom.commands.base import EXIT_FAILED, EXIT_OK, CommandError
-from taskloom.commands.common import open_store, print_json
+from taskloom.commands.common import open_store, print_json, show
 from taskloom.engine.manager import TaskManager
 from taskloom.persistence.factory import describe_database
 from taskloom.persistence.sqlite import SqliteTaskStore
@@ -16,11 +16,7 @@ async def migrate_database(args: DbArgs) -> int:
         if isinstance(store, SqliteTaskStore):
             version = (await store.health()).schema_version
     shown = "schema up to date" if version is None else f"schema version {version} (the latest)"
-    if args.json:
-        print_json({"database": name, "schema_version": version})
-    else:
-        print(f"{name}: {shown}")
-    return EXIT_OK
+    return show(args.json, {"database": name, "schema_version": version}, f"{name}: {shown}")
 
 
 async def check_database(args: DbArgs) -> int:
@@ -51,8 +47,6 @@ async def collect_garbage(args: DbArgs) -> int:
     name = describe_database(args.db)
     async with open_store(args.db) as store:
         purged = await TaskManager(store).purge_expired()
-    if args.json:
-        print_json({"database": name, "purged": purged})
-    else:
-        print(f"{name}: deleted {purged} expired task(s)")
-    return EXIT_OK
+    return show(
+        args.json, {"database": name, "purged": purged}, f"{name}: deleted {purged} expired task(s)"
+    )

@@ -56,6 +56,19 @@ def one_of(choices: Sequence[str]) -> Callable[[click.Context, click.Parameter, 
     return check
 
 
+def states(variable: str, choices: Sequence[str], help: str, more: str = "") -> Callable[[F], F]:
+    """``--state STATE[,STATE]``: repeatable, each one of *choices*."""
+    return click.option(
+        "--state",
+        "state",
+        multiple=True,
+        envvar=variable,
+        callback=one_of(choices),
+        metavar="STATE[,STATE]",
+        help=f"{help} (env {variable}{more})",
+    )
+
+
 class SettingOption(click.Option):
     """A flag declared in :mod:`taskloom.commands.setting_table`; its help (which may
     read a default from a settings model) is written only when it is shown."""

@@ -45,7 +45,7 @@ async def run(args: RunArgs) -> int:
             workflow,
             task,
             on_interrupt="cancel",
-            flags=again_flags(args.db, args.workflows),
+            flags=again_flags(args),
             intro=(
                 f"Running {workflow.name} as task {task.id} in {describe_database(args.db)}",
                 "  Ctrl-C cancels it.",

@@ -14,6 +14,7 @@ from taskloom.commands.common import (
     print_json,
     read_json,
     settings_from,
+    show,
     task_json,
 )
 from taskloom.commands.follow import follow
@@ -31,11 +32,11 @@ async def cancel_task(args: CancelArgs) -> int:
         if task.is_terminal:
             raise CommandError(f"task {task.id} has already ended ({task.state})")
         task = await local.manager.cancel(task.id, reason=args.reason)
-    if args.json:
-        print_json(task_json(task))
-    else:
-        print(f"Cancelled task {task.id}; its running nodes stop within seconds.")
-    return EXIT_OK
+    return show(
+        args.json,
+        task_json(task),
+        f"Cancelled task {task.id}; its running nodes stop within seconds.",
+    )
 
 
 async def answer_task(args: AnswerArgs) -> int:
@@ -55,11 +56,7 @@ async def answer_task(args: AnswerArgs) -> int:
                 )
             key = pending[0]
         task = await local.manager.provide_input(task.id, key, value)
-    if args.json:
-        print_json(task_json(task))
-    else:
-        print(f"Answered {key!r}; task {task.id} is {task.state}.")
-    return EXIT_OK
+    return show(args.json, task_json(task), f"Answered {key!r}; task {task.id} is {task.state}.")
 
 
 @asynccontextmanager
@@ -116,7 +113,7 @@ async def resume_task(args: ResumeArgs) -> int:
         )
         if not args.run:
             print("\n".join(intro))
-            flags = again_flags(args.db, args.workflows)
+            flags = again_flags(args)
             print(f"  A worker on this database runs it (taskloom worker{flags});")
             print(f"  follow it with: taskloom tasks watch {forked.task.id}{flags}")
             return EXIT_OK
@@ -126,6 +123,6 @@ async def resume_task(args: ResumeArgs) -> int:
             workflow,
             forked.task,
             on_interrupt="cancel",
-            flags=again_flags(args.db, args.workflows),
+            flags=again_flags(args),
             intro=intro,
         )

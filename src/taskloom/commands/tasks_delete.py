@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 from taskloom.commands.arguments import DeleteArgs, PurgeArgs
 from taskloom.commands.base import EXIT_OK, CommandError
-from taskloom.commands.common import again_flags, open_store, print_json
+from taskloom.commands.common import again_flags, open_store, print_json, show
 from taskloom.commands.render import when
 from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.models import TaskId
@@ -24,17 +24,13 @@ async def delete_tasks(args: DeleteArgs) -> int:
             if task is None:
                 raise TaskNotFoundError(task_id)
             if not task.is_terminal:
-                again = again_flags(args.db, args.workflows)
+                again = again_flags(args)
                 raise CommandError(
                     f"task {task_id} has not finished ({task.state}); "
                     f"cancel it first: taskloom tasks cancel {task_id}{again}"
                 )
         deleted = await store.delete_finished(task_ids=ids, limit=len(ids))
-    if args.json:
-        print_json({"deleted": deleted, "task_ids": ids})
-    else:
-        print(f"deleted {deleted} task(s)")
-    return EXIT_OK
+    return show(args.json, {"deleted": deleted, "task_ids": ids}, f"deleted {deleted} task(s)")
 
 
 async def purge_tasks(args: PurgeArgs) -> int:

@@ -29,7 +29,7 @@ async def watch_task(args: TaskIdArgs) -> int:
             workflow,
             task,
             on_interrupt="detach",
-            flags=again_flags(args.db, args.workflows),
+            flags=again_flags(args),
         )
 
 

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from taskloom.commands.arguments import DbArgs, TokenArgs, TokenCreateArgs
 from taskloom.commands.base import EXIT_OK, CommandError
-from taskloom.commands.common import open_store, print_json
+from taskloom.commands.common import open_store, print_json, show
 from taskloom.engine.scopes import Scopes
 from taskloom.engine.tokens import TokenRecord, mint
 
@@ -81,11 +81,11 @@ async def revoke_token(args: TokenArgs) -> int:
         record = await store.revoke_token(args.id, datetime.now(UTC))
     if record is None:
         raise CommandError(f"no token with id {args.id!r} (see taskloom tokens list)")
-    if args.json:
-        print_json(_json(record, datetime.now(UTC)))
-    else:
-        print(f"token {record.id} of {record.principal} is revoked")
-    return EXIT_OK
+    return show(
+        args.json,
+        _json(record, datetime.now(UTC)),
+        f"token {record.id} of {record.principal} is revoked",
+    )
 
 
 def _json(record: TokenRecord, now: datetime) -> dict[str, Any]:
