@@ -76,7 +76,7 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
 """The ways in that are not a setting of the table (a test checks them against the help)."""
 
 
-def flag_text(setting: Setting) -> str:
+def flag_text(setting: Setting[Any]) -> str:
     """How *setting* is given: flag, variable, project-file key, and what 0 means."""
     flag = setting.flag if setting.kind is not bool else f"{setting.flag}/--no-{setting.flag[2:]}"
     flag += f" {setting.metavar}" if setting.metavar else ""

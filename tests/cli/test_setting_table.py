@@ -140,7 +140,7 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
-def _project_file(setting: Setting, value: Any, base: dict[str, str]) -> str:
+def _project_file(setting: Setting[Any], value: Any, base: dict[str, str]) -> str:
     if setting.name == "settings":
         return "".join(
             f"[settings.{name}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in table.items())

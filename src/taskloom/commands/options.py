@@ -73,7 +73,7 @@ class SettingOption(click.Option):
     """A flag declared in :mod:`taskloom.commands.setting_table`; its help (which may
     read a default from a settings model) is written only when it is shown."""
 
-    def __init__(self, *args: Any, setting: Setting, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, setting: Setting[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.setting = setting
 
@@ -83,15 +83,15 @@ class SettingOption(click.Option):
         return super().get_help_record(ctx)
 
 
-def _click_type(setting: Setting) -> Any:
+def _click_type(setting: Setting[Any]) -> Any:
     if setting.choices:
         return click.Choice(setting.choices, case_sensitive=False)
     if setting.positive:
         return click.FloatRange(min=0, min_open=True)
-    return None if setting.kind is bool else setting.kind
+    return None if setting.kind in (bool, list) else setting.kind
 
 
-def option(setting: Setting) -> Callable[[F], F]:
+def option(setting: Setting[Any]) -> Callable[[F], F]:
     """The click option of *setting*: its flag, its variable, and its project-file key
     (then the setting's own default) where neither is given."""
     names = [f"{setting.flag}/--no-{setting.flag[2:]}"] if setting.kind is bool else [setting.flag]
@@ -115,7 +115,7 @@ def settings_of(command: str) -> Callable[[F], F]:
     """Every flag of *command* (``serve``, ``worker``) the setting table declares."""
 
     def decorate(function: F) -> F:
-        for setting in reversed(tuple(setting_table.of(command))):
+        for setting in reversed(tuple(setting_table.for_command(command))):
             function = option(setting)(function)
         return function
 

@@ -12,7 +12,15 @@ from taskloom.commands.base import EXIT_OK
 from taskloom.commands.common import operator_settings, workflow_modules
 from taskloom.commands.options import setup_logging
 from taskloom.commands.serve_settings import http_settings, server_settings
-from taskloom.commands.setting_table import Values
+from taskloom.commands.setting_table import (
+    DB,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    OPERATOR_SETTINGS,
+    STORE_WAIT_S,
+    WORKFLOWS,
+    Values,
+)
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.persistence.factory import database_settings
 
@@ -25,8 +33,8 @@ logger = logging.getLogger("taskloom.serve")
 async def serve(values: Values) -> int:
     """Serve until stopped (see :func:`serve_until_stopped`)."""
     settings, http = process_settings(values)
-    setup_logging(values["log_format"], values["log_level"])
-    await serve_until_stopped(settings, http, text=values["log_format"] == "text")
+    setup_logging(values.given(LOG_FORMAT), values.given(LOG_LEVEL))
+    await serve_until_stopped(settings, http, text=values.given(LOG_FORMAT) == "text")
     return EXIT_OK
 
 
@@ -34,9 +42,9 @@ def process_settings(values: Values) -> "tuple[TaskloomSettings, HttpSettings | 
     """The settings the flags ask for: the process's, and HTTP's (``None``: stdio)."""
     http = http_settings(values)
     settings = TaskloomSettings(
-        database=database_settings(values["db"], store_wait_s=values["store_wait_s"]),
-        workflow_modules=(*BUILTIN_WORKFLOWS, *workflow_modules(values["workflows"])),
-        workflow_settings=operator_settings(values["settings"]),
+        database=database_settings(values.given(DB), store_wait_s=values.of(STORE_WAIT_S)),
+        workflow_modules=(*BUILTIN_WORKFLOWS, *workflow_modules(values.of(WORKFLOWS) or ())),
+        workflow_settings=operator_settings(values.of(OPERATOR_SETTINGS)),
         server=server_settings(values),
         exposure="network" if http is not None else "local",
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from taskloom.commands.base import CommandError
-from taskloom.commands.setting_table import filling
+from taskloom.commands.setting_table import HTTP, TOKENS_FILE, Values, filling
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from taskloom.server.http import HttpSettings, OAuthSettings
 
 
-def given_fields(model: str, values: Mapping[str, Any]) -> dict[str, Any]:
+def given_fields(model: str, values: Values) -> dict[str, Any]:
     """The fields of *model* (``ServerSettings``) that the given flag *values* set
     directly (a flag not given, ``None``, sets none)."""
     fields: dict[str, Any] = {}
@@ -33,7 +33,7 @@ def given_fields(model: str, values: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def server_settings(values: Mapping[str, Any]) -> "ServerSettings":
+def server_settings(values: Values) -> "ServerSettings":
     """The server settings the flags ask for; a mistake is a usage error naming it."""
     from pydantic import ValidationError
 
@@ -45,16 +45,14 @@ def server_settings(values: Mapping[str, Any]) -> "ServerSettings":
         _invalid(error)
 
 
-def http_settings(
-    values: Mapping[str, Any], env: Mapping[str, str] = os.environ
-) -> "HttpSettings | None":
+def http_settings(values: Values, env: Mapping[str, str] = os.environ) -> "HttpSettings | None":
     """The HTTP settings the flags ask for (``None``: serve stdio); a mistake is a usage
     error naming it (never a token)."""
     from pydantic import ValidationError
 
     from taskloom.server.http import HttpSettings, parse_tokens
 
-    address, tokens_file = values.get("http"), values.get("tokens_file")
+    address, tokens_file = values.of(HTTP), values.of(TOKENS_FILE)
     if address is None:
         return None
     host, _, port = str(address).rpartition(":")
@@ -84,7 +82,7 @@ def http_settings(
         raise CommandError(str(error)) from None
 
 
-def _oauth_settings(values: Mapping[str, Any]) -> "OAuthSettings | None":
+def _oauth_settings(values: Values) -> "OAuthSettings | None":
     fields = given_fields("OAuthSettings", values)
     if "issuer" not in fields and "audience" not in fields:
         return None

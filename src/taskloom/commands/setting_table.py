@@ -12,9 +12,10 @@ the settings models never import the command line (docs/adr/0002).
 import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
-Kind = type[str] | type[int] | type[float] | type[bool]
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 Section = Literal["", "serve", "worker"]
 
 MODELS: Final = {
@@ -30,15 +31,17 @@ MODELS: Final = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class Setting:
-    """One setting: its name is the project-file key, and gives the flag and variable."""
+class Setting(Generic[T_co]):
+    """One setting: its name is the project-file key, and gives the flag and variable;
+    *kind* is the type of its value (``bool``: a ``--x/--no-x`` switch; ``list``: a
+    repeatable flag)."""
 
     name: str
+    kind: type[T_co]
     help: str
     commands: tuple[str, ...] = ("serve",)
     section: Section = "serve"
     """The project file's table for it (``""``: the top level)."""
-    kind: Kind = str
     metavar: str | None = None
     fills: tuple[str, ...] = ()
     """The settings fields it sets (``Model.field``); the first gives the help's default."""
@@ -58,11 +61,14 @@ class Setting:
     """The values it may take (any case), if only some."""
     positive: bool = False
     """Whether the flag refuses 0 and below (a number)."""
-    repeatable: bool = False
-    """A flag that may be repeated (a list in the project file)."""
     project_default: bool = True
     """Whether the flag's default is its project-file key (else the command reads the
     key itself, as it has another shape)."""
+
+    @property
+    def repeatable(self) -> bool:
+        """A flag that may be repeated (a list in the project file)."""
+        return self.kind is list
 
     @property
     def flag(self) -> str:
@@ -126,72 +132,127 @@ def _shown(value: Any) -> str:
 
 SHARED: Final = ("serve", "worker")
 
-SETTINGS: Final = (
-    Setting(
-        name="db",
-        help="SQLite database file or postgresql:// URL",
-        commands=SHARED,
-        section="",
-        metavar="PATH|URL",
-        fills=("TaskloomSettings.database", "SqliteSettings.path", "PostgresSettings.url"),
-        to_field=False,
-        default="taskloom.db",
-    ),
-    Setting(
-        name="store_wait_s",
-        help="the longest a request waits for the database (down, locked, disk full) "
-        "before it is answered 'store unavailable, retry later'",
-        commands=SHARED,
-        section="",
-        kind=float,
-        metavar="SECONDS",
-        fills=("SqliteSettings.store_wait_s", "PostgresSettings.store_wait_s"),
-        to_field=False,
-        positive=True,
-        default=5.0,
-    ),
-    Setting(
-        name="workflows",
-        help="a module or .py file whose workflows to load besides the built-in ones; "
-        "repeat or separate with commas",
-        commands=SHARED,
-        section="",
-        metavar="MODULE|FILE.py",
-        fills=("TaskloomSettings.workflow_modules",),
-        to_field=False,
-        repeatable=True,
-        shown_default="the project file's workflows",
-    ),
-    Setting(
-        name="settings",
-        help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
-        '["make"]}}\', or @FILE: a JSON file, or a TOML file (.toml) with a table per '
-        "workflow",
-        commands=SHARED,
-        section="",
-        metavar="JSON|@FILE",
-        fills=("TaskloomSettings.workflow_settings",),
-        to_field=False,
-        project_default=False,
-        shown_default="the project file's [settings.NAME]",
-    ),
-    Setting(
-        name="http",
-        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio",
-        metavar="HOST:PORT",
-        fills=("HttpSettings.host", "HttpSettings.port"),
-        to_field=False,
-        shown_default="stdio",
-    ),
-    Setting(
-        name="tokens_file",
-        help="bearer tokens, one 'principal:token' a line (TASKLOOM_TOKENS holds such "
-        "entries comma-separated)",
-        metavar="PATH",
-        fills=("HttpSettings.tokens",),
-        to_field=False,
-        shown_default="none",
-    ),
+DB: Final = Setting(
+    name="db",
+    kind=str,
+    help="SQLite database file or postgresql:// URL",
+    commands=SHARED,
+    section="",
+    metavar="PATH|URL",
+    fills=("TaskloomSettings.database", "SqliteSettings.path", "PostgresSettings.url"),
+    to_field=False,
+    default="taskloom.db",
+)
+
+STORE_WAIT_S: Final = Setting(
+    name="store_wait_s",
+    help="the longest a request waits for the database (down, locked, disk full) "
+    "before it is answered 'store unavailable, retry later'",
+    commands=SHARED,
+    section="",
+    kind=float,
+    metavar="SECONDS",
+    fills=("SqliteSettings.store_wait_s", "PostgresSettings.store_wait_s"),
+    to_field=False,
+    positive=True,
+    default=5.0,
+)
+
+WORKFLOWS: Final[Setting[list[str]]] = Setting(
+    name="workflows",
+    kind=list,
+    help="a module or .py file whose workflows to load besides the built-in ones; "
+    "repeat or separate with commas",
+    commands=SHARED,
+    section="",
+    metavar="MODULE|FILE.py",
+    fills=("TaskloomSettings.workflow_modules",),
+    to_field=False,
+    shown_default="the project file's workflows",
+)
+
+OPERATOR_SETTINGS: Final = Setting(
+    name="settings",
+    kind=str,
+    help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
+    '["make"]}}\', or @FILE: a JSON file, or a TOML file (.toml) with a table per '
+    "workflow",
+    commands=SHARED,
+    section="",
+    metavar="JSON|@FILE",
+    fills=("TaskloomSettings.workflow_settings",),
+    to_field=False,
+    project_default=False,
+    shown_default="the project file's [settings.NAME]",
+)
+
+HTTP: Final = Setting(
+    name="http",
+    kind=str,
+    help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    metavar="HOST:PORT",
+    fills=("HttpSettings.host", "HttpSettings.port"),
+    to_field=False,
+    shown_default="stdio",
+)
+
+TOKENS_FILE: Final = Setting(
+    name="tokens_file",
+    kind=str,
+    help="bearer tokens, one 'principal:token' a line (TASKLOOM_TOKENS holds such "
+    "entries comma-separated)",
+    metavar="PATH",
+    fills=("HttpSettings.tokens",),
+    to_field=False,
+    shown_default="none",
+)
+
+MAX_RUNS: Final = Setting(
+    name="max_runs",
+    help="runs executed at once",
+    commands=("worker",),
+    section="worker",
+    kind=int,
+    metavar="N",
+    fills=("WorkerSettings.max_runs",),
+)
+
+METRICS: Final = Setting(
+    name="metrics",
+    kind=str,
+    help="serve Prometheus metrics at http://HOST:PORT/metrics",
+    commands=("worker",),
+    section="worker",
+    metavar="HOST:PORT",
+)
+
+LOG_FORMAT: Final = Setting(
+    name="log_format",
+    kind=str,
+    help="log lines as text or JSON lines",
+    commands=SHARED,
+    section="",
+    choices=("text", "json"),
+    default="text",
+)
+
+LOG_LEVEL: Final = Setting(
+    name="log_level",
+    kind=str,
+    help="debug, info (task and node lifecycle), warning or error",
+    commands=SHARED,
+    section="",
+    choices=("debug", "info", "warning", "error"),
+    default="warning",
+)
+
+SETTINGS: Final[tuple[Setting[Any], ...]] = (
+    DB,
+    STORE_WAIT_S,
+    WORKFLOWS,
+    OPERATOR_SETTINGS,
+    HTTP,
+    TOKENS_FILE,
     Setting(
         name="max_body_bytes",
         help="largest HTTP request body",
@@ -262,12 +323,14 @@ SETTINGS: Final = (
     ),
     Setting(
         name="oauth_issuer",
+        kind=str,
         help="accept JWT access tokens of this issuer (its exact iss); needs --oauth-audience",
         metavar="URL",
         fills=("OAuthSettings.issuer",),
     ),
     Setting(
         name="oauth_audience",
+        kind=str,
         help="this endpoint's public URL, e.g. https://mcp.example.com/mcp: the aud tokens "
         "must carry and the resource of its metadata",
         metavar="URL",
@@ -275,6 +338,7 @@ SETTINGS: Final = (
     ),
     Setting(
         name="oauth_jwks_url",
+        kind=str,
         help="the issuer's keys",
         metavar="URL",
         fills=("OAuthSettings.jwks_url",),
@@ -282,6 +346,7 @@ SETTINGS: Final = (
     ),
     Setting(
         name="oauth_algorithms",
+        kind=str,
         help="signature algorithms accepted, public-key ones only",
         metavar="ALG,...",
         fills=("OAuthSettings.algorithms",),
@@ -296,44 +361,17 @@ SETTINGS: Final = (
     ),
     Setting(
         name="oauth_scopes",
+        kind=str,
         help="scopes every token must carry",
         metavar="SCOPE,...",
         fills=("OAuthSettings.scopes",),
         list_of_names=True,
         shown_default="none",
     ),
-    Setting(
-        name="max_runs",
-        help="runs executed at once",
-        commands=("worker",),
-        section="worker",
-        kind=int,
-        metavar="N",
-        fills=("WorkerSettings.max_runs",),
-    ),
-    Setting(
-        name="metrics",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics",
-        commands=("worker",),
-        section="worker",
-        metavar="HOST:PORT",
-    ),
-    Setting(
-        name="log_format",
-        help="log lines as text or JSON lines",
-        commands=SHARED,
-        section="",
-        choices=("text", "json"),
-        default="text",
-    ),
-    Setting(
-        name="log_level",
-        help="debug, info (task and node lifecycle), warning or error",
-        commands=SHARED,
-        section="",
-        choices=("debug", "info", "warning", "error"),
-        default="warning",
-    ),
+    MAX_RUNS,
+    METRICS,
+    LOG_FORMAT,
+    LOG_LEVEL,
 )
 """Every setting of ``serve`` and ``worker``, in the order their help lists them."""
 
@@ -343,20 +381,31 @@ BY_NAME: Final = {setting.name: setting for setting in SETTINGS}
 class Values(dict[str, Any]):
     """The flag values of ``serve`` or ``worker``, by setting name, as click parsed them
     (``None``: not given anywhere). The settings builders turn them into the typed models
-    (:mod:`taskloom.commands.serve_settings`)."""
+    (:mod:`taskloom.commands.serve_settings`); a handler reads one with :meth:`of`."""
+
+    def of(self, setting: Setting[T]) -> T | None:
+        """The value of *setting* (``None``: not given; its field keeps its default)."""
+        return cast("T | None", self.get(setting.name))
+
+    def given(self, setting: Setting[T]) -> T:
+        """The value of *setting*, which has a default here, so is never ``None``."""
+        value = self.of(setting)
+        if value is None:
+            raise ValueError(f"{setting.flag} has no value")
+        return value
 
 
-def of(command: str) -> Iterator[Setting]:
+def for_command(command: str) -> Iterator[Setting[Any]]:
     """The settings of *command* (``serve``, ``worker``)."""
     return (setting for setting in SETTINGS if command in setting.commands)
 
 
-def in_section(section: Section) -> Iterator[Setting]:
+def in_section(section: Section) -> Iterator[Setting[Any]]:
     """The settings whose project-file key is in *section*."""
     return (setting for setting in SETTINGS if setting.section == section)
 
 
-def filling(model: str) -> Iterator[tuple[Setting, str]]:
+def filling(model: str) -> Iterator[tuple[Setting[Any], str]]:
     """Each setting that fills a field of *model*, with the field's name."""
     for setting in SETTINGS:
         for fill in setting.fills:

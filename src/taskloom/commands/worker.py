@@ -18,7 +18,17 @@ from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.commands.common import settings_from
 from taskloom.commands.options import setup_logging
 from taskloom.commands.serve_settings import given_fields
-from taskloom.commands.setting_table import Values
+from taskloom.commands.setting_table import (
+    DB,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    MAX_RUNS,
+    METRICS,
+    OPERATOR_SETTINGS,
+    STORE_WAIT_S,
+    WORKFLOWS,
+    Values,
+)
 from taskloom.config import TaskloomSettings
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.worker import WorkerSettings
@@ -34,11 +44,11 @@ logger = logging.getLogger(__name__)
 async def run_worker(values: Values) -> int:
     """Execute runs until SIGINT or SIGTERM."""
     settings = worker_settings(values)
-    setup_logging(values["log_format"], values["log_level"])
-    text = values["log_format"] == "text"
+    setup_logging(values.given(LOG_FORMAT), values.given(LOG_LEVEL))
+    text = values.given(LOG_FORMAT) == "text"
     with (
         anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
-        metrics_endpoint(values["metrics"]) as served,
+        metrics_endpoint(values.of(METRICS)) as served,
     ):
         observer = standard_observer(served.metrics if served else None)
         async with (
@@ -56,7 +66,7 @@ async def run_worker(values: Values) -> int:
                     engine.manager.clock,
                     engine.workflows.loaded(),
                 )
-            database = describe_database(values["db"])
+            database = describe_database(values.given(DB))
             _say(
                 text,
                 f"worker {engine.worker.worker_id} on {database} runs: "
@@ -78,14 +88,14 @@ async def run_worker(values: Values) -> int:
 
 def worker_settings(values: Values) -> TaskloomSettings:
     """The settings the flags ask for."""
-    max_runs = values["max_runs"]
+    max_runs = values.of(MAX_RUNS)
     if max_runs is not None and max_runs < 1:
         raise CommandError(f"--max-runs must be at least 1, got {max_runs}")
     return settings_from(
-        values["db"],
-        values["workflows"],
-        values["settings"],
-        store_wait_s=values["store_wait_s"],
+        values.given(DB),
+        values.of(WORKFLOWS) or (),
+        values.of(OPERATOR_SETTINGS),
+        store_wait_s=values.of(STORE_WAIT_S),
         worker=WorkerSettings(**given_fields("WorkerSettings", values)),
     )
 
