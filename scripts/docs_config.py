@@ -80,7 +80,7 @@ def flag_text(setting: Setting[Any]) -> str:
     """How *setting* is given: flag, variable, project-file key, and what 0 means."""
     flag = setting.flag if setting.kind is not bool else f"{setting.flag}/--no-{setting.flag[2:]}"
     flag += f" {setting.metavar}" if setting.metavar else ""
-    key = f"[{setting.section}] {setting.name}" if setting.section else setting.name
+    key = setting.project_key
     text = f"`{flag}`{' (repeatable)' if setting.repeatable else ''}, `{setting.variable}`, "
     text += f"the project file's `{key}`"
     return text + (f" (0: {setting.zero})" if setting.zero else "")
@@ -185,7 +185,7 @@ def rows(model: type[BaseModel]) -> Iterator[str]:
 def setting_rows() -> Iterator[str]:
     """The table of every ``serve`` and ``worker`` setting: one row each."""
     for setting in SETTINGS:
-        key = f"[{setting.section}] {setting.name}" if setting.section else setting.name
+        key = setting.project_key
         fills = ", ".join(f"`{fill}`" for fill in setting.fills) or "(the process itself)"
         yield (
             f"| `{setting.flag}` | `{setting.variable}` | `{key}` "

@@ -201,7 +201,7 @@ def test_each_setting_reaches_its_field_by_flag_variable_and_project_file(
 def test_each_setting_is_a_row_of_the_docs_table_and_of_its_fields() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     for setting in SETTINGS:
-        key = f"[{setting.section}] {setting.name}" if setting.section else setting.name
+        key = setting.project_key
         row = f"| `{setting.flag}` | `{setting.variable}` | `{key}` |"
         assert row in page, row
         for fill in setting.fills:

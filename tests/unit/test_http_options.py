@@ -112,7 +112,9 @@ def test_the_flags_defaults_are_the_settings_defaults() -> None:
     assert helps["max_unfinished_per_principal"].endswith("; default 1000)")
     assert helps["oauth_algorithms"].endswith("; default RS256,ES256)")
     assert helps["oauth_leeway_s"].endswith("; default 30)")
-    assert helps["oauth_issuer"].endswith("(env TASKLOOM_OAUTH_ISSUER)")  # required: none
+    assert helps["oauth_issuer"].endswith(  # required: no default
+        "(env TASKLOOM_OAUTH_ISSUER; project file [serve] oauth_issuer)"
+    )
 
 
 def test_the_principal_limits_come_from_flags_or_the_environment(

@@ -107,17 +107,23 @@ class Setting(Generic[T_co]):
         field = getattr(importlib.import_module(MODELS[model]), model).model_fields[name]
         return None if field.is_required() else field.get_default(call_default_factory=True)
 
+    @property
+    def project_key(self) -> str:
+        """The key as the project file shows it: ``[serve] plain_wait_s``, ``db``."""
+        if not self.project_default:
+            return f"[{self.name}.NAME]"
+        return f"[{self.section}] {self.name}" if self.section else self.name
+
     def help_text(self) -> str:
-        """The help line: what it does, its variable, and its default."""
+        """The help line: what it does, its variable, its project-file key, its default."""
         default = self.shown_default
         if default is None:
             value = self.default if self.default is not None or not self.fills else None
             if value is None and self.fills:
                 value = self.model_default()
             default = _shown(value)
-        return (
-            f"{self.help} (env {self.variable}" + (f"; default {default}" if default else "") + ")"
-        )
+        where = f"env {self.variable}; project file {self.project_key}"
+        return f"{self.help} ({where}" + (f"; default {default}" if default else "") + ")"
 
 
 def _shown(value: Any) -> str:
@@ -168,7 +174,7 @@ WORKFLOWS: Final[Setting[list[str]]] = Setting(
     metavar="MODULE|FILE.py",
     fills=("TaskloomSettings.workflow_modules",),
     to_field=False,
-    shown_default="the project file's workflows",
+    shown_default="none",
 )
 
 OPERATOR_SETTINGS: Final = Setting(
@@ -183,7 +189,7 @@ OPERATOR_SETTINGS: Final = Setting(
     fills=("TaskloomSettings.workflow_settings",),
     to_field=False,
     project_default=False,
-    shown_default="the project file's [settings.NAME]",
+    shown_default="none",
 )
 
 HTTP: Final = Setting(
