@@ -23,7 +23,8 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from taskloom.commands.setting_table import SETTINGS, Setting, filling
+from taskloom.commands.setting import Setting
+from taskloom.commands.setting_table import SETTINGS, filling
 from taskloom.config import TaskloomSettings
 from taskloom.engine.manager import TaskManagerSettings
 from taskloom.engine.worker import WorkerSettings

@@ -20,7 +20,8 @@ from pydantic import BaseModel
 from taskloom.commands.app import serve, worker
 from taskloom.commands.project_model import ProjectConfig, ServeConfig, WorkerConfig
 from taskloom.commands.serve import process_settings
-from taskloom.commands.setting_table import BY_NAME, SETTINGS, Setting, Values
+from taskloom.commands.setting import Setting, Values
+from taskloom.commands.setting_table import BY_NAME, SETTINGS
 from taskloom.commands.worker import worker_settings
 from taskloom.config import DEFAULT_DATABASE, TaskloomSettings
 from taskloom.persistence.sqlite import SqliteSettings

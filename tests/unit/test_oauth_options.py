@@ -7,7 +7,7 @@ import pytest
 from taskloom.cli import main
 from taskloom.commands.app import serve
 from taskloom.commands.serve_settings import http_settings
-from taskloom.commands.setting_table import Values
+from taskloom.commands.setting import Values
 from taskloom.engine.errors import MissingExtraError
 from taskloom.server.http import OAuthSettings
 from taskloom.server.http.jwks import JwksCache, metadata_urls

@@ -3,7 +3,7 @@
 click parses the command line into these (:func:`taskloom.commands.dispatch.dispatch`
 builds the class a handler's parameter names); a test checks that each class has
 exactly the parameters of its command. ``serve`` and ``worker`` receive
-:class:`~taskloom.commands.setting_table.Values` (their flags are the setting table's).
+:class:`~taskloom.commands.setting.Values` (their flags are the setting table's).
 """
 
 from collections.abc import Sequence

@@ -10,7 +10,8 @@ from typing import Any, Final, TypeVar
 import click
 
 from taskloom.commands import project, setting_table
-from taskloom.commands.setting_table import BY_NAME, Setting
+from taskloom.commands.setting import Setting
+from taskloom.commands.setting_table import BY_NAME
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -7,7 +7,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model
 
-from taskloom.commands.setting_table import Section, in_section
+from taskloom.commands.setting import Section
+from taskloom.commands.setting_table import in_section
 
 PATHS: Final = frozenset({"db", "tokens_file"})
 """Keys whose value is a path, relative to the file's folder."""

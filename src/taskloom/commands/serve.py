@@ -12,6 +12,7 @@ from taskloom.commands.base import EXIT_OK
 from taskloom.commands.common import operator_settings, workflow_modules
 from taskloom.commands.options import setup_logging
 from taskloom.commands.serve_settings import http_settings, server_settings
+from taskloom.commands.setting import Values
 from taskloom.commands.setting_table import (
     DB,
     LOG_FORMAT,
@@ -19,7 +20,6 @@ from taskloom.commands.setting_table import (
     OPERATOR_SETTINGS,
     STORE_WAIT_S,
     WORKFLOWS,
-    Values,
 )
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.persistence.factory import database_settings

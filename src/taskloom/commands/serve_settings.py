@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from taskloom.commands.base import CommandError
-from taskloom.commands.setting_table import HTTP, TOKENS_FILE, Values, filling
+from taskloom.commands.setting import Values
+from taskloom.commands.setting_table import HTTP, TOKENS_FILE, filling
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

@@ -18,6 +18,7 @@ from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.commands.common import settings_from
 from taskloom.commands.options import setup_logging
 from taskloom.commands.serve_settings import given_fields
+from taskloom.commands.setting import Values
 from taskloom.commands.setting_table import (
     DB,
     LOG_FORMAT,
@@ -27,7 +28,6 @@ from taskloom.commands.setting_table import (
     OPERATOR_SETTINGS,
     STORE_WAIT_S,
     WORKFLOWS,
-    Values,
 )
 from taskloom.config import TaskloomSettings
 from taskloom.engine.registry import WorkflowRegistry
