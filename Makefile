@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(PY) examples/demo/demo.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests bench examples
-	$(PY) -m ruff format --check src tests bench examples
+	$(PY) -m ruff check src tests bench examples scripts
+	$(PY) -m ruff format --check src tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

@@ -11,14 +11,14 @@ import click
 
 from taskloom.commands import project, setting_table
 from taskloom.commands.setting import Setting
-from taskloom.commands.setting_table import BY_NAME
+from taskloom.commands.setting_table import DB, LOG_FORMAT, LOG_LEVEL, OPERATOR_SETTINGS, WORKFLOWS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_DATABASE: Final = str(BY_NAME["db"].default)
+DEFAULT_DATABASE: Final = str(DB.default)
 """``taskloom.config.DEFAULT_DATABASE`` (not imported here: it loads the SQLite driver)."""
-LOG_FORMATS: Final = BY_NAME["log_format"].choices
-LOG_LEVELS: Final = BY_NAME["log_level"].choices
+LOG_FORMATS: Final = LOG_FORMAT.choices
+LOG_LEVELS: Final = LOG_LEVEL.choices
 """As :mod:`taskloom.observability.logs` knows them (not imported here: ``--help`` stays
 fast)."""
 
@@ -123,11 +123,11 @@ def settings_of(command: str) -> Callable[[F], F]:
     return decorate
 
 
-db: Final = option(BY_NAME["db"])
+db: Final = option(DB)
 """``--db PATH|URL`` (``TASKLOOM_DB``; project ``db``)."""
-workflows: Final = option(BY_NAME["workflows"])
+workflows: Final = option(WORKFLOWS)
 """``--workflows MODULE|FILE.py`` (repeatable)."""
-settings: Final = option(BY_NAME["settings"])
+settings: Final = option(OPERATOR_SETTINGS)
 """``--settings JSON|@FILE``."""
 
 
