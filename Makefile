@@ -14,11 +14,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m taskloom.demo
+	$(PY) examples/demo/demo.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests bench examples
-	$(PY) -m ruff format --check src tests bench examples
+	$(PY) -m ruff check src tests bench examples scripts
+	$(PY) -m ruff format --check src tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

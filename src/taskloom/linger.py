@@ -209,7 +209,7 @@ async def _until_no_work_left(settings: TaskloomSettings) -> None:
     lingering worker took the lock since (one that fails to take it has already handed
     its work over, so the holder's last look sees that work)."""
     from taskloom.bootstrap import open_engine
-    from taskloom.commands.worker import log_changes
+    from taskloom.observability.change_lines import log_changes
 
     assert isinstance(settings.database, SqliteSettings)
     database = settings.database.path

@@ -115,6 +115,9 @@ def test_a_broken_pipe_raised_inside_a_task_group_exits_quietly(
     monkeypatch.setattr("taskloom.commands.dispatch.anyio.run", reader_left)
     monkeypatch.setattr(dispatch_module, "silence_stdout", lambda: None)  # not pytest's stdout
     with pytest.raises(SystemExit) as raised:
-        dispatch("tasks_watch:watch_task", {})
+        dispatch(
+            "tasks_watch:watch_task",
+            {"db": "t.db", "json": False, "workflows": [], "task_id": "t1"},
+        )
     assert raised.value.code == 0
     assert capsys.readouterr().err == ""

@@ -1,4 +1,5 @@
-"""docs/configuration.md is what the settings models generate, and its flags exist."""
+"""docs/configuration.md is what the settings models and the setting table generate, and
+its flags exist."""
 
 import contextlib
 import io
@@ -6,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from scripts.docs_config import FLAGS, REGENERATE, render
 
 from taskloom.cli import main
-from taskloom.docs_config import FLAGS, REGENERATE, render
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

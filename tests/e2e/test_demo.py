@@ -1,9 +1,11 @@
-"""`make demo` runs `python -m taskloom.demo`: run it here too (quick), so it cannot rot."""
+"""`make demo` runs `examples/demo/demo.py`: run it here too (quick), so it cannot rot."""
 
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "demo.py"
 
 
 def _rows(out: str, section: str) -> dict[str, str]:
@@ -21,7 +23,7 @@ def _rows(out: str, section: str) -> dict[str, str]:
 
 def test_the_demo_audits_cancels_and_survives_a_kill(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "taskloom.demo", "--quick"],
+        [sys.executable, str(DEMO), "--quick"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

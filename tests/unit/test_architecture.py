@@ -82,3 +82,42 @@ def test_workflows_import_only_the_public_dag_api() -> None:
         )
     }
     assert not offenders
+
+
+def _part(name: str) -> str:
+    """The root entry of the package that module *name* (``taskloom.x.y``) is in."""
+    return name.removeprefix("taskloom.").split(".")[0]
+
+
+def import_graph(package: Path = SOURCE) -> dict[str, set[str]]:
+    """Which root entries of the package (sub-packages and root modules) import which."""
+    graph: dict[str, set[str]] = {}
+    for file, names in _imported_modules(package).items():
+        source = file.removesuffix(".py").split("/")[0]
+        targets = graph.setdefault(source, set())
+        targets.update(
+            _part(name) for name in names if name.startswith("taskloom.") and _part(name) != source
+        )
+    return graph
+
+
+def draw(graph: dict[str, set[str]]) -> str:
+    """*graph* as text: each root entry, then what it imports."""
+    width = max(len(source) for source in graph)
+    return "\n".join(
+        f"{source:<{width}} -> {', '.join(sorted(graph[source])) or '-'}"
+        for source in sorted(graph)
+    )
+
+
+def test_the_root_holds_the_product_and_no_layer_imports_the_command_line() -> None:
+    """ADR 0044: the demo, its client and the docs generator are not in the package; the
+    command line is ``cli`` and ``commands``, and nothing below imports them."""
+    graph = import_graph()
+    assert not {"demo", "demo_client", "docs_config", "cli_http"} & set(graph)
+    front = {"cli", "commands", "__main__"}
+    assert [source for source in graph if graph[source] & front and source not in front] == []
+
+
+if __name__ == "__main__":  # python -m tests.unit.test_architecture [SRC/taskloom]
+    print(draw(import_graph(Path(sys.argv[1]) if len(sys.argv) > 1 else SOURCE)))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from taskloom.cli import main
-from taskloom.cli_http import server_settings
+from taskloom.commands.serve_settings import server_settings
 from taskloom.server.http import parse_tokens
 from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.tokens import TokenTable
@@ -97,31 +97,30 @@ def test_the_plain_wait_comes_from_a_flag_or_the_environment(
 
 
 def test_the_flags_defaults_are_the_settings_defaults() -> None:
-    """The flags' defaults are written out (``--help`` imports no server): they must be the
-    settings models' own."""
-    from taskloom import cli_http
-    from taskloom.server import ServerSettings
-    from taskloom.server.http import HttpSettings, OAuthSettings
+    """The flags' defaults are the settings models' own: the help reads them there when it
+    is shown (``--help`` of another command imports no server)."""
+    from taskloom.commands.setting_table import BY_NAME
 
-    http = HttpSettings()
-    server = ServerSettings()
-    oauth = OAuthSettings(issuer="https://issuer.example", audience="https://mcp.example/mcp")
-    assert http.max_body_bytes == cli_http.DEFAULT_MAX_BODY_BYTES
-    assert http.rate_per_minute == cli_http.DEFAULT_RATE_PER_MINUTE
-    assert http.max_sessions_per_principal == cli_http.DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
-    assert http.session_idle_s == cli_http.DEFAULT_SESSION_IDLE_S
-    assert http.header_timeout_s == cli_http.DEFAULT_HEADER_TIMEOUT_S
-    assert server.max_result_bytes == cli_http.DEFAULT_MAX_RESULT_BYTES
-    assert server.plain_wait_s == cli_http.DEFAULT_PLAIN_WAIT_S
-    assert server.max_unfinished_per_principal == cli_http.DEFAULT_MAX_UNFINISHED_PER_PRINCIPAL
-    assert ",".join(oauth.algorithms) == cli_http.DEFAULT_OAUTH_ALGORITHMS
-    assert oauth.leeway_s == cli_http.DEFAULT_OAUTH_LEEWAY_S
+    helps = {name: BY_NAME[name].help_text() for name in BY_NAME}
+    assert helps["max_body_bytes"].endswith("; default 1048576)")
+    assert helps["rate_limit"].endswith("; default 600)")
+    assert helps["max_sessions_per_principal"].endswith("; default 100)")
+    assert helps["session_idle_s"].endswith("; default 300)")
+    assert helps["header_timeout_s"].endswith("; default 10)")
+    assert helps["max_result_bytes"].endswith("; default 16777216)")
+    assert helps["plain_wait_s"].endswith("; default 45)")
+    assert helps["max_unfinished_per_principal"].endswith("; default 1000)")
+    assert helps["oauth_algorithms"].endswith("; default RS256,ES256)")
+    assert helps["oauth_leeway_s"].endswith("; default 30)")
+    assert helps["oauth_issuer"].endswith(  # required: no default
+        "(env TASKLOOM_OAUTH_ISSUER; project file [serve] oauth_issuer)"
+    )
 
 
 def test_the_principal_limits_come_from_flags_or_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from taskloom.cli_http import http_settings
+    from taskloom.commands.serve_settings import http_settings
     from tests.unit.test_oauth_options import parse as parse_serve
 
     monkeypatch.setenv("TASKLOOM_SESSION_IDLE_S", "60")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from taskloom.cli_http import server_settings
+from taskloom.commands.serve_settings import server_settings
 from taskloom.config import TaskloomSettings
 from taskloom.linger import after_host_note, hands_off, log_path
 from taskloom.persistence.postgres import PostgresSettings

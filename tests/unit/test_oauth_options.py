@@ -4,9 +4,10 @@ import sys
 
 import pytest
 
-from taskloom.cli import main, serve
-from taskloom.cli_http import http_settings
-from taskloom.commands.base import Args
+from taskloom.cli import main
+from taskloom.commands.app import serve
+from taskloom.commands.serve_settings import http_settings
+from taskloom.commands.setting import Values
 from taskloom.engine.errors import MissingExtraError
 from taskloom.server.http import OAuthSettings
 from taskloom.server.http.jwks import JwksCache, metadata_urls
@@ -25,10 +26,10 @@ def _mistake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return err.removeprefix("taskloom: error: ").rstrip("\n")
 
 
-def parse(argv: list[str]) -> Args:
+def parse(argv: list[str]) -> Values:
     """The flags of ``taskloom serve ARGV``, as click parses them (and the environment)."""
     with serve.make_context("serve", argv) as ctx:
-        return Args(**ctx.params)
+        return Values(ctx.params)
 
 
 def test_flags_and_variables_make_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:

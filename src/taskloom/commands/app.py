@@ -1,4 +1,4 @@
-"""The command tree (click): every command but ``serve``, its flags and their variables.
+"""The command tree (click): every command, its flags and their variables.
 
 Only click and the shared options are imported here; each command's handler module (and
 with it the engine's store and drivers) is imported when that command runs.
@@ -16,6 +16,17 @@ from taskloom.commands.durations import DURATION, RETENTION
 TASK_STATES: Final = ("queued", "running", "input_required", "completed", "failed", "cancelled")
 """``TaskState``'s values (a test checks them)."""
 FINISHED_STATES: Final = ("cancelled", "completed", "failed")
+
+
+@click.command(
+    "serve",
+    short_help="serve MCP over stdio (or Streamable HTTP with --http)",
+    help="Serve the workflows as MCP tools over stdin and stdout, or over Streamable HTTP "
+    "with --http. Ctrl-C or SIGTERM stops it; runs in flight resume elsewhere.",
+)
+@options.settings_of("serve")
+def serve(**params: Any) -> None:
+    dispatch("serve:serve", params)
 
 
 @click.command(
@@ -69,15 +80,10 @@ def _task_command(
 
 
 @_task_command("list", "tasks, newest first", help="Tasks, newest first.")
-@click.option(
-    "--state",
-    "state",
-    multiple=True,
-    envvar="TASKLOOM_STATE",
-    callback=options.one_of(TASK_STATES),
-    metavar="STATE[,STATE]",
-    help=f"only tasks in these states ({', '.join(TASK_STATES)}); repeat or separate with "
-    "commas (env TASKLOOM_STATE)",
+@options.states(
+    "TASKLOOM_STATE",
+    TASK_STATES,
+    f"only tasks in these states ({', '.join(TASK_STATES)}); repeat or separate with commas",
 )
 @click.option(
     "--workflow",
@@ -249,15 +255,11 @@ def tasks_delete(**params: Any) -> None:
     metavar="DURATION",
     help="finished longer ago than this, e.g. 30d or 12h (env TASKLOOM_OLDER_THAN)",
 )
-@click.option(
-    "--state",
-    "state",
-    multiple=True,
-    envvar="TASKLOOM_PURGE_STATE",
-    callback=options.one_of(FINISHED_STATES),
-    metavar="STATE[,STATE]",
-    help="only tasks that ended in these states; repeat or separate with commas "
-    "(env TASKLOOM_PURGE_STATE; default: all three)",
+@options.states(
+    "TASKLOOM_PURGE_STATE",
+    FINISHED_STATES,
+    "only tasks that ended in these states; repeat or separate with commas",
+    "; default: all three",
 )
 def tasks_purge(**params: Any) -> None:
     dispatch("tasks_delete:purge_tasks", params)
@@ -324,25 +326,7 @@ def db_gc(**params: Any) -> None:
 
 
 @click.command("worker", short_help="run queued tasks from the database until stopped")
-@click.option(
-    "--max-runs",
-    type=int,
-    envvar="TASKLOOM_MAX_RUNS",
-    default=options.from_project("max_runs"),
-    help="runs executed at once (env TASKLOOM_MAX_RUNS; default 100)",
-)
-@click.option(
-    "--metrics",
-    metavar="HOST:PORT",
-    envvar="TASKLOOM_METRICS",
-    default=options.from_project("metrics"),
-    help="serve Prometheus metrics at http://HOST:PORT/metrics (env TASKLOOM_METRICS)",
-)
-@options.db
-@options.store_wait
-@options.workflows
-@options.settings
-@options.logging_options
+@options.settings_of("worker")
 def worker(**params: Any) -> None:
     """Run the workflows' tasks from the database (no MCP); Ctrl-C or SIGTERM stops it and
     hands its runs back."""
@@ -442,5 +426,5 @@ def tokens_revoke(**params: Any) -> None:
     dispatch("tokens:revoke_token", params)
 
 
-COMMANDS: Final = (run, tasks, workflows, db, worker, tokens, ui)
+COMMANDS: Final = (serve, run, tasks, workflows, db, worker, tokens, ui)
 NAMES: Final = tuple(command.name or "" for command in COMMANDS)

@@ -1,7 +1,6 @@
-"""What every command shares and ``--help`` may import: exit codes, the parsed flags, and
-the error a command raises for a user mistake (no engine, store or driver here)."""
+"""What every command shares and ``--help`` may import: exit codes and the error a command
+raises for a user mistake (no engine, store or driver here)."""
 
-from types import SimpleNamespace
 from typing import Final
 
 from taskloom.engine.errors import TaskloomError
@@ -17,10 +16,6 @@ EXIT_CANCELLED: Final = 130
 
 class CommandError(TaskloomError):
     """A user mistake found by a command; its message is the one line shown."""
-
-
-class Args(SimpleNamespace):
-    """A command's flags and arguments, by name, as the command line parsed them."""
 
 
 def first_taskloom_error(error: BaseException) -> TaskloomError | None:

@@ -15,8 +15,9 @@ import anyio
 from pydantic import JsonValue
 
 from taskloom.commands import project
-from taskloom.commands.base import Args, CommandError
-from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
+from taskloom.commands.arguments import Where
+from taskloom.commands.base import EXIT_OK, CommandError
+from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.dag import Workflow
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
@@ -59,10 +60,9 @@ def read_workflow_settings(text: str | None) -> dict[str, Any]:
     return by_workflow
 
 
-def operator_settings(args: Args) -> dict[str, Any]:
-    """``--settings`` (flag or ``TASKLOOM_SETTINGS``), else the project file's
+def operator_settings(text: str | None) -> dict[str, Any]:
+    """``--settings`` (flag or ``TASKLOOM_SETTINGS``: *text*), else the project file's
     ``[settings]`` tables."""
-    text = getattr(args, "settings", None)
     if text is not None:
         return read_workflow_settings(text)
     configured = project.configured("settings")
@@ -98,22 +98,28 @@ def workflow_modules(entries: Sequence[str]) -> list[str]:
     return modules
 
 
-def settings_from(args: Args, **changes: Any) -> TaskloomSettings:
-    """Engine settings for the database, workflow modules and workflow settings the flags
-    (or the project file) name.
+def settings_from(
+    db: str,
+    workflows: Sequence[str],
+    settings: str | None = None,
+    *,
+    store_wait_s: float | None = None,
+    **changes: Any,
+) -> TaskloomSettings:
+    """Engine settings for the database, workflow modules and workflow settings (the
+    ``--settings`` text) the flags (or the project file) name.
 
     Raises:
         CommandError: ``--settings`` is not an object of objects (JSON or TOML), or a
             workflow file does not exist.
     """
-    db = str(getattr(args, "db", DEFAULT_DATABASE))
     if not is_postgres_url(db) and Path(db).is_dir():
         raise CommandError(f"{db} is a directory; --db takes a database file")
-    modules = workflow_modules(getattr(args, "workflows", ()))
+    modules = workflow_modules(workflows)
     return TaskloomSettings(
-        database=database_settings(db, store_wait_s=getattr(args, "store_wait_s", None)),
+        database=database_settings(db, store_wait_s=store_wait_s),
         workflow_modules=(*BUILTIN_WORKFLOWS, *modules),
-        workflow_settings=operator_settings(args),
+        workflow_settings=operator_settings(settings),
         **changes,
     )
 
@@ -211,6 +217,15 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def show(as_json: bool, value: Any, text: str) -> int:
+    """Print *value* as JSON (``--json``), else the line *text*; the exit code: done."""
+    if as_json:
+        print_json(value)
+    else:
+        print(text)
+    return EXIT_OK
+
+
 def task_json(task: Task) -> dict[str, Any]:
     """A task as JSON (every field, times in ISO-8601)."""
     return task.model_dump(mode="json")
@@ -230,16 +245,15 @@ def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow
     return workflows[name]
 
 
-def again_flags(args: Args) -> str:
+def again_flags(where: Where) -> str:
     """The flags a printed command needs to work when copied as it is: ``--db`` and
     ``--workflows`` when they are not what the project file (or the default) gives."""
     from taskloom.commands.options import DEFAULT_DATABASE, from_project
 
     flags = ""
-    db = getattr(args, "db", None)
-    if db is not None and db != from_project("db", DEFAULT_DATABASE)():
-        flags += f" --db {shlex.quote(str(db))}"
-    entries = list(getattr(args, "workflows", ()) or ())
+    if where.db != from_project("db", DEFAULT_DATABASE)():
+        flags += f" --db {shlex.quote(str(where.db))}"
+    entries = list(where.workflows)
     if entries != list(from_project("workflows")() or ()):
         for entry in entries:
             shown = str(Path(entry).resolve()) if entry.endswith(".py") else entry

@@ -1,13 +1,14 @@
 """``taskloom db migrate|check|gc``: looking after the database."""
 
-from taskloom.commands.base import EXIT_FAILED, EXIT_OK, Args, CommandError
-from taskloom.commands.common import open_store, print_json
+from taskloom.commands.arguments import DbArgs
+from taskloom.commands.base import EXIT_FAILED, EXIT_OK, CommandError
+from taskloom.commands.common import open_store, print_json, show
 from taskloom.engine.manager import TaskManager
 from taskloom.persistence.factory import describe_database
 from taskloom.persistence.sqlite import SqliteTaskStore
 
 
-async def migrate_database(args: Args) -> int:
+async def migrate_database(args: DbArgs) -> int:
     """Open (creating or migrating) the database and say which schema version it has."""
     name = describe_database(args.db)
     async with open_store(args.db, create=True) as store:
@@ -15,14 +16,10 @@ async def migrate_database(args: Args) -> int:
         if isinstance(store, SqliteTaskStore):
             version = (await store.health()).schema_version
     shown = "schema up to date" if version is None else f"schema version {version} (the latest)"
-    if args.json:
-        print_json({"database": name, "schema_version": version})
-    else:
-        print(f"{name}: {shown}")
-    return EXIT_OK
+    return show(args.json, {"database": name, "schema_version": version}, f"{name}: {shown}")
 
 
-async def check_database(args: Args) -> int:
+async def check_database(args: DbArgs) -> int:
     """Report problems (none, when healthy), the schema version and task counts."""
     name = describe_database(args.db)
     async with open_store(args.db, read_only=True) as store:
@@ -45,13 +42,11 @@ async def check_database(args: Args) -> int:
     return EXIT_FAILED if health.problems else EXIT_OK
 
 
-async def collect_garbage(args: Args) -> int:
+async def collect_garbage(args: DbArgs) -> int:
     """Purge expired tasks now (a server or worker also does it every minute)."""
     name = describe_database(args.db)
     async with open_store(args.db) as store:
         purged = await TaskManager(store).purge_expired()
-    if args.json:
-        print_json({"database": name, "purged": purged})
-    else:
-        print(f"{name}: deleted {purged} expired task(s)")
-    return EXIT_OK
+    return show(
+        args.json, {"database": name, "purged": purged}, f"{name}: deleted {purged} expired task(s)"
+    )

@@ -1,10 +1,11 @@
 """Running a command's async handler: exit codes, and one line for a user mistake."""
 
 import importlib
+import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_type_hints
 
 import anyio
 
@@ -12,13 +13,24 @@ from taskloom.commands.base import (
     EXIT_CANCELLED,
     EXIT_OK,
     EXIT_USAGE,
-    Args,
     first_taskloom_error,
 )
 from taskloom.commands.pipe import silence_stdout
 from taskloom.commands.say import say
 
-Handler = Callable[[Args], Awaitable[int]]
+Handler = Callable[[Any], Awaitable[int]]
+"""An async function of one parameter, typed by the class that holds the command's
+flags (:mod:`taskloom.commands.arguments`), answering the exit code."""
+
+
+def resolve(handler: str) -> tuple[Handler, type[Any]]:
+    """The function *handler* (``module:function`` under ``taskloom.commands``) names, and
+    the class of its one parameter."""
+    module, _, name = handler.partition(":")
+    function: Handler = getattr(importlib.import_module(f"taskloom.commands.{module}"), name)
+    (parameter,) = inspect.signature(function).parameters
+    kind: type[Any] = get_type_hints(function)[parameter]
+    return function, kind
 
 
 def dispatch(handler: str, params: Mapping[str, Any]) -> NoReturn:
@@ -27,9 +39,8 @@ def dispatch(handler: str, params: Mapping[str, Any]) -> NoReturn:
     a user mistake is one line on stderr and exit code 2, an interruption exit code 130."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
-        module, _, name = handler.partition(":")
-        function: Handler = getattr(importlib.import_module(f"taskloom.commands.{module}"), name)
-        code: int = anyio.run(function, Args(**params), backend="asyncio")
+        function, kind = resolve(handler)
+        code: int = anyio.run(function, kind(**params), backend="asyncio")
         sys.stdout.flush()  # here, where a reader that left is caught, not at exit
     except KeyboardInterrupt:
         print("taskloom: interrupted", file=sys.stderr)

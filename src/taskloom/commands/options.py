@@ -1,6 +1,7 @@
 """The flags several commands share, as click options. click reads each one's
 ``TASKLOOM_*`` variable itself; where neither the flag nor the variable is given, the
 project file (:mod:`taskloom.commands.project`) gives the default, then taskloom does.
+The flags of ``serve`` and ``worker`` are made from :mod:`taskloom.commands.setting_table`.
 """
 
 from collections.abc import Callable, Iterable, Sequence
@@ -8,14 +9,16 @@ from typing import Any, Final, TypeVar
 
 import click
 
-from taskloom.commands import project
+from taskloom.commands import project, setting_table
+from taskloom.commands.setting import Setting
+from taskloom.commands.setting_table import DB, LOG_FORMAT, LOG_LEVEL, OPERATOR_SETTINGS, WORKFLOWS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_DATABASE: Final = "taskloom.db"
+DEFAULT_DATABASE: Final = str(DB.default)
 """``taskloom.config.DEFAULT_DATABASE`` (not imported here: it loads the SQLite driver)."""
-LOG_FORMATS: Final = ("text", "json")
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+LOG_FORMATS: Final = LOG_FORMAT.choices
+LOG_LEVELS: Final = LOG_LEVEL.choices
 """As :mod:`taskloom.observability.logs` knows them (not imported here: ``--help`` stays
 fast)."""
 
@@ -54,35 +57,78 @@ def one_of(choices: Sequence[str]) -> Callable[[click.Context, click.Parameter, 
     return check
 
 
-def db(command: F) -> F:
-    """``--db PATH|URL`` (``TASKLOOM_DB``; project ``db``)."""
+def states(variable: str, choices: Sequence[str], help: str, more: str = "") -> Callable[[F], F]:
+    """``--state STATE[,STATE]``: repeatable, each one of *choices*."""
     return click.option(
-        "--db",
-        envvar="TASKLOOM_DB",
-        default=from_project("db", DEFAULT_DATABASE),
-        metavar="PATH|URL",
-        help="SQLite database file or postgresql:// URL (env TASKLOOM_DB; "
-        f"default: the project file's db, else {DEFAULT_DATABASE})",
-    )(command)
+        "--state",
+        "state",
+        multiple=True,
+        envvar=variable,
+        callback=one_of(choices),
+        metavar="STATE[,STATE]",
+        help=f"{help} (env {variable}{more})",
+    )
 
 
-DEFAULT_STORE_WAIT_S: Final = 5.0
-"""``store_wait_s`` of the stores' settings (not imported here: ``--help`` stays fast)."""
+class SettingOption(click.Option):
+    """A flag declared in :mod:`taskloom.commands.setting_table`; its help (which may
+    read a default from a settings model) is written only when it is shown."""
+
+    def __init__(self, *args: Any, setting: Setting[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.setting = setting
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        if self.help is None:
+            self.help = self.setting.help_text()
+        return super().get_help_record(ctx)
 
 
-def store_wait(command: F) -> F:
-    """``--store-wait-s SECONDS`` (``TASKLOOM_STORE_WAIT_S``; project ``store_wait_s``)."""
+def _click_type(setting: Setting[Any]) -> Any:
+    if setting.choices:
+        return click.Choice(setting.choices, case_sensitive=False)
+    if setting.positive:
+        return click.FloatRange(min=0, min_open=True)
+    return None if setting.kind in (bool, list) else setting.kind
+
+
+def option(setting: Setting[Any]) -> Callable[[F], F]:
+    """The click option of *setting*: its flag, its variable, and its project-file key
+    (then the setting's own default) where neither is given."""
+    names = [f"{setting.flag}/--no-{setting.flag[2:]}"] if setting.kind is bool else [setting.flag]
     return click.option(
-        "--store-wait-s",
-        "store_wait_s",
-        type=click.FloatRange(min=0, min_open=True),
-        envvar="TASKLOOM_STORE_WAIT_S",
-        default=from_project("store_wait_s", DEFAULT_STORE_WAIT_S),
-        metavar="SECONDS",
-        help="the longest a request waits for the database (down, locked, disk full) "
-        "before it is answered 'store unavailable, retry later' (env "
-        f"TASKLOOM_STORE_WAIT_S; default {DEFAULT_STORE_WAIT_S:g})",
-    )(command)
+        *names,
+        setting.name,
+        cls=SettingOption,
+        setting=setting,
+        envvar=setting.variable,
+        default=from_project(setting.key, setting.default)
+        if setting.project_default
+        else setting.default,
+        type=_click_type(setting),
+        metavar=setting.metavar,
+        multiple=setting.repeatable,
+        callback=split_values if setting.repeatable else None,
+    )
+
+
+def settings_of(command: str) -> Callable[[F], F]:
+    """Every flag of *command* (``serve``, ``worker``) the setting table declares."""
+
+    def decorate(function: F) -> F:
+        for setting in reversed(tuple(setting_table.for_command(command))):
+            function = option(setting)(function)
+        return function
+
+    return decorate
+
+
+db: Final = option(DB)
+"""``--db PATH|URL`` (``TASKLOOM_DB``; project ``db``)."""
+workflows: Final = option(WORKFLOWS)
+"""``--workflows MODULE|FILE.py`` (repeatable)."""
+settings: Final = option(OPERATOR_SETTINGS)
+"""``--settings JSON|@FILE``."""
 
 
 def json_output(command: F) -> F:
@@ -93,55 +139,6 @@ def json_output(command: F) -> F:
         is_flag=True,
         envvar="TASKLOOM_JSON",
         help="print JSON instead of text (env TASKLOOM_JSON=1)",
-    )(command)
-
-
-def workflows(command: F) -> F:
-    """``--workflows MODULE|FILE.py`` (repeatable; ``TASKLOOM_WORKFLOWS``; project
-    ``workflows``)."""
-    return click.option(
-        "--workflows",
-        "workflows",
-        multiple=True,
-        envvar="TASKLOOM_WORKFLOWS",
-        default=from_project("workflows"),
-        callback=split_values,
-        metavar="MODULE|FILE.py",
-        help="a module or .py file whose workflows to load besides the built-in ones; "
-        "repeat or separate with commas (env TASKLOOM_WORKFLOWS; default: the project "
-        "file's workflows)",
-    )(command)
-
-
-def settings(command: F) -> F:
-    """``--settings JSON|@FILE`` (``TASKLOOM_SETTINGS``; project ``[settings.NAME]``)."""
-    return click.option(
-        "--settings",
-        envvar="TASKLOOM_SETTINGS",
-        metavar="JSON|@FILE",
-        help='operator settings by workflow, e.g. \'{"command_matrix": {"allowed_programs": '
-        '["make"]}}\', or @FILE: a JSON file, or a TOML file (.toml) with a table per '
-        "workflow (env TASKLOOM_SETTINGS; default: the project file's [settings.NAME])",
-    )(command)
-
-
-def logging_options(command: F) -> F:
-    """``--log-format text|json`` and ``--log-level LEVEL`` (``TASKLOOM_LOG_FORMAT``,
-    ``TASKLOOM_LOG_LEVEL``)."""
-    command = click.option(
-        "--log-level",
-        envvar="TASKLOOM_LOG_LEVEL",
-        type=click.Choice(LOG_LEVELS, case_sensitive=False),
-        default=from_project("log_level", "warning"),
-        help="debug, info (task and node lifecycle), warning or error "
-        "(env TASKLOOM_LOG_LEVEL; default warning)",
-    )(command)
-    return click.option(
-        "--log-format",
-        envvar="TASKLOOM_LOG_FORMAT",
-        type=click.Choice(LOG_FORMATS, case_sensitive=False),
-        default=from_project("log_format", "text"),
-        help="log lines as text or JSON lines (env TASKLOOM_LOG_FORMAT; default text)",
     )(command)
 
 

@@ -1,43 +1,35 @@
 """What a project file (``taskloom.toml``, ``[tool.taskloom]``) may say, and its values
-for the flags."""
+for the flags. Its ``[serve]`` and ``[worker]`` tables are made from the setting table
+(:mod:`taskloom.commands.setting_table`): every such flag is a key, without its dashes."""
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model
+
+from taskloom.commands.setting import Section
+from taskloom.commands.setting_table import in_section
+
+PATHS: Final = frozenset({"db", "tokens_file"})
+"""Keys whose value is a path, relative to the file's folder."""
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ServeConfig(_Section):
-    """``[serve]``: the HTTP endpoint and the server's limits (the ``serve`` flags)."""
-
-    http: str | None = Field(default=None, description="HOST:PORT to serve HTTP at")
-    tokens_file: str | None = None
-    max_body_bytes: int | None = None
-    max_result_bytes: int | None = None
-    plain_wait_s: float | None = None
-    linger: bool | None = None
-    rate_limit: float | None = None
-    max_unfinished_per_principal: int | None = None
-    max_sessions_per_principal: int | None = None
-    session_idle_s: float | None = None
-    header_timeout_s: float | None = None
-    oauth_issuer: str | None = None
-    oauth_audience: str | None = None
-    oauth_jwks_url: str | None = None
-    oauth_algorithms: str | None = None
-    oauth_leeway_s: float | None = None
-    oauth_scopes: str | None = None
+def _section(name: str, section: Section, doc: str) -> type[_Section]:
+    """The table of the project file whose keys the setting table puts in *section*."""
+    fields: dict[str, Any] = {
+        setting.name: (setting.kind | None, Field(default=None, description=setting.help))
+        for setting in in_section(section)
+    }
+    model: type[_Section] = create_model(name, __base__=_Section, __doc__=doc, **fields)
+    return model
 
 
-class WorkerConfig(_Section):
-    """``[worker]``: the ``worker`` flags."""
-
-    max_runs: int | None = None
-    metrics: str | None = Field(default=None, description="HOST:PORT to serve /metrics at")
+ServeConfig = _section("ServeConfig", "serve", "``[serve]``: the ``serve`` flags.")
+WorkerConfig = _section("WorkerConfig", "worker", "``[worker]``: the ``worker`` flags.")
 
 
 class UiConfig(_Section):
@@ -60,8 +52,8 @@ class ProjectConfig(_Section):
     log_level: str | None = None
     settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
     """Operator settings by workflow: ``[settings.repo_audit]``."""
-    serve: ServeConfig = ServeConfig()
-    worker: WorkerConfig = WorkerConfig()
+    serve: ServeConfig = Field(default_factory=ServeConfig)  # type: ignore[valid-type]
+    worker: WorkerConfig = Field(default_factory=WorkerConfig)  # type: ignore[valid-type]
     ui: UiConfig = UiConfig()
 
 
@@ -73,21 +65,23 @@ class Project(BaseModel):
     path: Path
     config: ProjectConfig
 
-    def value(self, name: str) -> Any:
-        """The value for the flag *name* (``db``, ``http``, ``max_runs``...), or ``None``;
-        paths are made absolute against the file's folder. ``ui.host`` names a key of
-        the ``[ui]`` section."""
-        if name.startswith("ui."):
-            return getattr(self.config.ui, name.removeprefix("ui."), None)
-        for section in (self.config, self.config.serve, self.config.worker):
-            if name in type(section).model_fields:
-                value = getattr(section, name)
-                if name in ("db", "tokens_file") and value is not None:
-                    return _beside(self.path, value)
-                if name == "workflows":
-                    return [_workflow_beside(self.path, entry) for entry in value] or None
-                return value
-        return None
+    def value(self, key: str) -> Any:
+        """The value of *key* (``db``, ``serve.http``, ``worker.max_runs``, ``ui.host``;
+        ``http`` alone is looked for at the top, then in ``[serve]`` and ``[worker]``), or
+        ``None``; paths are made absolute against the file's folder."""
+        section, _, name = key.rpartition(".")
+        tables: tuple[BaseModel, ...] = (self.config, self.config.serve, self.config.worker)
+        if section:
+            tables = (getattr(self.config, section),)
+        table = next((t for t in tables if name in type(t).model_fields), self.config)
+        value = getattr(table, name, None)
+        if value is None:
+            return None
+        if name in PATHS:
+            return _beside(self.path, value)
+        if name == "workflows":
+            return [_workflow_beside(self.path, entry) for entry in value] or None
+        return value
 
 
 def _beside(config: Path, value: str) -> str:

@@ -4,7 +4,8 @@ from datetime import timedelta
 from typing import Literal
 
 from taskloom.bootstrap import load_workflows, open_engine
-from taskloom.commands.base import Args, CommandError
+from taskloom.commands.arguments import RunArgs
+from taskloom.commands.base import CommandError
 from taskloom.commands.common import (
     again_flags,
     find_workflow,
@@ -20,13 +21,13 @@ from taskloom.observability import standard_observer
 from taskloom.persistence.factory import describe_database
 
 
-async def run(args: Args) -> int:
+async def run(args: RunArgs) -> int:
     """Submit the workflow, execute it with an in-process worker, follow it to its end."""
     if args.input_text is not None and args.input_flag is not None:
         raise CommandError("give the arguments once: as INPUT or with --input, not both")
     text = args.input_text if args.input_text is not None else args.input_flag
     arguments = read_json_object(text if text is not None else "{}", "--input")
-    settings = settings_from(args, run_sweeper=False)
+    settings = settings_from(args.db, args.workflows, args.settings, run_sweeper=False)
     loaded = load_workflows(settings)
     workflow = find_workflow(loaded, args.workflow)
     only = WorkflowRegistry({workflow.name: workflow})

@@ -5,7 +5,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from taskloom.bootstrap import load_workflows, open_engine
-from taskloom.commands.base import EXIT_OK, Args, CommandError
+from taskloom.commands.arguments import AnswerArgs, CancelArgs, ResumeArgs
+from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.commands.common import (
     Local,
     again_flags,
@@ -13,6 +14,7 @@ from taskloom.commands.common import (
     print_json,
     read_json,
     settings_from,
+    show,
     task_json,
 )
 from taskloom.commands.follow import follow
@@ -23,21 +25,21 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.observability import standard_observer
 
 
-async def cancel_task(args: Args) -> int:
+async def cancel_task(args: CancelArgs) -> int:
     """Cancel a task; its nodes stop wherever they run."""
     async with open_database(args.db) as local:
         task = await local.manager.get(args.task_id)
         if task.is_terminal:
             raise CommandError(f"task {task.id} has already ended ({task.state})")
         task = await local.manager.cancel(task.id, reason=args.reason)
-    if args.json:
-        print_json(task_json(task))
-    else:
-        print(f"Cancelled task {task.id}; its running nodes stop within seconds.")
-    return EXIT_OK
+    return show(
+        args.json,
+        task_json(task),
+        f"Cancelled task {task.id}; its running nodes stop within seconds.",
+    )
 
 
-async def answer_task(args: Args) -> int:
+async def answer_task(args: AnswerArgs) -> int:
     """Answer a pending question; the task runs on."""
     value = read_json(args.answer, "the answer")
     async with open_database(args.db) as local:
@@ -54,30 +56,26 @@ async def answer_task(args: Args) -> int:
                 )
             key = pending[0]
         task = await local.manager.provide_input(task.id, key, value)
-    if args.json:
-        print_json(task_json(task))
-    else:
-        print(f"Answered {key!r}; task {task.id} is {task.state}.")
-    return EXIT_OK
+    return show(args.json, task_json(task), f"Answered {key!r}; task {task.id} is {task.state}.")
 
 
 @asynccontextmanager
-async def _opened(args: Args, workflow: Workflow[Any]) -> AsyncIterator[Local]:
+async def _opened(args: ResumeArgs, workflow: Workflow[Any]) -> AsyncIterator[Local]:
     """The database, with a worker for *workflow* when the task is to run here."""
     if not args.run:
         async with open_database(args.db) as local:
             yield local
         return
-    settings = settings_from(args, run_sweeper=False)
+    settings = settings_from(args.db, args.workflows, args.settings, run_sweeper=False)
     only = WorkflowRegistry({workflow.name: workflow})
     quiet = standard_observer(logs=False)  # the progress view says it all
     async with open_engine(settings, workflows=only, observer=quiet) as engine:
         yield Local(manager=engine.manager, runs=engine.runs)
 
 
-async def resume_task(args: Args) -> int:
+async def resume_task(args: ResumeArgs) -> int:
     """Fork a finished task into a new one that keeps the completed nodes."""
-    workflows = load_workflows(settings_from(args))
+    workflows = load_workflows(settings_from(args.db, args.workflows, args.settings))
     async with open_database(args.db) as local:
         source = await local.manager.get(args.task_id)
     if source.name not in workflows:

@@ -2,19 +2,21 @@
 
 from datetime import UTC, datetime
 
-from taskloom.commands.base import EXIT_OK, Args, CommandError
-from taskloom.commands.common import again_flags, open_store, print_json
+from taskloom.commands.arguments import DeleteArgs, PurgeArgs
+from taskloom.commands.base import EXIT_OK, CommandError
+from taskloom.commands.common import again_flags, open_store, print_json, show
 from taskloom.commands.render import when
 from taskloom.engine.errors import TaskNotFoundError
+from taskloom.engine.models import TaskId
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 
 PURGE_BATCH = 1000
 """Tasks deleted per transaction by ``purge`` (short transactions leave room to others)."""
 
 
-async def delete_tasks(args: Args) -> int:
+async def delete_tasks(args: DeleteArgs) -> int:
     """Delete the given finished tasks, all or none."""
-    ids = list(dict.fromkeys(args.task_ids))
+    ids = [TaskId(task_id) for task_id in dict.fromkeys(args.task_ids)]
     async with open_store(args.db) as store:
         now = datetime.now(UTC)
         for task_id in ids:
@@ -22,19 +24,16 @@ async def delete_tasks(args: Args) -> int:
             if task is None:
                 raise TaskNotFoundError(task_id)
             if not task.is_terminal:
+                again = again_flags(args)
                 raise CommandError(
                     f"task {task_id} has not finished ({task.state}); "
-                    f"cancel it first: taskloom tasks cancel {task_id}{again_flags(args)}"
+                    f"cancel it first: taskloom tasks cancel {task_id}{again}"
                 )
         deleted = await store.delete_finished(task_ids=ids, limit=len(ids))
-    if args.json:
-        print_json({"deleted": deleted, "task_ids": ids})
-    else:
-        print(f"deleted {deleted} task(s)")
-    return EXIT_OK
+    return show(args.json, {"deleted": deleted, "task_ids": ids}, f"deleted {deleted} task(s)")
 
 
-async def purge_tasks(args: Args) -> int:
+async def purge_tasks(args: PurgeArgs) -> int:
     """Delete, in batches, the tasks that finished before now minus ``--older-than``."""
     states = frozenset(TaskState(state) for state in args.state) or TERMINAL_STATES
     before = datetime.now(UTC) - args.older_than

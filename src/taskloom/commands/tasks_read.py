@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, Args, CommandError
+from taskloom.commands.arguments import ListArgs, ResultArgs, TaskArgs, TaskIdArgs
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, CommandError
 from taskloom.commands.common import (
     RECHECK_S,
     open_database,
@@ -39,11 +40,11 @@ from taskloom.engine.versions import (
 from taskloom.engine.view import shape_of
 
 
-def _workflows(args: Args) -> dict[str, Workflow[Any]]:
-    return dict(load_workflows(settings_from(args)))
+def _workflows(args: TaskArgs) -> dict[str, Workflow[Any]]:
+    return dict(load_workflows(settings_from(args.db, args.workflows)))
 
 
-async def list_tasks(args: Args) -> int:
+async def list_tasks(args: ListArgs) -> int:
     """Print a page of tasks; a run that waits for a workflow version no live process has
     says so in its status, and a last line names every such version (ADR 0039)."""
     async with open_database(args.db, read_only=True) as local:
@@ -132,7 +133,7 @@ def _cut(text: str, limit: int = 72) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-async def show_task(args: Args) -> int:
+async def show_task(args: TaskIdArgs) -> int:
     """Print a task, its phases and nodes, its child tasks and a timeline (with the state
     changes of its stored history); ``--json`` adds every attempt and history entry."""
     async with open_database(args.db, read_only=True) as local:
@@ -215,7 +216,7 @@ def _child_json(parent: Task, child: Task) -> dict[str, Any]:
     }
 
 
-async def task_result(args: Args) -> int:
+async def task_result(args: ResultArgs) -> int:
     """Print a finished task's result; say why there is none otherwise."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)

@@ -3,7 +3,8 @@
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.base import EXIT_FAILED, EXIT_OK, Args, CommandError
+from taskloom.commands.arguments import UpgradeArgs
+from taskloom.commands.base import EXIT_FAILED, EXIT_OK, CommandError
 from taskloom.commands.common import open_database, print_json, settings_from
 from taskloom.engine.errors import (
     InvalidRequestError,
@@ -20,12 +21,12 @@ from taskloom.engine.versions import VersionStore
 _PAGE = 500
 
 
-async def upgrade_tasks(args: Args) -> int:
+async def upgrade_tasks(args: UpgradeArgs) -> int:
     """Move each run named (or every unfinished run of ``--all-of NAME@VERSION``) to
     ``--to VERSION``; one line per run; exit 1 if any was refused."""
     if bool(args.task_ids) == bool(args.all_of):
         raise CommandError("name the runs to move: task IDs, or --all-of NAME@VERSION")
-    workflows = load_workflows(settings_from(args))
+    workflows = load_workflows(settings_from(args.db, args.workflows))
     moved: list[Moved] = []
     refused: list[tuple[str, str]] = []
     async with open_database(args.db) as local:
@@ -68,7 +69,9 @@ async def upgrade_tasks(args: Args) -> int:
     return EXIT_FAILED if refused else EXIT_OK
 
 
-async def _all_of(manager: TaskManager, workflows: WorkflowRegistry, args: Args) -> list[str]:
+async def _all_of(
+    manager: TaskManager, workflows: WorkflowRegistry, args: UpgradeArgs
+) -> list[str]:
     """The unfinished runs of ``--all-of NAME@VERSION``, oldest first."""
     name, at, version = str(args.all_of).rpartition("@")
     if not at or not name or not version:

@@ -4,7 +4,7 @@ from contextlib import aclosing
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.base import Args
+from taskloom.commands.arguments import TaskArgs, TaskIdArgs
 from taskloom.commands.common import RECHECK_S, Local, again_flags, open_database, settings_from
 from taskloom.commands.follow import exit_code, follow
 from taskloom.engine.dag import Workflow
@@ -12,11 +12,11 @@ from taskloom.engine.models import Task
 from taskloom.engine.registry import workflow_for
 
 
-def _workflows(args: Args) -> dict[str, Workflow[Any]]:
-    return dict(load_workflows(settings_from(args)))
+def _workflows(args: TaskArgs) -> dict[str, Workflow[Any]]:
+    return dict(load_workflows(settings_from(args.db, args.workflows)))
 
 
-async def watch_task(args: Args) -> int:
+async def watch_task(args: TaskIdArgs) -> int:
     """Follow a task (run by any process on this database) until it ends."""
     async with open_database(args.db, read_only=True) as local:
         task = await local.manager.get(args.task_id)

@@ -9,8 +9,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from taskloom.commands.base import EXIT_OK, Args, CommandError
-from taskloom.commands.common import open_store, print_json
+from taskloom.commands.arguments import DbArgs, TokenArgs, TokenCreateArgs
+from taskloom.commands.base import EXIT_OK, CommandError
+from taskloom.commands.common import open_store, print_json, show
 from taskloom.engine.scopes import Scopes
 from taskloom.engine.tokens import TokenRecord, mint
 
@@ -35,7 +36,7 @@ def lifetime(text: str) -> timedelta | None:
     return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
 
 
-async def create_token(args: Args) -> int:
+async def create_token(args: TokenCreateArgs) -> int:
     """Store a new token and print it: the only time its secret is shown."""
     try:
         scopes = Scopes.parse(args.scope)
@@ -58,7 +59,7 @@ async def create_token(args: Args) -> int:
     return EXIT_OK
 
 
-async def list_tokens(args: Args) -> int:
+async def list_tokens(args: DbArgs) -> int:
     """Every token, oldest first, without secrets."""
     async with open_store(args.db, read_only=True) as store:
         records = await store.list_tokens()
@@ -74,17 +75,17 @@ async def list_tokens(args: Args) -> int:
     return EXIT_OK
 
 
-async def revoke_token(args: Args) -> int:
+async def revoke_token(args: TokenArgs) -> int:
     """Revoke a token by id; revoking twice is not an error."""
     async with open_store(args.db) as store:
         record = await store.revoke_token(args.id, datetime.now(UTC))
     if record is None:
         raise CommandError(f"no token with id {args.id!r} (see taskloom tokens list)")
-    if args.json:
-        print_json(_json(record, datetime.now(UTC)))
-    else:
-        print(f"token {record.id} of {record.principal} is revoked")
-    return EXIT_OK
+    return show(
+        args.json,
+        _json(record, datetime.now(UTC)),
+        f"token {record.id} of {record.principal} is revoked",
+    )
 
 
 def _json(record: TokenRecord, now: datetime) -> dict[str, Any]:

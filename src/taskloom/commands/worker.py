@@ -12,18 +12,28 @@ import signal
 import sys
 
 import anyio
-from anyio.abc import TaskStatus
 
 from taskloom.bootstrap import open_engine
-from taskloom.commands.base import EXIT_OK, Args, CommandError
+from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.commands.common import settings_from
 from taskloom.commands.options import setup_logging
-from taskloom.commands.render import when
-from taskloom.engine.manager import TaskManager
+from taskloom.commands.serve_settings import given_fields
+from taskloom.commands.setting import Values
+from taskloom.commands.setting_table import (
+    DB,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    MAX_RUNS,
+    METRICS,
+    OPERATOR_SETTINGS,
+    STORE_WAIT_S,
+    WORKFLOWS,
+)
+from taskloom.config import TaskloomSettings
 from taskloom.engine.registry import WorkflowRegistry
-from taskloom.engine.states import TaskState
 from taskloom.engine.worker import WorkerSettings
 from taskloom.observability import standard_observer
+from taskloom.observability.change_lines import log_changes
 from taskloom.observability.metrics_server import metrics_endpoint
 from taskloom.observability.version_watch import watch_versions
 from taskloom.persistence.factory import describe_database
@@ -31,18 +41,14 @@ from taskloom.persistence.factory import describe_database
 logger = logging.getLogger(__name__)
 
 
-async def run_worker(args: Args) -> int:
+async def run_worker(values: Values) -> int:
     """Execute runs until SIGINT or SIGTERM."""
-    if args.max_runs is None:
-        args.max_runs = WorkerSettings().max_runs
-    if args.max_runs < 1:
-        raise CommandError(f"--max-runs must be at least 1, got {args.max_runs}")
-    setup_logging(args.log_format, args.log_level)
-    settings = settings_from(args, worker=WorkerSettings(max_runs=args.max_runs))
-    text = args.log_format == "text"
+    settings = worker_settings(values)
+    setup_logging(values.given(LOG_FORMAT), values.given(LOG_LEVEL))
+    text = values.given(LOG_FORMAT) == "text"
     with (
         anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
-        metrics_endpoint(args.metrics) as served,
+        metrics_endpoint(values.of(METRICS)) as served,
     ):
         observer = standard_observer(served.metrics if served else None)
         async with (
@@ -60,7 +66,7 @@ async def run_worker(args: Args) -> int:
                     engine.manager.clock,
                     engine.workflows.loaded(),
                 )
-            database = describe_database(args.db)
+            database = describe_database(values.given(DB))
             _say(
                 text,
                 f"worker {engine.worker.worker_id} on {database} runs: "
@@ -80,33 +86,26 @@ async def run_worker(args: Args) -> int:
     return EXIT_OK
 
 
+def worker_settings(values: Values) -> TaskloomSettings:
+    """The settings the flags ask for."""
+    max_runs = values.of(MAX_RUNS)
+    if max_runs is not None and max_runs < 1:
+        raise CommandError(f"--max-runs must be at least 1, got {max_runs}")
+    return settings_from(
+        values.given(DB),
+        values.of(WORKFLOWS) or (),
+        values.of(OPERATOR_SETTINGS),
+        store_wait_s=values.of(STORE_WAIT_S),
+        worker=WorkerSettings(**given_fields("WorkerSettings", values)),
+    )
+
+
 def _say(text: bool, message: str, **fields: object) -> None:
     """*message* on stderr, or as an INFO log record with *fields* (JSON logs)."""
     if text:
         print(message, file=sys.stderr, flush=True)
     else:
         logger.info(message, extra={"fields": fields})
-
-
-async def log_changes(
-    manager: TaskManager, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    """One line on stderr each time a task this process runs changes state."""
-    states: dict[str, TaskState] = {}
-    with manager.subscribe() as changes:
-        task_status.started()
-        async for task in changes:
-            if states.get(task.id) is task.state:
-                continue
-            states[task.id] = task.state
-            why = ""
-            if task.is_terminal:
-                del states[task.id]
-                if task.state is not TaskState.COMPLETED:
-                    why = f": {task.error.message if task.error else task.status_message}"
-            print(
-                f"{when(task.updated_at)}  {task.name} {task.id} {task.state}{why}", file=sys.stderr
-            )
 
 
 def _with_versions(workflows: WorkflowRegistry) -> list[str]:

@@ -4,19 +4,21 @@ from types import CodeType
 from typing import Any
 
 from taskloom.bootstrap import load_workflows
-from taskloom.commands.base import EXIT_OK, Args
+from taskloom.commands.arguments import TaskArgs, WorkflowArgs
+from taskloom.commands.base import EXIT_OK
 from taskloom.commands.common import find_workflow, print_json, settings_from
 from taskloom.commands.render import table, when
 from taskloom.commands.versions import line_json, loaded_where, note, read_report
+from taskloom.config import DEFAULT_DATABASE
 from taskloom.engine.dag import MapNode, Node, Workflow
 from taskloom.persistence.factory import describe_database
 
 
-async def list_workflows(args: Args) -> int:
+async def list_workflows(args: TaskArgs) -> int:
     """One line per loaded workflow version; then, when the database exists, each
     version it stores runs of or a live worker has: unfinished runs, the oldest, and
     whether it is safe to remove (ADR 0039)."""
-    workflows = load_workflows(settings_from(args))
+    workflows = load_workflows(settings_from(args.db, args.workflows))
     loaded = workflows.loaded()
     report = await read_report(str(args.db), frozenset(loaded))
     if args.json:
@@ -55,9 +57,11 @@ async def list_workflows(args: Args) -> int:
     return EXIT_OK
 
 
-async def show_workflow(args: Args) -> int:
+async def show_workflow(args: WorkflowArgs) -> int:
     """The DAG, phase by phase, and the input fields."""
-    workflow = find_workflow(load_workflows(settings_from(args)), args.name)
+    workflow = find_workflow(
+        load_workflows(settings_from(str(DEFAULT_DATABASE), args.workflows)), args.name
+    )
     if args.json:
         print_json(describe(workflow))
         return EXIT_OK

@@ -1,9 +1,11 @@
-"""Writes docs/configuration.md from the settings models, so the reference cannot drift.
+"""Writes docs/configuration.md from the settings models and the setting table, so the
+reference cannot drift.
 
-``python -m taskloom.docs_config > docs/configuration.md`` regenerates it; a test fails
-when the committed page differs. Each field's text is its attribute docstring (or its
-``Field(description=...)``); the command-line flags and variables are listed in
-:data:`FLAGS`, which the same test checks against the CLI's help.
+``python -m scripts.docs_config > docs/configuration.md`` (from the checkout's root)
+regenerates it; a test fails when the committed page differs. Each field's text is its
+attribute docstring (or its ``Field(description=...)``). The flag, variable and
+project-file key of each ``serve`` and ``worker`` setting come from
+:mod:`taskloom.commands.setting_table`; the few other ways in are in :data:`FLAGS`.
 """
 
 import ast
@@ -21,6 +23,8 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from taskloom.commands.setting import Setting
+from taskloom.commands.setting_table import SETTINGS, filling
 from taskloom.config import TaskloomSettings
 from taskloom.engine.manager import TaskManagerSettings
 from taskloom.engine.worker import WorkerSettings
@@ -31,7 +35,7 @@ from taskloom.server.http import HttpSettings, OAuthSettings
 from taskloom.workflows.command_matrix import CommandMatrixSettings
 from taskloom.workflows.repo_audit import RepoAuditSettings
 
-REGENERATE: Final = ".venv/bin/python -m taskloom.docs_config > docs/configuration.md"
+REGENERATE: Final = ".venv/bin/python -m scripts.docs_config > docs/configuration.md"
 
 SECTIONS: Final[tuple[tuple[type[BaseModel], str, str], ...]] = (
     (TaskloomSettings, "TaskloomSettings", "`taskloom.config`: everything a process needs."),
@@ -67,51 +71,28 @@ SECTIONS: Final[tuple[tuple[type[BaseModel], str, str], ...]] = (
 )
 
 FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
-    (TaskloomSettings, "database"): "`--db PATH|URL`, `TASKLOOM_DB` (every command)",
-    (TaskloomSettings, "workflow_modules"): (
-        "`--workflows MODULE|FILE.py` (repeatable), `TASKLOOM_WORKFLOWS`, the project "
-        "file's `workflows` (added to the built-ins)"
-    ),
-    (TaskloomSettings, "workflow_settings"): (
-        "`--settings JSON|@FILE|@FILE.toml`, `TASKLOOM_SETTINGS` "
-        "(`serve`, `worker`, `run`, `tasks resume`)"
-    ),
     (TaskloomSettings, "exposure"): "`network` under `serve --http`, else `local`",
-    (SqliteSettings, "path"): "`--db PATH`, `TASKLOOM_DB`",
-    (PostgresSettings, "url"): "`--db postgresql://...`, `TASKLOOM_DB`",
-    (SqliteSettings, "store_wait_s"): (
-        "`--store-wait-s SECONDS`, `TASKLOOM_STORE_WAIT_S`, the project file's "
-        "`store_wait_s` (`serve`, `worker`)"
-    ),
-    (PostgresSettings, "store_wait_s"): (
-        "`--store-wait-s SECONDS`, `TASKLOOM_STORE_WAIT_S`, the project file's "
-        "`store_wait_s` (`serve`, `worker`)"
-    ),
-    (WorkerSettings, "max_runs"): "`taskloom worker --max-runs N`, `TASKLOOM_MAX_RUNS`",
-    (ServerSettings, "max_result_bytes"): (
-        "`--max-result-bytes N`, `TASKLOOM_MAX_RESULT_BYTES` (0: no limit)"
-    ),
-    (ServerSettings, "plain_wait_s"): (
-        "`--plain-wait-s SECONDS`, `TASKLOOM_PLAIN_WAIT_S` (0: until the task ends)"
-    ),
-    (ServerSettings, "linger"): (
-        "`--linger/--no-linger`, `TASKLOOM_LINGER`, the project file's `[serve] linger`"
-    ),
-    (HttpSettings, "host"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
-    (HttpSettings, "port"): "`--http HOST:PORT`, `TASKLOOM_HTTP`",
-    (HttpSettings, "tokens"): "`TASKLOOM_TOKENS`, `--tokens-file PATH`, `TASKLOOM_TOKENS_FILE`",
-    (HttpSettings, "max_body_bytes"): "`--max-body-bytes N`, `TASKLOOM_MAX_BODY_BYTES`",
-    (HttpSettings, "rate_per_minute"): (
-        "`--rate-limit PER_MINUTE`, `TASKLOOM_RATE_LIMIT` (0: no limit)"
-    ),
-    (OAuthSettings, "issuer"): "`--oauth-issuer URL`, `TASKLOOM_OAUTH_ISSUER`",
-    (OAuthSettings, "audience"): "`--oauth-audience URL`, `TASKLOOM_OAUTH_AUDIENCE`",
-    (OAuthSettings, "jwks_url"): "`--oauth-jwks-url URL`, `TASKLOOM_OAUTH_JWKS_URL`",
-    (OAuthSettings, "algorithms"): "`--oauth-algorithms ALG,...`, `TASKLOOM_OAUTH_ALGORITHMS`",
-    (OAuthSettings, "leeway_s"): "`--oauth-leeway-s SECONDS`, `TASKLOOM_OAUTH_LEEWAY_S`",
-    (OAuthSettings, "scopes"): "`--oauth-scopes SCOPE,...`, `TASKLOOM_OAUTH_SCOPES`",
+    (HttpSettings, "tokens"): "`TASKLOOM_TOKENS` (`principal:token` entries, comma-separated)",
 }
-"""The flag and variable that set a field, where one does (``taskloom serve`` unless said)."""
+"""The ways in that are not a setting of the table (a test checks them against the help)."""
+
+
+def flag_text(setting: Setting[Any]) -> str:
+    """How *setting* is given: flag, variable, project-file key, and what 0 means."""
+    flag = setting.flag if setting.kind is not bool else f"{setting.flag}/--no-{setting.flag[2:]}"
+    flag += f" {setting.metavar}" if setting.metavar else ""
+    key = setting.project_key
+    text = f"`{flag}`{' (repeatable)' if setting.repeatable else ''}, `{setting.variable}`, "
+    text += f"the project file's `{key}`"
+    return text + (f" (0: {setting.zero})" if setting.zero else "")
+
+
+def _flag_cell(model: type[BaseModel], name: str) -> str:
+    ways = [flag_text(setting) for setting, field in filling(model.__name__) if field == name]
+    if (model, name) in FLAGS:
+        ways.append(FLAGS[(model, name)])
+    return "; ".join(ways)
+
 
 _BOUNDS: Final = (
     (annotated_types.Gt, "gt", "> {}"),
@@ -195,18 +176,39 @@ def rows(model: type[BaseModel]) -> Iterator[str]:
         meaning = docs.get(name) or field.description or ""
         if not meaning:
             raise ValueError(f"{model.__name__}.{name} has no docstring or description")
-        flag = FLAGS.get((model, name), "")
+        flag = _flag_cell(model, name)
         yield (
             f"| `{name}` | {_cell(type_name(field.annotation))}{_bounds(field)} "
             f"| {_cell(_default(field))} | {_cell(meaning)} | {_cell(flag)} |"
         )
 
 
-def render() -> str:
-    """The whole configuration reference page."""
+def setting_rows() -> Iterator[str]:
+    """The table of every ``serve`` and ``worker`` setting: one row each."""
+    for setting in SETTINGS:
+        key = setting.project_key
+        fills = ", ".join(f"`{fill}`" for fill in setting.fills) or "(the process itself)"
+        yield (
+            f"| `{setting.flag}` | `{setting.variable}` | `{key}` "
+            f"| {', '.join(setting.commands)} | {fills} | {_cell(setting.help)} |"
+        )
+
+
+def _check() -> None:
+    models = {model.__name__: model for model, _, _ in SECTIONS}
+    for setting in SETTINGS:
+        for fill in setting.fills:
+            owner, _, name = fill.partition(".")
+            if owner not in models or name not in models[owner].model_fields:
+                raise ValueError(f"the setting {setting.name} fills {fill}, which does not exist")
     for model, name in FLAGS:
         if name not in model.model_fields:
             raise ValueError(f"FLAGS names {model.__name__}.{name}, which does not exist")
+
+
+def render() -> str:
+    """The whole configuration reference page."""
+    _check()
     lines = [
         "# Configuration reference",
         "",
@@ -215,9 +217,10 @@ def render() -> str:
         "",
         "Every setting of a taskloom process, from the pydantic models that hold it. The",
         "models are frozen and refuse unknown keys. The `taskloom` command fills them from",
-        "its flags, each of which can also be set by a `TASKLOOM_*` variable (last column);",
-        "a setting with no flag takes its default there. A program that embeds taskloom",
-        "builds `TaskloomSettings(...)` itself and may set any field",
+        "its flags, each of which can also be set by a `TASKLOOM_*` variable and by a key",
+        "of the project file (last column; every flag of `serve` and `worker` is in the",
+        "table at the end); a setting with no flag takes its default there. A program that",
+        "embeds taskloom builds `TaskloomSettings(...)` itself and may set any field",
         "([operations.md](operations.md) has the process-level picture).",
     ]
     for model, title, intro in SECTIONS:
@@ -231,6 +234,20 @@ def render() -> str:
             "|---|---|---|---|---|",
             *rows(model),
         ]
+    lines += [
+        "",
+        "## The flags of serve and worker",
+        "",
+        "Each is declared once (`taskloom.commands.setting_table`, ADR 0044): its flag, its",
+        "variable, its key in the project file (the flag without its dashes, in `[serve]`,",
+        "`[worker]` or at the top level) and the fields it fills. A flag wins over its",
+        "variable, and both over the project file; what none of them gives is the field's",
+        "default.",
+        "",
+        "| flag | variable | project file | commands | fills | meaning |",
+        "|---|---|---|---|---|---|",
+        *setting_rows(),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+from demo_client import McpClient, serve, structured
 from mcp.shared.exceptions import MCPError
 
 import taskloom
 from taskloom.commands.common import open_database
 from taskloom.commands.progress_view import bar
 from taskloom.commands.render import table
-from taskloom.demo_client import McpClient, serve, structured
 from taskloom.engine.models import TaskId
 
 DATA = Path("demo-data")
@@ -193,16 +193,15 @@ async def crash_and_resume(client: McpClient, screen: Screen, pace: Pace) -> tup
     task_id = await client.start_task("countdown", {"start": pace.start, "tick_s": pace.tick_s})
     _say(f"   task {task_id}")
     seen = await poll(client, task_id, screen, until="phase 2/3 count:")
-    client.process.kill()
-    await client.process.wait()
-    _say(f'   killed the server (pid {client.process.pid}) with SIGKILL while it said "{seen}"')
+    client.kill()
+    _say(f'   killed the server (pid {client.pid}) with SIGKILL while it said "{seen}"')
     return task_id, seen
 
 
 async def finish_after_restart(client: McpClient, screen: Screen, db: Path, task_id: str) -> None:
     """Part 3, second half: the new server takes the run back and finishes it."""
     _say(
-        f"   restarted the server (pid {client.process.pid}) on the same database: it takes "
+        f"   restarted the server (pid {client.pid}) on the same database: it takes "
         "back the dead server's runs at once",
     )
     await poll(client, task_id, screen)
@@ -228,7 +227,7 @@ async def main(argv: Sequence[str]) -> None:
         "taskloom demo: durable MCP tasks that survive cancels and crashes",
         f"Database: {db}",
         "The demo starts `taskloom serve` as a separate process and talks to it over stdio",
-        "with the MCP Python client (protocol 2025-11-25, task-augmented tool calls).",
+        "with the MCP Python SDK's client (protocol 2025-11-25, task-augmented tool calls).",
     )
     # The server runs in ./demo-data, so by default it could audit only that; the
     # operator lets it read this project's source too.
@@ -237,7 +236,7 @@ async def main(argv: Sequence[str]) -> None:
         async with serve(db, cwd=data, errlog=errlog, settings=settings) as client:
             workflows = [name for name in client.tools if not name.startswith("task_")]
             _say(
-                f"Server started (pid {client.process.pid}); its workflows, as MCP tools: "
+                f"Server started (pid {client.pid}); its workflows, as MCP tools: "
                 f"{', '.join(workflows)}"
             )
             await audit(client, screen)
