@@ -5,18 +5,15 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Final, Self
+from typing import Final, Self, TypeVar
 
 import anyio
 import psycopg
 from anyio.abc import TaskStatus
 
-from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     ConcurrencyError,
-    TaskNotFoundError,
-    TaskStateError,
 )
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
@@ -25,7 +22,6 @@ from taskloom.engine.models import (
     TaskId,
     TaskMutation,
     TaskQuery,
-    ensure_successor,
 )
 from taskloom.engine.runs import (
     ClaimedRun,
@@ -39,12 +35,25 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.engine.versions import RunMove, StoredVersion, running_now
+from taskloom.engine.versions import RunMove, StoredVersion
 from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens, versions
-from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
+from taskloom.persistence.postgres.driver import (
+    Connection,
+    Database,
+    Work,
+    connect,
+    describe,
+    translate,
+)
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
+from taskloom.persistence.sql import history as sql_history
+from taskloom.persistence.sql import runs as sql_runs
+from taskloom.persistence.sql import tasks
+from taskloom.persistence.sql.dialect import POSTGRES
+from taskloom.persistence.sql.script import Script, run_async
 
+_T = TypeVar("_T")
 _CREATE_TRIES: Final = 5
 _LAST_CHARACTER: Final = "\U0010ffff"
 _MAX_POSITION: Final = 2**63 - 1
@@ -149,7 +158,9 @@ class PostgresTaskStore:
 
     async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
         """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
-        return await self._db.transaction(partial(_move_run, task_id, now, move))
+        return await self._db.transaction(
+            _script(partial(tasks.move_run, POSTGRES, task_id, now, move))
+        )
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -177,7 +188,7 @@ class PostgresTaskStore:
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
-        return await self._db.read(partial(_get, task_id, now, lock=False))
+        return await self._db.read(_script(partial(tasks.get, POSTGRES, task_id, now)))
 
     async def history(
         self, task_id: TaskId, now: datetime
@@ -203,7 +214,9 @@ class PostgresTaskStore:
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:
         """See :meth:`taskloom.engine.ports.TaskStore.update`."""
-        return await self._db.transaction(partial(_update, task_id, now, mutate, fence))
+        return await self._db.transaction(
+            _script(partial(tasks.update, POSTGRES, task_id, now, mutate, fence))
+        )
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
@@ -265,42 +278,48 @@ class PostgresTaskStore:
 
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
-        await self._db.transaction(partial(runs.release_lease, lease=lease), durable=False)
+        await self._db.transaction(
+            _script(partial(sql_runs.release_lease, POSTGRES, lease)), durable=False
+        )
 
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
         return await self._db.transaction(
-            partial(runs.start_node, lease=lease, start=start, now=now), durable=False
+            _script(partial(sql_runs.start_node, POSTGRES, lease, start, now)), durable=False
         )
 
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
-        return await self._db.transaction(partial(runs.end_node, lease=lease, end=end, now=now))
+        return await self._db.transaction(
+            _script(partial(sql_runs.end_node, POSTGRES, lease, end, now))
+        )
 
     async def finish_run(
         self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
     ) -> tuple[NodeRun, Task]:
         """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
-        return await self._db.transaction(partial(_finish_run, lease, end, now, mutate))
+        return await self._db.transaction(
+            _script(partial(tasks.finish_run, POSTGRES, lease, end, now, mutate))
+        )
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
-        return await self._db.read(partial(runs.attempts, task_id=task_id))
+        return await self._db.read(_script(partial(sql_runs.attempts, POSTGRES, task_id)))
 
     async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
-        return await self._db.read(partial(runs.failed_attempts, query=query, now=now))
+        return await self._db.read(_script(partial(sql_runs.failed_attempts, POSTGRES, query, now)))
 
     async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
         """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
-        return await self._db.read(partial(runs.node_runs, task_id=task_id))
+        return await self._db.read(_script(partial(sql_runs.node_runs, POSTGRES, task_id)))
 
     async def fork_run(
         self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
     ) -> dict[str, NodeRun]:
         """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
         return await self._db.transaction(
-            partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now)
+            _script(partial(sql_runs.fork_run, POSTGRES, task, source=source, nodes=nodes, now=now))
         )
 
 
@@ -310,7 +329,7 @@ class PostgresTaskStore:
 async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Task, bool]:
     if task.idempotency_key is None:
         await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
-        await history.record(connection, None, task)
+        await run_async(sql_history.record(POSTGRES, None, task), connection.execute)
         return task, True
     for _ in range(_CREATE_TRIES):
         inserted = await connection.execute(
@@ -319,7 +338,7 @@ async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Ta
             rows.insert_row(task),
         )
         if inserted.rowcount == 1:
-            await history.record(connection, None, task)
+            await run_async(sql_history.record(POSTGRES, None, task), connection.execute)
             return task, True
         cursor = await connection.execute(
             "SELECT position, expires_at, body FROM tasks"
@@ -336,18 +355,6 @@ async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Ta
     raise ConcurrencyError(
         f"idempotency key {task.idempotency_key!r} kept changing hands; try again"
     )
-
-
-async def _get(
-    task_id: TaskId, now: datetime, connection: Connection, *, lock: bool
-) -> Task | None:
-    cursor = await connection.execute(
-        f"SELECT body FROM tasks WHERE id = %s AND {rows.LIVE}"
-        + (" FOR NO KEY UPDATE" if lock else ""),
-        (task_id, now),
-    )
-    row = await cursor.fetchone()
-    return rows.task_from_body(row[0]) if row is not None else None
 
 
 async def _list(query: TaskQuery, now: datetime, connection: Connection) -> StorePage:
@@ -449,74 +456,13 @@ async def _count_by_state(
     return counts
 
 
-async def _update(
-    task_id: TaskId,
-    now: datetime,
-    mutate: TaskMutation,
-    fence: Lease | None,
-    connection: Connection,
-) -> Task:
-    current = await _locked(task_id, now, connection)
-    if fence is not None:
-        await runs.check_fence(connection, fence)
-    return await _write(current, mutate, fence, now, connection)
+def _script(make: Callable[[], Script[_T]]) -> Work[_T]:
+    """Work that runs the shared script *make* builds (a new one each try)."""
 
+    async def work(connection: Connection) -> _T:
+        return await run_async(make(), connection.execute)
 
-async def _move_run(task_id: TaskId, now: datetime, move: RunMove, connection: Connection) -> Task:
-    current = await _locked(task_id, now, connection)  # a claim's lease waits for this row
-    cursor = await connection.execute(
-        "SELECT worker FROM leases WHERE task_id = %s AND expires_at > %s", (task_id, now)
-    )
-    holder = await cursor.fetchone()
-    if holder is not None:
-        raise TaskStateError(running_now(task_id, holder[0]))
-    nodes = await runs.node_runs(connection, task_id)
-    moved = await _write(current, lambda task: move(task, nodes), None, now, connection)
-    await connection.execute(
-        "UPDATE tasks SET workflow_version = %s WHERE id = %s", (moved.workflow_version, task_id)
-    )
-    return moved
-
-
-async def _finish_run(
-    lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation, connection: Connection
-) -> tuple[NodeRun, Task]:
-    current = await _locked(lease.task_id, now, connection)  # the task row before the lease's
-    run = await runs.end_node(connection, lease, end, now)  # checks the fence
-    return run, await _write(current, mutate, lease, now, connection)
-
-
-async def _locked(task_id: TaskId, now: datetime, connection: Connection) -> Task:
-    current = await _get(task_id, now, connection, lock=True)  # writers of a task queue here
-    if current is None:
-        raise TaskNotFoundError(task_id)
-    return current
-
-
-async def _write(
-    current: Task,
-    mutate: TaskMutation,
-    fence: Lease | None,
-    now: datetime,
-    connection: Connection,
-) -> Task:
-    """Store ``mutate(current)``. *current* was read in this transaction with the row
-    locked (``FOR NO KEY UPDATE``): every other writer of the task waits for this
-    transaction to end and then reads what it wrote (ADR 0032)."""
-    new = mutate(current)
-    ensure_successor(current, new)
-    await connection.execute(rows.UPDATE_SQL, rows.update_row(new))
-    await history.record(connection, current, new)
-    if fence is not None and new.is_terminal:
-        # The run ends with its result: a worker killed before it released the lease
-        # must not leave the row behind (claims never look at ended tasks again), nor
-        # attempts open that no worker will end.
-        await runs.end_run(connection, fence, now)
-    elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
-        await runs.release_lease(connection, fence)
-    if new.is_terminal and not current.is_terminal:
-        await _relatives_of_ended(new, now, connection)
-    return new
+    return work
 
 
 async def _delete_finished(
@@ -535,26 +481,6 @@ async def _delete_finished(
         {"states": states, "ids": task_ids, "before": finished_before, "limit": limit},
     )
     return deleted.rowcount
-
-
-async def _relatives_of_ended(task: Task, now: datetime, connection: Connection) -> None:
-    """Record *task*'s end on its parent and cancel its children that have not ended,
-    in the transaction that ends it (ADR 0026); each such cancel recurses. Rows are
-    locked parent before child here and child before parent by a child's end: a deadlock
-    between the two is broken by PostgreSQL and the loser retried (a transient error)."""
-    if task.parent_id is not None:
-        parent = await _get(task.parent_id, now, connection, lock=True)
-        recorded = record_child_end(parent, task, now) if parent is not None else None
-        if parent is not None and recorded is not None:
-            await _write(parent, lambda _: recorded, None, now, connection)
-    cursor = await connection.execute(
-        f"SELECT body FROM tasks WHERE parent_id = %s AND {rows.LIVE}"
-        " AND state NOT IN ('completed', 'failed', 'cancelled') ORDER BY id FOR NO KEY UPDATE",
-        (task.id, now),
-    )
-    for (body,) in await cursor.fetchall():
-        child = rows.task_from_body(body)
-        await _write(child, partial(cancel_for_parent, parent=task, now=now), None, now, connection)
 
 
 async def _purge_expired(now: datetime, limit: int, connection: Connection) -> int:

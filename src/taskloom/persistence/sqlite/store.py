@@ -11,13 +11,10 @@ from typing import Final, Self, TypeVar
 import aiosqlite
 import anyio
 
-from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
-    TaskNotFoundError,
-    TaskStateError,
 )
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import (
@@ -26,7 +23,6 @@ from taskloom.engine.models import (
     TaskId,
     TaskMutation,
     TaskQuery,
-    ensure_successor,
 )
 from taskloom.engine.runs import (
     ClaimedRun,
@@ -40,8 +36,13 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
-from taskloom.engine.versions import RunMove, StoredVersion, running_now
+from taskloom.engine.versions import RunMove, StoredVersion
 from taskloom.persistence.outage import Outage
+from taskloom.persistence.sql import history as sql_history
+from taskloom.persistence.sql import runs as sql_runs
+from taskloom.persistence.sql import tasks
+from taskloom.persistence.sql.dialect import SQLITE
+from taskloom.persistence.sql.script import Script, run_sync
 from taskloom.persistence.sqlite import history, rows, runs, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
     connect,
@@ -152,13 +153,13 @@ class SqliteTaskStore:
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
-        return await self._read_point(partial(_get, task_id, rows.micros(now)))
+        return await self._read_point(partial(_get, task_id, now))
 
     async def history(
         self, task_id: TaskId, now: datetime
     ) -> tuple[Task, Sequence[HistoryEntry]] | None:
         """See :meth:`taskloom.engine.ports.TaskStore.history`."""
-        return await self._read(partial(_history, task_id, rows.micros(now)))
+        return await self._read(partial(_history, task_id, now))
 
     async def list(self, query: TaskQuery, now: datetime) -> StorePage:
         """See :meth:`taskloom.engine.ports.TaskStore.list`."""
@@ -178,7 +179,9 @@ class SqliteTaskStore:
         self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
     ) -> Task:
         """See :meth:`taskloom.engine.ports.TaskStore.update`."""
-        return await self.writer.submit(partial(_update, task_id, rows.micros(now), mutate, fence))
+        return await self.writer.submit(
+            partial(_script, partial(tasks.update, SQLITE, task_id, now, mutate, fence))
+        )
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
@@ -255,41 +258,43 @@ class SqliteTaskStore:
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
         await self.writer.submit(
-            partial(_call_with_raw, partial(runs.release_lease, lease=lease)),
+            partial(_script, partial(sql_runs.release_lease, SQLITE, lease)),
             durable=False,  # a lease that comes back expires
         )
 
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
         return await self.writer.submit(
-            partial(_call_with_raw, partial(runs.start_node, lease=lease, start=start, now=now)),
+            partial(_script, partial(sql_runs.start_node, SQLITE, lease, start, rows.micros(now))),
             durable=False,  # survives a crash of the process; power loss re-runs the node
         )
 
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
         return await self.writer.submit(
-            partial(_call_with_raw, partial(runs.end_node, lease=lease, end=end, now=now))
+            partial(_script, partial(sql_runs.end_node, SQLITE, lease, end, rows.micros(now)))
         )
 
     async def finish_run(
         self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
     ) -> tuple[NodeRun, Task]:
         """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
-        return await self.writer.submit(partial(_finish_run, lease, end, now, mutate))
+        return await self.writer.submit(
+            partial(_script, partial(tasks.finish_run, SQLITE, lease, end, now, mutate))
+        )
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
-        return await self._read(partial(_call_with_raw, partial(runs.attempts, task_id=task_id)))
+        return await self._read(partial(_script, partial(sql_runs.attempts, SQLITE, task_id)))
 
     async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
-        failed = partial(runs.failed_attempts, query=query, now=rows.micros(now))
-        return await self._read(partial(_call_with_raw, failed))
+        failed = partial(sql_runs.failed_attempts, SQLITE, query, rows.micros(now))
+        return await self._read(partial(_script, failed))
 
     async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
         """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
-        return await self._read(partial(_call_with_raw, partial(runs.node_runs, task_id=task_id)))
+        return await self._read(partial(_script, partial(sql_runs.node_runs, SQLITE, task_id)))
 
     async def fork_run(
         self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
@@ -297,8 +302,15 @@ class SqliteTaskStore:
         """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
         return await self.writer.submit(
             partial(
-                _call_with_raw,
-                partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now),
+                _script,
+                partial(
+                    sql_runs.fork_run,
+                    SQLITE,
+                    task,
+                    source=source,
+                    nodes=nodes,
+                    now=rows.micros(now),
+                ),
             )
         )
 
@@ -328,7 +340,9 @@ class SqliteTaskStore:
 
     async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
         """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
-        return await self.writer.submit(partial(_move_run, task_id, now, move))
+        return await self.writer.submit(
+            partial(_script, partial(tasks.move_run, SQLITE, task_id, now, move))
+        )
 
     # -- tokens (TokenStore) ----------------------------------------------------------------
 
@@ -488,19 +502,16 @@ def _create(task: Task, now: int, raw: sqlite3.Connection) -> tuple[Task, bool]:
                 return rows.task_from_body(body), False
             raw.execute("DELETE FROM tasks WHERE seq = ?", (seq,))  # expired: frees the key
     raw.execute(rows.INSERT_SQL, rows.insert_row(task))
-    history.record(raw, None, task)
+    run_sync(sql_history.record(SQLITE, None, task), raw.execute)
     return task, True
 
 
-def _get(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task | None:
-    row = raw.execute(
-        f"SELECT body FROM tasks WHERE id = ? AND {rows.LIVE}", (task_id, now)
-    ).fetchone()
-    return rows.task_from_body(row[0]) if row is not None else None
+def _get(task_id: TaskId, now: datetime, raw: sqlite3.Connection) -> Task | None:
+    return run_sync(tasks.get(SQLITE, task_id, now), raw.execute)
 
 
 def _history(
-    task_id: TaskId, now: int, raw: sqlite3.Connection
+    task_id: TaskId, now: datetime, raw: sqlite3.Connection
 ) -> tuple[Task, Sequence[HistoryEntry]] | None:
     raw.execute("BEGIN")  # one snapshot for the task and its rows
     try:
@@ -604,91 +615,13 @@ def _call_with_raw(function: Callable[..., _T], raw: sqlite3.Connection) -> _T:
     return function(raw=raw)
 
 
-def _update(
-    task_id: TaskId, now: int, mutate: TaskMutation, fence: Lease | None, raw: sqlite3.Connection
-) -> Task:
-    current = _current(task_id, now, raw)
-    if fence is not None:
-        runs.check_fence(raw, fence)
-    return _write(current, mutate, fence, now, raw)
-
-
-def _move_run(task_id: TaskId, now: datetime, move: RunMove, raw: sqlite3.Connection) -> Task:
-    now_us = rows.micros(now)
-    current = _current(task_id, now_us, raw)
-    holder = raw.execute(
-        "SELECT worker FROM leases WHERE task_id = ? AND expires_at > ?", (task_id, now_us)
-    ).fetchone()
-    if holder is not None:
-        raise TaskStateError(running_now(task_id, holder[0]))
-    nodes = runs.node_runs(raw, task_id)
-    moved = _write(current, lambda task: move(task, nodes), None, now_us, raw)
-    raw.execute(
-        "UPDATE tasks SET workflow_version = ? WHERE id = ?", (moved.workflow_version, task_id)
-    )
-    return moved
-
-
-def _finish_run(
-    lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation, raw: sqlite3.Connection
-) -> tuple[NodeRun, Task]:
-    # One write, so one savepoint: a refusal of either part undoes both.
-    current = _current(lease.task_id, rows.micros(now), raw)
-    run = runs.end_node(raw, lease, end, now)  # checks the fence
-    return run, _write(current, mutate, lease, rows.micros(now), raw)
-
-
-def _current(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task:
-    current = _get(task_id, now, raw)
-    if current is None:
-        raise TaskNotFoundError(task_id)
-    return current
-
-
-def _write(
-    current: Task, mutate: TaskMutation, fence: Lease | None, now: int, raw: sqlite3.Connection
-) -> Task:
-    """Store ``mutate(current)``. *current* was read in this transaction, which holds the
-    database's write lock (``BEGIN IMMEDIATE``): no other write can come between the read
-    and this one, in this process or another (ADR 0032)."""
-    new = mutate(current)
-    ensure_successor(current, new)
-    raw.execute(rows.UPDATE_SQL, rows.update_row(new))
-    history.record(raw, current, new)
-    if fence is not None and new.is_terminal:
-        # The run ends with its result: a worker killed before it released the lease
-        # must not leave the row behind (claims never look at ended tasks again), nor
-        # attempts open that no worker will end.
-        runs.release_lease(raw, fence)
-        runs.close_abandoned(raw, current.id, now)
-    elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
-        runs.release_lease(raw, fence)
-    if new.is_terminal and not current.is_terminal:
-        _relatives_of_ended(new, now, raw)
-    return new
+def _script(make: Callable[[], Script[_T]], raw: sqlite3.Connection) -> _T:
+    """Run the shared script *make* builds (a new one each try) in this transaction."""
+    return run_sync(make(), raw.execute)
 
 
 def _delete(sql: str, values: tuple[object, ...], raw: sqlite3.Connection) -> int:
     return raw.execute(sql, values).rowcount
-
-
-def _relatives_of_ended(task: Task, now: int, raw: sqlite3.Connection) -> None:
-    """Record *task*'s end on its parent and cancel its children that have not ended,
-    in the transaction that ends it (ADR 0026); each such cancel recurses."""
-    moment = rows.from_micros(now)
-    if task.parent_id is not None:
-        parent = _get(task.parent_id, now, raw)
-        recorded = record_child_end(parent, task, moment) if parent is not None else None
-        if parent is not None and recorded is not None:
-            _write(parent, lambda _: recorded, None, now, raw)
-    found = raw.execute(
-        f"SELECT body FROM tasks WHERE parent_id = ? AND {rows.LIVE}"
-        " AND state NOT IN ('completed', 'failed', 'cancelled')",
-        (task.id, now),
-    ).fetchall()
-    for (body,) in found:
-        child = rows.task_from_body(body)
-        _write(child, partial(cancel_for_parent, parent=task, now=moment), None, now, raw)
 
 
 def _purge_expired(now: int, limit: int, raw: sqlite3.Connection) -> int:
