@@ -150,6 +150,55 @@ class NodeEnd(_Frozen):
     """What the node waits for, when *state* is ``waiting``."""
 
 
+def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> NodeRun:
+    """A node's checkpoint as an attempt starts: running, its failures kept, the wait
+    and retry time of the previous attempt cleared."""
+    return NodeRun(
+        node=start.node,
+        state=NodeState.RUNNING,
+        attempt=start.attempt,
+        failures=previous.failures if previous is not None else 0,
+        interruptions=start.interruptions,
+        updated_at=now,
+    )
+
+
+def node_ended(current: NodeRun | None, end: NodeEnd, now: datetime) -> NodeRun | None:
+    """A node's checkpoint after *end*, or ``None`` if the node is not running that
+    attempt (the end does not land). A failure or time-out counts against the retry
+    budget; only a completed node keeps an output."""
+    if current is None or current.state is not NodeState.RUNNING or current.attempt != end.attempt:
+        return None
+    return current.model_copy(
+        update={
+            "state": end.state,
+            "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
+            "output": end.output if end.state is NodeState.COMPLETED else None,
+            "error": end.error,
+            "not_before": end.not_before,
+            "waiting_for": end.waiting_for,
+            "interruptions": (
+                current.interruptions if end.interruptions is None else end.interruptions
+            ),
+            "updated_at": now,
+        }
+    )
+
+
+def node_interrupted(run: NodeRun, now: datetime) -> NodeRun:
+    """A node's checkpoint when its run ends with it still running: ``retrying``, with one
+    more interruption (what a resume would have written)."""
+    if run.state is not NodeState.RUNNING:
+        return run
+    return run.model_copy(
+        update={
+            "state": NodeState.RETRYING,
+            "interruptions": run.interruptions + 1,
+            "updated_at": now,
+        }
+    )
+
+
 class FailureQuery(_Frozen):
     """Which failed attempts to read: those of one owner's tasks, or of every task."""
 

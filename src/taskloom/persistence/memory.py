@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine import cascade
 from taskloom.engine.claims import ClaimRule, WorkflowKey
 from taskloom.engine.errors import (
     LeaseLostError,
@@ -38,6 +38,9 @@ from taskloom.engine.runs import (
     NodeStart,
     NodeState,
     at,
+    node_ended,
+    node_interrupted,
+    node_started,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -184,9 +187,7 @@ class InMemoryTaskStore:
         current = self._current(task_id, now)
         if fence is not None:
             self._check_fence(fence)
-        new = self._successor(current, mutate)
-        self._replace(new, fence, now)
-        return new
+        return self._write(current, mutate, fence, now)
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
@@ -270,9 +271,7 @@ class InMemoryTaskStore:
         if lease is not None and lease.expires_at > now:
             raise TaskStateError(running_now(task_id, lease.worker))
         nodes = dict(self._nodes.get(task_id, {}))
-        new = self._successor(current, lambda task: move(task, nodes))
-        self._replace(new, None, now)
-        return new
+        return self._write(current, lambda task: move(task, nodes), None, now)
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
@@ -346,6 +345,9 @@ class InMemoryTaskStore:
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
         await anyio.lowlevel.checkpoint()
+        self._release(lease)
+
+    def _release(self, lease: Lease) -> None:
         current = self._leases.get(lease.task_id)
         if current is not None and current.token == lease.token:
             del self._leases[lease.task_id]
@@ -366,16 +368,8 @@ class InMemoryTaskStore:
                     history[index] = attempt.model_copy(
                         update={"ended_at": now, "outcome": AttemptOutcome.INTERRUPTED}
                     )
-        previous = self._nodes.get(lease.task_id, {}).get(start.node)
-        run = NodeRun(
-            node=start.node,
-            state=NodeState.RUNNING,
-            attempt=start.attempt,
-            failures=previous.failures if previous is not None else 0,
-            interruptions=start.interruptions,
-            updated_at=now,
-        )
-        self._nodes.setdefault(lease.task_id, {})[start.node] = run
+        nodes = self._nodes.setdefault(lease.task_id, {})
+        run = nodes[start.node] = node_started(nodes.get(start.node), start, now)
         history.append(
             NodeAttempt(
                 task_id=lease.task_id,
@@ -401,10 +395,10 @@ class InMemoryTaskStore:
         await anyio.lowlevel.checkpoint()
         current = self._current(lease.task_id, now)
         run = self._ended(lease, end, now)
-        new = self._successor(current, mutate)
+        new = mutate(current)
+        ensure_successor(current, new)
         self._record_end(lease, end, run, now)  # every check passed: now write both
-        self._replace(new, lease, now)
-        return run, new
+        return run, self._write(current, lambda _: new, lease, now)
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
@@ -460,35 +454,29 @@ class InMemoryTaskStore:
             raise TaskNotFoundError(task_id)
         return current
 
-    def _successor(self, current: Task, mutate: TaskMutation) -> Task:
-        """The checked next version of *current* (nothing is stored yet)."""
-        new = mutate(current)
-        ensure_successor(current, new)
-        return new
+    def _write(
+        self, current: Task, mutate: TaskMutation, fence: Lease | None, now: datetime
+    ) -> Task:
+        """Store ``mutate(current)`` by the one rule of :mod:`taskloom.engine.cascade`."""
+        return cascade.execute(cascade.write(current, mutate, fence, now), self._answer)
 
-    def _replace(self, new: Task, fence: Lease | None, now: datetime) -> None:
-        position = self._positions[new.id]
-        ended = new.is_terminal and not self._tasks[position].is_terminal
-        self._record(self._tasks[position], new)
-        self._tasks[position] = new
-        if ended:
-            self._relatives_of_ended(new, now)
-        if fence is not None and new.is_terminal:  # the run's end drops its lease with it
-            self._leases.pop(new.id, None)
-            self._close_abandoned(new.id, now)
-        elif fence is not None and new.parked:  # the run waits: no worker holds it
-            self._leases.pop(new.id, None)
-
-    def _relatives_of_ended(self, task: Task, now: datetime) -> None:
-        """Record *task*'s end on its parent and cancel its children (ADR 0026)."""
-        parent = self._live(task.parent_id, now)
-        if parent is not None and (recorded := record_child_end(parent, task, now)) is not None:
-            self._record(parent, recorded)
-            self._tasks[self._positions[parent.id]] = recorded
-        for child_id in list(self._children.get(task.id, ())):
-            child = self._live(child_id, now)
-            if child is not None and not child.is_terminal:
-                self._replace(cancel_for_parent(child, task, now), None, now)
+    def _answer(self, effect: cascade.Effect) -> cascade.Answer:
+        """Execute one effect of a write (see :mod:`taskloom.engine.cascade`)."""
+        match effect:
+            case cascade.Put(before, after):
+                self._record(before, after)
+                self._tasks[self._positions[after.id]] = after
+            case cascade.EndRun(lease, now):
+                self._leases.pop(lease.task_id, None)
+                self._close_abandoned(lease.task_id, now)
+            case cascade.Release(lease):
+                self._release(lease)
+            case cascade.ReadParent(task_id, now):
+                return self._live(task_id, now)
+            case cascade.OpenChildren(task_id, now):
+                children = (self._live(child, now) for child in self._children.get(task_id, ()))
+                return [child for child in children if child is not None and not child.is_terminal]
+        return None
 
     def _record(self, before: Task | None, after: Task) -> None:
         """Append the history row of writing *after* (ADR 0036), with the write."""
@@ -510,40 +498,16 @@ class InMemoryTaskStore:
                 )
         nodes = self._nodes.get(task_id, {})
         for name, run in nodes.items():
-            if run.state is NodeState.RUNNING:
-                nodes[name] = run.model_copy(
-                    update={
-                        "state": NodeState.RETRYING,
-                        "interruptions": run.interruptions + 1,
-                        "updated_at": now,
-                    }
-                )
+            nodes[name] = node_interrupted(run, now)
 
     def _ended(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """The node's checkpoint after *end*, once the fence and its state allow it (nothing
         is stored yet)."""
         self._check_fence(lease)
-        current = self._nodes.get(lease.task_id, {}).get(end.node)
-        if (
-            current is None
-            or current.state is not NodeState.RUNNING
-            or (current.attempt != end.attempt)
-        ):
+        run = node_ended(self._nodes.get(lease.task_id, {}).get(end.node), end, now)
+        if run is None:
             raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
-        return current.model_copy(
-            update={
-                "state": end.state,
-                "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
-                "output": end.output if end.state is NodeState.COMPLETED else None,
-                "error": end.error,
-                "not_before": end.not_before,
-                "waiting_for": end.waiting_for,
-                "interruptions": (
-                    current.interruptions if end.interruptions is None else end.interruptions
-                ),
-                "updated_at": now,
-            }
-        )
+        return run
 
     def _record_end(self, lease: Lease, end: NodeEnd, run: NodeRun, now: datetime) -> None:
         self._nodes[lease.task_id][end.node] = run

@@ -1,7 +1,7 @@
 """The run rules (node checkpoints, attempts, fork, failed attempts) for both SQL stores.
 
 Each writing function is a script (see :mod:`.script`). The node rules are those of
-:mod:`taskloom.engine.runs` (``started``, ``ended``, ``interrupted``), which the
+:mod:`taskloom.engine.runs` (``node_started``, ``node_ended``, ``node_interrupted``), which the
 in-memory store applies directly; the contract suite holds the three stores together.
 """
 
@@ -56,7 +56,7 @@ def release_lease(d: Dialect, lease: Lease) -> Script[None]:
 def end_run(d: Dialect, lease: Lease, now: object) -> Script[None]:
     """Drop *lease* and end the attempts its run leaves open as it ends (see
     ``RunStore``): interrupted, their nodes ``retrying`` with one more interruption
-    (``engine.runs.interrupted``). One round trip where the dialect fuses writes."""
+    (``engine.runs.node_interrupted``). One round trip where the dialect fuses writes."""
     p = d.parameter
     parameters = {"now": now, "task": lease.task_id, "token": lease.token}
     yield (
@@ -75,7 +75,7 @@ def end_run(d: Dialect, lease: Lease, now: object) -> Script[None]:
 
 
 def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Script[NodeRun]:
-    """See :meth:`taskloom.engine.runs.RunStore.start_node` (``engine.runs.started``).
+    """See :meth:`taskloom.engine.runs.RunStore.start_node` (``engine.runs.node_started``).
 
     Two round trips where the dialect fuses writes: the fence and the task's state, then
     every write."""
@@ -130,7 +130,7 @@ def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Scrip
 
 
 def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[NodeRun]:
-    """See :meth:`taskloom.engine.runs.RunStore.end_node` (``engine.runs.ended``).
+    """See :meth:`taskloom.engine.runs.RunStore.end_node` (``engine.runs.node_ended``).
 
     Two round trips where the dialect fuses writes: the fence, then the checkpoint and
     the attempt's end. A node not running this attempt raises, undoing both."""
