@@ -64,6 +64,11 @@ class Dialect:
             return ""
         return f" FOR SHARE OF {table}" if table else " FOR SHARE"
 
+    def skipping(self, table: str) -> str:
+        """Appended to a choice of *table*'s rows to claim: rows another writer holds
+        are passed over, the others held."""
+        return f"{self.row_lock} OF {table} SKIP LOCKED" if self.row_lock else ""
+
     def read(self, value: Any) -> datetime | None:
         """A nullable stored time as a datetime."""
         return None if value is None else self.moment(value)
