@@ -3,7 +3,7 @@
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -208,6 +208,20 @@ class FailureQuery(_Frozen):
     limit: int = Field(default=100, ge=1, le=10_000)
 
 
+class ClaimTerms(TypedDict):
+    """The terms of a claim (:meth:`RunStore.claim_runs`), declared once for every store."""
+
+    worker: str
+    workflows: frozenset[str | tuple[str, str]]
+    now: Instant
+    lease_for: timedelta
+    limit: int
+    start: TaskMutation
+    """Applied to each queued (or parked) task claimed: its move to running."""
+    reclaim_from: NotRequired[str | None]
+    per_owner: NotRequired[int | None]
+
+
 @runtime_checkable
 class RunStore(Protocol):
     """Durable run state. Every method is one atomic transaction; writes that carry a
@@ -220,19 +234,8 @@ class RunStore(Protocol):
     more interruption, the record a resume would have written.
     """
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
-        """Claim up to *limit* runs of *workflows*: queued tasks, and active tasks whose
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+        """Claim up to *limit* runs of *workflows* (the :class:`ClaimTerms`): queued tasks, and active tasks whose
         lease expired (or belongs to *reclaim_from*, a dead earlier incarnation of this
         worker). Queued tasks are moved to running with *start*. Which runs are
         claimable is :class:`taskloom.engine.claims.ClaimRule` (``ClaimRule.of(workflows,

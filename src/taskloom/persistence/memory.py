@@ -5,7 +5,8 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, Unpack
 
 import anyio
 
@@ -25,10 +26,12 @@ from taskloom.engine.models import (
     TaskQuery,
     ensure_successor,
 )
+from taskloom.engine.ports import Finished, finished_states
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
     ClaimedRun,
+    ClaimTerms,
     FailureQuery,
     Instant,
     Lease,
@@ -42,7 +45,7 @@ from taskloom.engine.runs import (
     node_interrupted,
     node_started,
 )
-from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.engine.states import TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import (
     FORGET_AFTER,
@@ -115,6 +118,11 @@ class InMemoryTaskStore:
                 if holder is not None:
                     return holder, False
                 self._remove(self._positions[holder_id])  # an expired holder frees the key
+        self._insert(task)
+        return task, True
+
+    def _insert(self, task: Task) -> None:
+        """Store the new *task* at the next position, with its history's first row."""
         position = self._next_position
         self._next_position += 1
         self._tasks[position] = task
@@ -125,7 +133,6 @@ class InMemoryTaskStore:
             self._keys[(task.owner, task.idempotency_key)] = task.id
         if task.parent_id is not None:
             self._children.setdefault(task.parent_id, []).append(task.id)
-        return task, True
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
@@ -199,17 +206,11 @@ class InMemoryTaskStore:
             self._remove(position)
         return len(expired)
 
-    async def delete_finished(
-        self,
-        *,
-        limit: int,
-        task_ids: Sequence[str] | None = None,
-        finished_before: datetime | None = None,
-        states: frozenset[TaskState] = TERMINAL_STATES,
-    ) -> int:
+    async def delete_finished(self, **which: Unpack[Finished]) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
         await anyio.lowlevel.checkpoint()
-        wanted = states & TERMINAL_STATES
+        wanted = finished_states(which)
+        task_ids, finished_before = which.get("task_ids"), which.get("finished_before")
         chosen = None if task_ids is None else set(task_ids)
         doomed = [
             position
@@ -217,7 +218,7 @@ class InMemoryTaskStore:
             if task.state in wanted
             and (chosen is None or task.id in chosen)
             and (finished_before is None or task.updated_at < finished_before)
-        ][:limit]
+        ][: which["limit"]]
         for position in doomed:
             self._remove(position)
         return len(doomed)
@@ -275,28 +276,18 @@ class InMemoryTaskStore:
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         await anyio.lowlevel.checkpoint()
-        now = at(now)  # after the checkpoint: the time this claim commits at
+        now = at(terms["now"])  # after the checkpoint: the time this claim commits at
+        worker, per_owner = terms["worker"], terms.get("per_owner")
         claimed: list[ClaimedRun] = []
         held = Counter(
             self._tasks[self._positions[task_id]].owner
             for task_id, lease in self._leases.items()
             if lease.worker == worker and lease.expires_at > now and task_id in self._positions
         )
-        rule = ClaimRule.of(workflows, reclaim_from)
+        rule = ClaimRule.of(terms["workflows"], terms.get("reclaim_from"))
         ranks: Counter[str | None] = Counter()
         ready: list[tuple[int, int]] = []  # (turn, position)
         for position in self._order:
@@ -307,12 +298,12 @@ class InMemoryTaskStore:
             turn = held[task.owner] + ranks[task.owner]
             if per_owner is None or task.owner is None or turn <= per_owner:
                 ready.append((turn, position))
-        for _, position in sorted(ready)[:limit]:
+        for _, position in sorted(ready)[: terms["limit"]]:
             task = self._tasks[position]
             lease = self._leases.get(task.id)
             started = task
             if task.state is TaskState.QUEUED or task.parked:
-                started = start(task)
+                started = terms["start"](task)
                 ensure_successor(task, started)
                 self._tasks[position] = started
                 self._record(task, started)
@@ -320,7 +311,7 @@ class InMemoryTaskStore:
                 task_id=task.id,
                 worker=worker,
                 token=secrets.token_hex(16),
-                expires_at=now + lease_for,
+                expires_at=now + terms["lease_for"],
             )
             self._leases[task.id] = new_lease
             nodes = dict(self._nodes.get(task.id, {}))
@@ -438,12 +429,7 @@ class InMemoryTaskStore:
             for name, run in self._nodes.get(source, {}).items()
             if name in nodes and run.state is NodeState.COMPLETED
         }
-        position = self._next_position
-        self._next_position += 1
-        self._tasks[position] = task
-        self._positions[task.id] = position
-        self._order.append(position)
-        self._record(None, task)
+        self._insert(task)
         if copies:
             self._nodes[task.id] = dict(copies)
         return copies
@@ -458,24 +444,24 @@ class InMemoryTaskStore:
         self, current: Task, mutate: TaskMutation, fence: Lease | None, now: datetime
     ) -> Task:
         """Store ``mutate(current)`` by the one rule of :mod:`taskloom.engine.cascade`."""
-        return cascade.execute(cascade.write(current, mutate, fence, now), self._answer)
+        rule = cascade.write(current, mutate, fence, now)
+        return cascade.execute(rule, partial(self._answer, now))
 
-    def _answer(self, effect: cascade.Effect) -> cascade.Answer:
+    def _answer(self, now: datetime, effect: cascade.Effect) -> cascade.Answer:
         """Execute one effect of a write (see :mod:`taskloom.engine.cascade`)."""
         match effect:
             case cascade.Put(before, after):
                 self._record(before, after)
                 self._tasks[self._positions[after.id]] = after
-            case cascade.EndRun(lease, now):
-                self._leases.pop(lease.task_id, None)
-                self._close_abandoned(lease.task_id, now)
-            case cascade.Release(lease):
+            case cascade.Drop(lease, ends_run):
                 self._release(lease)
-            case cascade.ReadParent(task_id, now):
+                if ends_run:
+                    self._close_abandoned(lease.task_id, now)
+            case cascade.Read(task_id, children=False):
                 return self._live(task_id, now)
-            case cascade.OpenChildren(task_id, now):
-                children = (self._live(child, now) for child in self._children.get(task_id, ()))
-                return [child for child in children if child is not None and not child.is_terminal]
+            case cascade.Read(task_id):
+                found = (self._live(child, now) for child in self._children.get(task_id, ()))
+                return [child for child in found if child is not None and not child.is_terminal]
         return None
 
     def _record(self, before: Task | None, after: Task) -> None:

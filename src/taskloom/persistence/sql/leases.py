@@ -12,8 +12,8 @@ import secrets
 from datetime import timedelta
 
 from taskloom.engine.claims import ClaimRule
-from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
-from taskloom.engine.runs import ClaimedRun, Instant, Lease, at
+from taskloom.engine.models import Task, TaskId, ensure_successor
+from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, at
 from taskloom.engine.states import TaskState
 from taskloom.persistence.claims import claimable
 from taskloom.persistence.sql import rows, runs, tasks
@@ -23,24 +23,20 @@ from taskloom.persistence.sql.script import Script, Statement, ask
 _NO_CAP = 2**62
 
 
-def claim_runs(
-    d: Dialect,
-    *,
-    worker: str,
-    workflows: frozenset[str | tuple[str, str]],
-    now: Instant,
-    lease_for: timedelta,
-    limit: int,
-    start: TaskMutation,
-    reclaim_from: str | None,
-    per_owner: int | None,
-) -> Script[list[ClaimedRun]]:
+def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: an owner's turn is the
     leases it holds of *worker* plus the candidate's rank among its own, oldest first."""
-    rule = ClaimRule.of(workflows, reclaim_from)
-    if rule.is_empty or limit < 1:
+    worker, reclaim_from, per_owner = (
+        terms["worker"],
+        terms.get("reclaim_from"),
+        terms.get("per_owner"),
+    )
+    rule = ClaimRule.of(terms["workflows"], reclaim_from)
+    if rule.is_empty or terms["limit"] < 1:
         return []
-    moment = at(now)  # in this transaction attempt: a retried claim never commits a stale lease
+    moment = at(
+        terms["now"]
+    )  # in this transaction attempt: a retried claim never commits a stale lease
     condition, parameters = claimable(rule, d)
     p, position = d.parameter, d.position
     found = yield from ask(
@@ -65,13 +61,13 @@ def claim_runs(
                 "worker": worker,
                 "now": d.time(moment),
                 "cap": per_owner if per_owner is not None else _NO_CAP,
-                "limit": limit,
+                "limit": terms["limit"],
             },
         )
     )
     candidates = [(rows.task_from_body(body), bool(had)) for body, had in found.rows]
     claimed: dict[TaskId, ClaimedRun] = {}
-    expires = moment + lease_for
+    expires = moment + terms["lease_for"]
     # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
     for task, had_lease in sorted(candidates, key=lambda candidate: candidate[0].id):
         lease = Lease(
@@ -99,7 +95,7 @@ def claim_runs(
         nodes = yield from runs.node_runs(d, task.id)
         started = task
         if task.state is TaskState.QUEUED or task.parked:
-            started = start(task)
+            started = terms["start"](task)
             ensure_successor(task, started)
             yield from tasks.put(d, task, started)
         resumed = had_lease or bool(nodes) or task.state is not TaskState.QUEUED

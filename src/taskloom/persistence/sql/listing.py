@@ -1,11 +1,11 @@
 """Reads and deletions of many tasks, for both SQL stores: pages, counts, purges."""
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
 from taskloom.engine.models import StorePage, TaskQuery
-from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.engine.ports import Finished, finished_states
+from taskloom.engine.states import TaskState
 from taskloom.persistence.sql import rows
 from taskloom.persistence.sql.dialect import Dialect, in_list
 from taskloom.persistence.sql.runs import owned
@@ -136,19 +136,13 @@ def purge_expired(d: Dialect, now: datetime, limit: int) -> Script[int]:
     return deleted.rowcount
 
 
-def delete_finished(
-    d: Dialect,
-    *,
-    limit: int,
-    task_ids: Sequence[str] | None,
-    finished_before: datetime | None,
-    states: frozenset[TaskState],
-) -> Script[int]:
+def delete_finished(d: Dialect, which: Finished) -> Script[int]:
     """See :meth:`taskloom.engine.ports.TaskStore.delete_finished` (terminal states only)."""
     p = d.parameter
-    parameters: dict[str, object] = {"limit": limit}
-    ended = sorted(state.value for state in states & TERMINAL_STATES)
+    parameters: dict[str, object] = {"limit": which["limit"]}
+    ended = sorted(state.value for state in finished_states(which))
     where = [f"state IN {in_list(d, 's', ended, parameters)}"]
+    task_ids, finished_before = which.get("task_ids"), which.get("finished_before")
     if task_ids is not None:
         where.append(f"id IN {in_list(d, 'i', [str(each) for each in task_ids], parameters)}")
     if finished_before is not None:

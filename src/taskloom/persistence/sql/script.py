@@ -8,7 +8,7 @@ store with :func:`run_async`; the rule is written once for both.
 
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 _T = TypeVar("_T")
 
@@ -73,36 +73,42 @@ class AsyncCursor(Protocol):
     async def fetchall(self) -> list[Any]: ...
 
 
+@dataclass(frozen=True)
+class _Done(Generic[_T]):
+    value: _T
+
+
+def _advance(script: Script[_T], result: Result | None) -> Query | _Done[_T]:
+    """The script's next query after *result* (``None``: its first), or its value."""
+    try:
+        return script.send(result) if result is not None else next(script)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
 def run_sync(script: Script[_T], execute: Callable[[str, Parameters], SyncCursor]) -> _T:
     """Run *script*, each statement through *execute* (a tuple one after another)."""
-    result: Result | None = None
-    while True:
-        try:
-            query = script.send(result) if result is not None else next(script)
-        except StopIteration as stop:
-            value: _T = stop.value
-            return value
-        for statement in query if isinstance(query, tuple) else (query,):
+    step = _advance(script, None)
+    while not isinstance(step, _Done):
+        for statement in step if isinstance(step, tuple) else (step,):
             cursor = execute(statement.text, statement.parameters)
             found = cursor.fetchall()  # before rowcount: a RETURNING statement ends here
             result = Result(found, cursor.rowcount)
+        step = _advance(script, result)
+    return step.value
 
 
 async def run_async(
     script: Script[_T], execute: Callable[[str, Parameters], Awaitable[AsyncCursor]]
 ) -> _T:
     """Run *script*, each statement through *execute* (a tuple fused into one)."""
-    result: Result | None = None
-    while True:
-        try:
-            query = script.send(result) if result is not None else next(script)
-        except StopIteration as stop:
-            value: _T = stop.value
-            return value
-        statement = fused(query) if isinstance(query, tuple) else query
+    step = _advance(script, None)
+    while not isinstance(step, _Done):
+        statement = fused(step) if isinstance(step, tuple) else step
         cursor = await execute(statement.text, statement.parameters)
         found = await cursor.fetchall() if cursor.description is not None else []
-        result = Result(found, cursor.rowcount)
+        step = _advance(script, Result(found, cursor.rowcount))
+    return step.value
 
 
 def ask(query: Query) -> Script[Result]:

@@ -9,11 +9,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import ClassVar, TypeVar
+from typing import ClassVar, TypeVar, Unpack
 
 from taskloom.engine.models import StorePage, Task, TaskId, TaskMutation, TaskQuery
+from taskloom.engine.ports import Finished
 from taskloom.engine.runs import (
     ClaimedRun,
+    ClaimTerms,
     FailureQuery,
     Instant,
     Lease,
@@ -22,7 +24,7 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
 )
-from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.engine.states import TaskState
 from taskloom.engine.versions import RunMove
 from taskloom.persistence.sql import leases, listing, runs, tasks
 from taskloom.persistence.sql.dialect import Dialect
@@ -81,53 +83,15 @@ class SqlStore(ABC):
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
         return await self._transact(partial(listing.purge_expired, self.dialect, now, limit))
 
-    async def delete_finished(
-        self,
-        *,
-        limit: int,
-        task_ids: Sequence[str] | None = None,
-        finished_before: datetime | None = None,
-        states: frozenset[TaskState] = TERMINAL_STATES,
-    ) -> int:
+    async def delete_finished(self, **which: Unpack[Finished]) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
-        return await self._transact(
-            partial(
-                listing.delete_finished,
-                self.dialect,
-                limit=limit,
-                task_ids=task_ids,
-                finished_before=finished_before,
-                states=states,
-            )
-        )
+        return await self._transact(partial(listing.delete_finished, self.dialect, which))
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
-        claim = partial(
-            leases.claim_runs,
-            self.dialect,
-            worker=worker,
-            workflows=workflows,
-            now=now,
-            lease_for=lease_for,
-            limit=limit,
-            start=start,
-            reclaim_from=reclaim_from,
-            per_owner=per_owner,
-        )
+        claim = partial(leases.claim_runs, self.dialect, terms)
         return await self._transact(claim, durable=False)  # a lost claim is claimed again
 
     async def renew_leases(

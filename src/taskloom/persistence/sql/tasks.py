@@ -2,7 +2,7 @@
 :mod:`taskloom.engine.cascade`, whose effects are executed here as statements."""
 
 from datetime import datetime
-from typing import TypeVar
+from functools import partial
 
 from taskloom.engine import cascade
 from taskloom.engine.errors import TaskNotFoundError, TaskStateError
@@ -13,8 +13,6 @@ from taskloom.engine.versions import RunMove, running_now
 from taskloom.persistence.sql import history, rows, runs
 from taskloom.persistence.sql.dialect import Dialect, in_list
 from taskloom.persistence.sql.script import Script, Statement, ask
-
-_T = TypeVar("_T")
 
 
 def get(d: Dialect, task_id: TaskId, now: datetime, *, lock: bool = False) -> Script[Task | None]:
@@ -53,7 +51,8 @@ def write(
 ) -> Script[Task]:
     """:func:`taskloom.engine.cascade.write`: store ``mutate(task)`` and what it sets off.
     *task* was read in this transaction with :func:`current` (ADR 0032)."""
-    return (yield from _execute(d, cascade.write(task, mutate, fence, now)))
+    rule = cascade.write(task, mutate, fence, now)
+    return (yield from cascade.translate(rule, partial(_effect, d, now)))
 
 
 def update(
@@ -98,29 +97,18 @@ def move_run(d: Dialect, task_id: TaskId, now: datetime, move: RunMove) -> Scrip
     return moved
 
 
-def _execute(d: Dialect, rule: cascade.Rule[_T]) -> Script[_T]:
-    """Run the engine's *rule*, executing each effect as statements."""
-    answer: cascade.Answer = None
-    while True:
-        try:
-            effect = rule.send(answer)
-        except StopIteration as stop:
-            value: _T = stop.value
-            return value
-        answer = yield from _effect(d, effect)
-
-
-def _effect(d: Dialect, effect: cascade.Effect) -> Script[cascade.Answer]:
+def _effect(d: Dialect, now: datetime, effect: cascade.Effect) -> Script[cascade.Answer]:
+    """Execute one effect of the cascade as statements."""
     match effect:
         case cascade.Put(before, after):
             yield from put(d, before, after)
-        case cascade.EndRun(lease, now):
+        case cascade.Drop(lease, ends_run=True):
             yield from runs.end_run(d, lease, d.time(now))
-        case cascade.Release(lease):
+        case cascade.Drop(lease):
             yield from runs.release_lease(d, lease)
-        case cascade.ReadParent(task_id, now):
+        case cascade.Read(task_id, children=False):
             return (yield from get(d, task_id, now, lock=True))
-        case cascade.OpenChildren(task_id, now):
+        case cascade.Read(task_id):
             return (yield from _open_children(d, task_id, now))
     return None
 
