@@ -151,14 +151,15 @@ class NodeEnd(_Frozen):
 
 
 def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> NodeRun:
-    """A node's checkpoint as an attempt starts: running, its failures kept, the wait
-    and retry time of the previous attempt cleared."""
+    """A node's checkpoint as an attempt starts: running, its failures and the last
+    attempt's error kept (until this one ends), the wait and retry time cleared."""
     return NodeRun(
         node=start.node,
         state=NodeState.RUNNING,
         attempt=start.attempt,
         failures=previous.failures if previous is not None else 0,
         interruptions=start.interruptions,
+        error=previous.error if previous is not None else None,
         updated_at=now,
     )
 
