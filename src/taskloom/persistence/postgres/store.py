@@ -12,14 +12,9 @@ import psycopg
 from anyio.abc import TaskStatus
 
 from taskloom.engine.claims import WorkflowKey
-from taskloom.engine.errors import (
-    ConcurrencyError,
-)
+from taskloom.engine.errors import ConcurrencyError
 from taskloom.engine.history import HistoryEntry
-from taskloom.engine.models import (
-    Task,
-    TaskId,
-)
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.postgres import history, notify, rows, schema, tokens, versions
@@ -40,8 +35,6 @@ from taskloom.persistence.sql.store import Make, SqlStore
 
 _T = TypeVar("_T")
 _CREATE_TRIES: Final = 5
-_LAST_CHARACTER: Final = "\U0010ffff"
-_MAX_POSITION: Final = 2**63 - 1
 
 
 class PostgresTaskStore(SqlStore):

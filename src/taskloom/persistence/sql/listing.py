@@ -8,7 +8,6 @@ from taskloom.engine.ports import Finished, finished_states
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sql import rows
 from taskloom.persistence.sql.dialect import Dialect, in_list
-from taskloom.persistence.sql.runs import owned
 from taskloom.persistence.sql.script import Script, Statement, ask
 
 _LAST_CHARACTER: Final = "\U0010ffff"
@@ -52,7 +51,7 @@ def _matching(
     parameters: dict[str, object] = {"now": d.time(now)}
     where = [rows.live(d)]
     if query.match_owner:
-        where.append(owned(d, query.owner, parameters))
+        where.append(rows.owned(d, query.owner, parameters))
     if query.states is not None:
         states = sorted(state.value for state in query.states)
         where.append(f"state IN {in_list(d, 's', states, parameters)}")
@@ -94,7 +93,7 @@ def count_by_state(
 ) -> Script[dict[TaskState, int]]:
     """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
     parameters: dict[str, object] = {}
-    mine = f" AND {owned(d, owner, parameters)}" if match_owner else ""
+    mine = f" AND {rows.owned(d, owner, parameters)}" if match_owner else ""
     if at_most is None:
         condition = mine.removeprefix(" AND ")
         found = yield from ask(

@@ -74,6 +74,15 @@ def live(d: Dialect, table: str = "") -> str:
     return f"({column} IS NULL OR {column} > {d.parameter('now')})"
 
 
+def owned(d: Dialect, owner: str | None, parameters: dict[str, object], table: str = "") -> str:
+    """The condition that a task is *owner*'s (``None``: the local user's)."""
+    column = f"{table}.owner" if table else "owner"
+    if owner is None:
+        return f"{column} IS NULL"
+    parameters["owner"] = owner
+    return f"{column} = {d.parameter('owner')}"
+
+
 def task_from_body(body: str) -> Task:
     """The task stored in a ``body`` column.
 

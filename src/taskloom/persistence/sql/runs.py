@@ -233,7 +233,7 @@ def failed_attempts(d: Dialect, query: FailureQuery, now: object) -> Script[list
     outcomes = in_list(d, "o", sorted(outcome.value for outcome in FAILURE_OUTCOMES), parameters)
     where = [f"a.outcome IN {outcomes}", "a.ended_at IS NOT NULL", rows.live(d, "t")]
     if query.match_owner:
-        where.append(owned(d, query.owner, parameters, "t"))
+        where.append(rows.owned(d, query.owner, parameters, "t"))
     columns = ", ".join(f"a.{column}" for column in rows.ATTEMPT_COLUMNS.split(", "))
     found = yield from ask(
         Statement(
@@ -244,12 +244,3 @@ def failed_attempts(d: Dialect, query: FailureQuery, now: object) -> Script[list
         )
     )
     return [rows.node_attempt(d, row) for row in found.rows]
-
-
-def owned(d: Dialect, owner: str | None, parameters: dict[str, object], table: str = "") -> str:
-    """The condition that a task is *owner*'s (``None``: the local user's)."""
-    column = f"{table}.owner" if table else "owner"
-    if owner is None:
-        return f"{column} IS NULL"
-    parameters["owner"] = owner
-    return f"{column} = {d.parameter('owner')}"

@@ -90,6 +90,7 @@ def run_sync(script: Script[_T], execute: Callable[[str, Parameters], SyncCursor
     """Run *script*, each statement through *execute* (a tuple one after another)."""
     step = _advance(script, None)
     while not isinstance(step, _Done):
+        result = Result()
         for statement in step if isinstance(step, tuple) else (step,):
             cursor = execute(statement.text, statement.parameters)
             found = cursor.fetchall()  # before rowcount: a RETURNING statement ends here

@@ -6,21 +6,15 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Final, Self, TypeVar
+from typing import Self, TypeVar
 
 import aiosqlite
 import anyio
 
 from taskloom.engine.claims import WorkflowKey
-from taskloom.engine.errors import (
-    PersistenceError,
-    SchemaVersionError,
-)
+from taskloom.engine.errors import PersistenceError, SchemaVersionError
 from taskloom.engine.history import HistoryEntry
-from taskloom.engine.models import (
-    Task,
-    TaskId,
-)
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.outage import Outage
@@ -43,8 +37,6 @@ from taskloom.persistence.sqlite.settings import SqliteSettings
 from taskloom.persistence.sqlite.writer import BOOKKEEPING_LEVEL, GroupCommitWriter
 
 _T = TypeVar("_T")
-_LAST_CHARACTER: Final = "\U0010ffff"
-_MAX_POSITION = 2**63 - 1
 
 
 class SqliteTaskStore(SqlStore):
