@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, Required, TypedDict, Unpack
 
 from pydantic import JsonValue
 
@@ -30,6 +30,21 @@ class SchemaValidator(Protocol):
     def problems(self, schema: Mapping[str, JsonValue], value: JsonValue) -> list[str]:
         """Human-readable reasons why *value* does not match *schema*; empty if it does."""
         ...
+
+
+class Finished(TypedDict, total=False):
+    """Which ended tasks :meth:`TaskStore.delete_finished` deletes, declared once."""
+
+    limit: Required[int]
+    task_ids: Sequence[str] | None
+    finished_before: datetime | None
+    states: frozenset[TaskState]
+    """Default: every terminal state (:func:`finished_states`)."""
+
+
+def finished_states(which: Finished) -> frozenset[TaskState]:
+    """The states whose tasks *which* deletes: terminal ones only."""
+    return which.get("states", TERMINAL_STATES) & TERMINAL_STATES
 
 
 class TaskStore(Protocol):
@@ -102,14 +117,7 @@ class TaskStore(Protocol):
         """Delete up to *limit* expired tasks; return how many were deleted."""
         ...
 
-    async def delete_finished(
-        self,
-        *,
-        limit: int,
-        task_ids: Sequence[str] | None = None,
-        finished_before: datetime | None = None,
-        states: frozenset[TaskState] = TERMINAL_STATES,
-    ) -> int:
+    async def delete_finished(self, **which: Unpack[Finished]) -> int:
         """Delete, with their runs, up to *limit* tasks that ended in one of *states*
         (terminal states only: an unfinished task is never deleted), among *task_ids* if
         given, and last changed before *finished_before* if given; return how many."""

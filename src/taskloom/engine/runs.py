@@ -3,7 +3,7 @@
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -150,6 +150,56 @@ class NodeEnd(_Frozen):
     """What the node waits for, when *state* is ``waiting``."""
 
 
+def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> NodeRun:
+    """A node's checkpoint as an attempt starts: running, its failures and the last
+    attempt's error kept (until this one ends), the wait and retry time cleared."""
+    return NodeRun(
+        node=start.node,
+        state=NodeState.RUNNING,
+        attempt=start.attempt,
+        failures=previous.failures if previous is not None else 0,
+        interruptions=start.interruptions,
+        error=previous.error if previous is not None else None,
+        updated_at=now,
+    )
+
+
+def node_ended(current: NodeRun | None, end: NodeEnd, now: datetime) -> NodeRun | None:
+    """A node's checkpoint after *end*, or ``None`` if the node is not running that
+    attempt (the end does not land). A failure or time-out counts against the retry
+    budget; only a completed node keeps an output."""
+    if current is None or current.state is not NodeState.RUNNING or current.attempt != end.attempt:
+        return None
+    return current.model_copy(
+        update={
+            "state": end.state,
+            "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
+            "output": end.output if end.state is NodeState.COMPLETED else None,
+            "error": end.error,
+            "not_before": end.not_before,
+            "waiting_for": end.waiting_for,
+            "interruptions": (
+                current.interruptions if end.interruptions is None else end.interruptions
+            ),
+            "updated_at": now,
+        }
+    )
+
+
+def node_interrupted(run: NodeRun, now: datetime) -> NodeRun:
+    """A node's checkpoint when its run ends with it still running: ``retrying``, with one
+    more interruption (what a resume would have written)."""
+    if run.state is not NodeState.RUNNING:
+        return run
+    return run.model_copy(
+        update={
+            "state": NodeState.RETRYING,
+            "interruptions": run.interruptions + 1,
+            "updated_at": now,
+        }
+    )
+
+
 class FailureQuery(_Frozen):
     """Which failed attempts to read: those of one owner's tasks, or of every task."""
 
@@ -157,6 +207,20 @@ class FailureQuery(_Frozen):
     """Only attempts of this owner's tasks, when ``match_owner`` is set."""
     match_owner: bool = False
     limit: int = Field(default=100, ge=1, le=10_000)
+
+
+class ClaimTerms(TypedDict):
+    """The terms of a claim (:meth:`RunStore.claim_runs`), declared once for every store."""
+
+    worker: str
+    workflows: frozenset[str | tuple[str, str]]
+    now: Instant
+    lease_for: timedelta
+    limit: int
+    start: TaskMutation
+    """Applied to each queued (or parked) task claimed: its move to running."""
+    reclaim_from: NotRequired[str | None]
+    per_owner: NotRequired[int | None]
 
 
 @runtime_checkable
@@ -171,19 +235,8 @@ class RunStore(Protocol):
     more interruption, the record a resume would have written.
     """
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
-        """Claim up to *limit* runs of *workflows*: queued tasks, and active tasks whose
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+        """Claim up to *limit* runs of *workflows* (the :class:`ClaimTerms`): queued tasks, and active tasks whose
         lease expired (or belongs to *reclaim_from*, a dead earlier incarnation of this
         worker). Queued tasks are moved to running with *start*. Which runs are
         claimable is :class:`taskloom.engine.claims.ClaimRule` (``ClaimRule.of(workflows,

@@ -5,26 +5,14 @@ The caller binds ``now`` itself (each store has its own time representation); ev
 other parameter comes with the condition.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 from taskloom.engine.claims import ANY_VERSION, ClaimRule
 from taskloom.engine.states import ACTIVE_STATES
+from taskloom.persistence.sql.dialect import POSTGRES, SQLITE, Dialect
 
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "claimable"]
 
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between the SQL stores in the rule's text."""
-
-    parameter: Callable[[str], str]
-    """The placeholder of a named parameter."""
-    recorded_version: str = "t.workflow_version"
-    """The version a task recorded, as an SQL expression (the column schema 8 added)."""
-
-
-SQLITE: Final = Dialect(parameter=lambda name: f":{name}")
-POSTGRES: Final = Dialect(parameter=lambda name: f"%({name})s")
 
 _ACTIVE: Final = ", ".join(f"'{state.value}'" for state in sorted(ACTIVE_STATES))
 

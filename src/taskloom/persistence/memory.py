@@ -5,11 +5,12 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, Unpack
 
 import anyio
 
-from taskloom.engine.children import cancel_for_parent, record_child_end
+from taskloom.engine import cascade
 from taskloom.engine.claims import ClaimRule, WorkflowKey
 from taskloom.engine.errors import (
     LeaseLostError,
@@ -25,10 +26,12 @@ from taskloom.engine.models import (
     TaskQuery,
     ensure_successor,
 )
+from taskloom.engine.ports import Finished, finished_states
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
     ClaimedRun,
+    ClaimTerms,
     FailureQuery,
     Instant,
     Lease,
@@ -38,8 +41,11 @@ from taskloom.engine.runs import (
     NodeStart,
     NodeState,
     at,
+    node_ended,
+    node_interrupted,
+    node_started,
 )
-from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.engine.states import TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import (
     FORGET_AFTER,
@@ -112,6 +118,11 @@ class InMemoryTaskStore:
                 if holder is not None:
                     return holder, False
                 self._remove(self._positions[holder_id])  # an expired holder frees the key
+        self._insert(task)
+        return task, True
+
+    def _insert(self, task: Task) -> None:
+        """Store the new *task* at the next position, with its history's first row."""
         position = self._next_position
         self._next_position += 1
         self._tasks[position] = task
@@ -122,7 +133,6 @@ class InMemoryTaskStore:
             self._keys[(task.owner, task.idempotency_key)] = task.id
         if task.parent_id is not None:
             self._children.setdefault(task.parent_id, []).append(task.id)
-        return task, True
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
@@ -184,9 +194,7 @@ class InMemoryTaskStore:
         current = self._current(task_id, now)
         if fence is not None:
             self._check_fence(fence)
-        new = self._successor(current, mutate)
-        self._replace(new, fence, now)
-        return new
+        return self._write(current, mutate, fence, now)
 
     async def purge_expired(self, now: datetime, limit: int) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
@@ -198,17 +206,11 @@ class InMemoryTaskStore:
             self._remove(position)
         return len(expired)
 
-    async def delete_finished(
-        self,
-        *,
-        limit: int,
-        task_ids: Sequence[str] | None = None,
-        finished_before: datetime | None = None,
-        states: frozenset[TaskState] = TERMINAL_STATES,
-    ) -> int:
+    async def delete_finished(self, **which: Unpack[Finished]) -> int:
         """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
         await anyio.lowlevel.checkpoint()
-        wanted = states & TERMINAL_STATES
+        wanted = finished_states(which)
+        task_ids, finished_before = which.get("task_ids"), which.get("finished_before")
         chosen = None if task_ids is None else set(task_ids)
         doomed = [
             position
@@ -216,7 +218,7 @@ class InMemoryTaskStore:
             if task.state in wanted
             and (chosen is None or task.id in chosen)
             and (finished_before is None or task.updated_at < finished_before)
-        ][:limit]
+        ][: which["limit"]]
         for position in doomed:
             self._remove(position)
         return len(doomed)
@@ -270,34 +272,22 @@ class InMemoryTaskStore:
         if lease is not None and lease.expires_at > now:
             raise TaskStateError(running_now(task_id, lease.worker))
         nodes = dict(self._nodes.get(task_id, {}))
-        new = self._successor(current, lambda task: move(task, nodes))
-        self._replace(new, None, now)
-        return new
+        return self._write(current, lambda task: move(task, nodes), None, now)
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         await anyio.lowlevel.checkpoint()
-        now = at(now)  # after the checkpoint: the time this claim commits at
+        now = at(terms["now"])  # after the checkpoint: the time this claim commits at
+        worker, per_owner = terms["worker"], terms.get("per_owner")
         claimed: list[ClaimedRun] = []
         held = Counter(
             self._tasks[self._positions[task_id]].owner
             for task_id, lease in self._leases.items()
             if lease.worker == worker and lease.expires_at > now and task_id in self._positions
         )
-        rule = ClaimRule.of(workflows, reclaim_from)
+        rule = ClaimRule.of(terms["workflows"], terms.get("reclaim_from"))
         ranks: Counter[str | None] = Counter()
         ready: list[tuple[int, int]] = []  # (turn, position)
         for position in self._order:
@@ -308,12 +298,12 @@ class InMemoryTaskStore:
             turn = held[task.owner] + ranks[task.owner]
             if per_owner is None or task.owner is None or turn <= per_owner:
                 ready.append((turn, position))
-        for _, position in sorted(ready)[:limit]:
+        for _, position in sorted(ready)[: terms["limit"]]:
             task = self._tasks[position]
             lease = self._leases.get(task.id)
             started = task
             if task.state is TaskState.QUEUED or task.parked:
-                started = start(task)
+                started = terms["start"](task)
                 ensure_successor(task, started)
                 self._tasks[position] = started
                 self._record(task, started)
@@ -321,7 +311,7 @@ class InMemoryTaskStore:
                 task_id=task.id,
                 worker=worker,
                 token=secrets.token_hex(16),
-                expires_at=now + lease_for,
+                expires_at=now + terms["lease_for"],
             )
             self._leases[task.id] = new_lease
             nodes = dict(self._nodes.get(task.id, {}))
@@ -346,6 +336,9 @@ class InMemoryTaskStore:
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
         await anyio.lowlevel.checkpoint()
+        self._release(lease)
+
+    def _release(self, lease: Lease) -> None:
         current = self._leases.get(lease.task_id)
         if current is not None and current.token == lease.token:
             del self._leases[lease.task_id]
@@ -366,16 +359,8 @@ class InMemoryTaskStore:
                     history[index] = attempt.model_copy(
                         update={"ended_at": now, "outcome": AttemptOutcome.INTERRUPTED}
                     )
-        previous = self._nodes.get(lease.task_id, {}).get(start.node)
-        run = NodeRun(
-            node=start.node,
-            state=NodeState.RUNNING,
-            attempt=start.attempt,
-            failures=previous.failures if previous is not None else 0,
-            interruptions=start.interruptions,
-            updated_at=now,
-        )
-        self._nodes.setdefault(lease.task_id, {})[start.node] = run
+        nodes = self._nodes.setdefault(lease.task_id, {})
+        run = nodes[start.node] = node_started(nodes.get(start.node), start, now)
         history.append(
             NodeAttempt(
                 task_id=lease.task_id,
@@ -401,10 +386,10 @@ class InMemoryTaskStore:
         await anyio.lowlevel.checkpoint()
         current = self._current(lease.task_id, now)
         run = self._ended(lease, end, now)
-        new = self._successor(current, mutate)
+        new = mutate(current)
+        ensure_successor(current, new)
         self._record_end(lease, end, run, now)  # every check passed: now write both
-        self._replace(new, lease, now)
-        return run, new
+        return run, self._write(current, lambda _: new, lease, now)
 
     async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
@@ -444,12 +429,7 @@ class InMemoryTaskStore:
             for name, run in self._nodes.get(source, {}).items()
             if name in nodes and run.state is NodeState.COMPLETED
         }
-        position = self._next_position
-        self._next_position += 1
-        self._tasks[position] = task
-        self._positions[task.id] = position
-        self._order.append(position)
-        self._record(None, task)
+        self._insert(task)
         if copies:
             self._nodes[task.id] = dict(copies)
         return copies
@@ -460,35 +440,29 @@ class InMemoryTaskStore:
             raise TaskNotFoundError(task_id)
         return current
 
-    def _successor(self, current: Task, mutate: TaskMutation) -> Task:
-        """The checked next version of *current* (nothing is stored yet)."""
-        new = mutate(current)
-        ensure_successor(current, new)
-        return new
+    def _write(
+        self, current: Task, mutate: TaskMutation, fence: Lease | None, now: datetime
+    ) -> Task:
+        """Store ``mutate(current)`` by the one rule of :mod:`taskloom.engine.cascade`."""
+        rule = cascade.write(current, mutate, fence, now)
+        return cascade.execute(rule, partial(self._answer, now))
 
-    def _replace(self, new: Task, fence: Lease | None, now: datetime) -> None:
-        position = self._positions[new.id]
-        ended = new.is_terminal and not self._tasks[position].is_terminal
-        self._record(self._tasks[position], new)
-        self._tasks[position] = new
-        if ended:
-            self._relatives_of_ended(new, now)
-        if fence is not None and new.is_terminal:  # the run's end drops its lease with it
-            self._leases.pop(new.id, None)
-            self._close_abandoned(new.id, now)
-        elif fence is not None and new.parked:  # the run waits: no worker holds it
-            self._leases.pop(new.id, None)
-
-    def _relatives_of_ended(self, task: Task, now: datetime) -> None:
-        """Record *task*'s end on its parent and cancel its children (ADR 0026)."""
-        parent = self._live(task.parent_id, now)
-        if parent is not None and (recorded := record_child_end(parent, task, now)) is not None:
-            self._record(parent, recorded)
-            self._tasks[self._positions[parent.id]] = recorded
-        for child_id in list(self._children.get(task.id, ())):
-            child = self._live(child_id, now)
-            if child is not None and not child.is_terminal:
-                self._replace(cancel_for_parent(child, task, now), None, now)
+    def _answer(self, now: datetime, effect: cascade.Effect) -> cascade.Answer:
+        """Execute one effect of a write (see :mod:`taskloom.engine.cascade`)."""
+        match effect:
+            case cascade.Put(before, after):
+                self._record(before, after)
+                self._tasks[self._positions[after.id]] = after
+            case cascade.Drop(lease, ends_run):
+                self._release(lease)
+                if ends_run:
+                    self._close_abandoned(lease.task_id, now)
+            case cascade.Read(task_id, children=False):
+                return self._live(task_id, now)
+            case cascade.Read(task_id):
+                found = (self._live(child, now) for child in self._children.get(task_id, ()))
+                return [child for child in found if child is not None and not child.is_terminal]
+        return None
 
     def _record(self, before: Task | None, after: Task) -> None:
         """Append the history row of writing *after* (ADR 0036), with the write."""
@@ -510,40 +484,16 @@ class InMemoryTaskStore:
                 )
         nodes = self._nodes.get(task_id, {})
         for name, run in nodes.items():
-            if run.state is NodeState.RUNNING:
-                nodes[name] = run.model_copy(
-                    update={
-                        "state": NodeState.RETRYING,
-                        "interruptions": run.interruptions + 1,
-                        "updated_at": now,
-                    }
-                )
+            nodes[name] = node_interrupted(run, now)
 
     def _ended(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """The node's checkpoint after *end*, once the fence and its state allow it (nothing
         is stored yet)."""
         self._check_fence(lease)
-        current = self._nodes.get(lease.task_id, {}).get(end.node)
-        if (
-            current is None
-            or current.state is not NodeState.RUNNING
-            or (current.attempt != end.attempt)
-        ):
+        run = node_ended(self._nodes.get(lease.task_id, {}).get(end.node), end, now)
+        if run is None:
             raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
-        return current.model_copy(
-            update={
-                "state": end.state,
-                "failures": current.failures + int(end.outcome in FAILURE_OUTCOMES),
-                "output": end.output if end.state is NodeState.COMPLETED else None,
-                "error": end.error,
-                "not_before": end.not_before,
-                "waiting_for": end.waiting_for,
-                "interruptions": (
-                    current.interruptions if end.interruptions is None else end.interruptions
-                ),
-                "updated_at": now,
-            }
-        )
+        return run
 
     def _record_end(self, lease: Lease, end: NodeEnd, run: NodeRun, now: datetime) -> None:
         self._nodes[lease.task_id][end.node] = run

@@ -52,15 +52,8 @@ async def migrate(connection: Connection, schema: str, database: str) -> int:
             " version integer PRIMARY KEY,"
             " applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        cursor = await connection.execute(f"SELECT coalesce(max(version), 0) FROM {VERSION_TABLE}")
-        row = await cursor.fetchone()
-        current = int(row[0]) if row is not None else 0
+        current = await _version(connection, sql.Identifier(VERSION_TABLE), where)
         latest = latest_version()
-        if current > latest:
-            raise SchemaVersionError(
-                f"{where} has schema version {current}, newer than this taskloom "
-                f"understands ({latest}); upgrade taskloom"
-            )
         for number, text in migrations()[current:]:
             await connection.execute(text)  # several statements: allowed without parameters
             await connection.execute(
@@ -87,23 +80,31 @@ async def check(connection: Connection, schema: str, database: str) -> int:
         raise ForeignDatabaseError(
             f"{where} holds tables of another application, not taskloom's; choose another schema"
         )
-    cursor = await connection.execute(
-        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
-            sql.Identifier(schema, VERSION_TABLE)
-        )
-    )
-    row = await cursor.fetchone()
-    current = int(row[0]) if row is not None else 0
+    current = await _version(connection, sql.Identifier(schema, VERSION_TABLE), where)
     latest = latest_version()
-    if current > latest:
-        raise SchemaVersionError(
-            f"{where} has schema version {current}, newer than this taskloom "
-            f"understands ({latest}); upgrade taskloom"
-        )
     if current < latest:
         raise SchemaVersionError(
             f"{where} has schema version {current}, older than this taskloom's "
             f"({latest}); upgrade it with: {upgrade}"
+        )
+    return current
+
+
+async def _version(connection: Connection, table: sql.Identifier, where: str) -> int:
+    """The schema version recorded in *table* (0 if none).
+
+    Raises:
+        SchemaVersionError: a newer taskloom wrote it.
+    """
+    cursor = await connection.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table)
+    )
+    row = await cursor.fetchone()
+    current = int(row[0]) if row is not None else 0
+    if current > latest_version():
+        raise SchemaVersionError(
+            f"{where} has schema version {current}, newer than this taskloom "
+            f"understands ({latest_version()}); upgrade taskloom"
         )
     return current
 

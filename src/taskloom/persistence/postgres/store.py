@@ -3,61 +3,50 @@
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
-from typing import Final, Self
+from typing import Final, Self, TypeVar
 
 import anyio
 import psycopg
 from anyio.abc import TaskStatus
 
-from taskloom.engine.children import cancel_for_parent, record_child_end
 from taskloom.engine.claims import WorkflowKey
-from taskloom.engine.errors import (
-    ConcurrencyError,
-    TaskNotFoundError,
-    TaskStateError,
-)
+from taskloom.engine.errors import ConcurrencyError
 from taskloom.engine.history import HistoryEntry
-from taskloom.engine.models import (
-    StorePage,
-    Task,
-    TaskId,
-    TaskMutation,
-    TaskQuery,
-    ensure_successor,
-)
-from taskloom.engine.runs import (
-    ClaimedRun,
-    FailureQuery,
-    Instant,
-    Lease,
-    NodeAttempt,
-    NodeEnd,
-    NodeRun,
-    NodeStart,
-)
-from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.tokens import TokenRecord
-from taskloom.engine.versions import RunMove, StoredVersion, running_now
-from taskloom.persistence.postgres import history, notify, rows, runs, schema, tokens, versions
-from taskloom.persistence.postgres.driver import Connection, Database, connect, describe, translate
+from taskloom.engine.versions import StoredVersion
+from taskloom.persistence.postgres import history, notify, rows, schema, tokens, versions
+from taskloom.persistence.postgres.driver import (
+    Connection,
+    Database,
+    Work,
+    connect,
+    describe,
+    translate,
+)
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
+from taskloom.persistence.sql import history as sql_history
+from taskloom.persistence.sql.dialect import POSTGRES
+from taskloom.persistence.sql.script import run_async
+from taskloom.persistence.sql.store import Make, SqlStore
 
+_T = TypeVar("_T")
 _CREATE_TRIES: Final = 5
-_LAST_CHARACTER: Final = "\U0010ffff"
-_MAX_POSITION: Final = 2**63 - 1
 
 
-class PostgresTaskStore:
+class PostgresTaskStore(SqlStore):
     """Tasks in one PostgreSQL schema, shared by any number of servers and workers.
 
     Every method is one transaction on a pooled connection; a state change locks the
     task's row, reads it, applies the engine's mutation and writes it (fenced by the
     lease token when a worker writes; ADR 0032). Open it with
-    :meth:`open`.
+    :meth:`open`. The store rules are :class:`taskloom.persistence.sql.store.SqlStore`'s.
     """
+
+    dialect = POSTGRES
 
     def __init__(self, settings: PostgresSettings, database: Database) -> None:
         self.settings = settings
@@ -121,11 +110,17 @@ class PostgresTaskStore:
             task_status=task_status,
         )
 
+    async def _transact(self, make: Make[_T], *, durable: bool = True) -> _T:
+        return await self._db.transaction(_script(make), durable=durable)
+
+    async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
+        return await self._db.read(_script(make))
+
     def on_back(self, wake_up: Callable[[], None]) -> None:
         """Call *wake_up* whenever the database answers again after an outage."""
         self._db.outage.on_back(wake_up)
 
-    # -- tokens (TokenStore) ----------------------------------------------------------------
+    # -- versions and tokens (VersionStore, TokenStore) ------------------------------------
 
     async def record_loaded(
         self, process: str, loaded: Iterable[WorkflowKey], now: datetime, until: datetime
@@ -146,10 +141,6 @@ class PostgresTaskStore:
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
         """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
         return await self._db.read(partial(versions.unfinished_versions, now))
-
-    async def move_run(self, task_id: TaskId, now: datetime, move: RunMove) -> Task:
-        """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
-        return await self._db.transaction(partial(_move_run, task_id, now, move))
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
@@ -175,133 +166,11 @@ class PostgresTaskStore:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
         return await self._db.transaction(partial(_create, task, now))
 
-    async def get(self, task_id: TaskId, now: datetime) -> Task | None:
-        """See :meth:`taskloom.engine.ports.TaskStore.get`."""
-        return await self._db.read(partial(_get, task_id, now, lock=False))
-
     async def history(
         self, task_id: TaskId, now: datetime
     ) -> tuple[Task, Sequence[HistoryEntry]] | None:
         """See :meth:`taskloom.engine.ports.TaskStore.history`."""
         return await self._db.read(partial(history.read, task_id, now))
-
-    async def list(self, query: TaskQuery, now: datetime) -> StorePage:
-        """See :meth:`taskloom.engine.ports.TaskStore.list`."""
-        return await self._db.read(partial(_list, query, now))
-
-    async def count(self, query: TaskQuery, now: datetime) -> int:
-        """See :meth:`taskloom.engine.ports.TaskStore.count`."""
-        return await self._db.read(partial(_count, query, now))
-
-    async def count_by_state(
-        self, *, owner: str | None, match_owner: bool, now: datetime, at_most: int | None = None
-    ) -> dict[TaskState, int]:
-        """See :meth:`taskloom.engine.ports.TaskStore.count_by_state`."""
-        return await self._db.read(partial(_count_by_state, owner, match_owner, at_most))
-
-    async def update(
-        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
-    ) -> Task:
-        """See :meth:`taskloom.engine.ports.TaskStore.update`."""
-        return await self._db.transaction(partial(_update, task_id, now, mutate, fence))
-
-    async def purge_expired(self, now: datetime, limit: int) -> int:
-        """See :meth:`taskloom.engine.ports.TaskStore.purge_expired`."""
-        return await self._db.transaction(partial(_purge_expired, now, limit))
-
-    async def delete_finished(
-        self,
-        *,
-        limit: int,
-        task_ids: Sequence[str] | None = None,
-        finished_before: datetime | None = None,
-        states: frozenset[TaskState] = TERMINAL_STATES,
-    ) -> int:
-        """See :meth:`taskloom.engine.ports.TaskStore.delete_finished`."""
-        wanted = [state.value for state in sorted(states & TERMINAL_STATES)]
-        chosen = None if task_ids is None else [str(task_id) for task_id in task_ids]
-        return await self._db.transaction(
-            partial(_delete_finished, wanted, chosen, finished_before, limit)
-        )
-
-    # -- runs (RunStore) ------------------------------------------------------------------
-
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
-        """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
-        return await self._db.transaction(
-            partial(
-                runs.claim_runs,
-                worker=worker,
-                workflows=workflows,
-                now=now,
-                lease_for=lease_for,
-                limit=limit,
-                start=start,
-                reclaim_from=reclaim_from,
-                per_owner=per_owner,
-            ),
-            durable=False,  # a lost claim is claimed again (ADR 0016)
-        )
-
-    async def renew_leases(
-        self, *, worker: str, now: Instant, lease_for: timedelta
-    ) -> dict[TaskId, Task | None]:
-        """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
-        return await self._db.transaction(
-            partial(runs.renew_leases, worker=worker, now=now, lease_for=lease_for),
-            durable=False,
-        )
-
-    async def release_lease(self, lease: Lease) -> None:
-        """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
-        await self._db.transaction(partial(runs.release_lease, lease=lease), durable=False)
-
-    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
-        """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
-        return await self._db.transaction(
-            partial(runs.start_node, lease=lease, start=start, now=now), durable=False
-        )
-
-    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
-        """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
-        return await self._db.transaction(partial(runs.end_node, lease=lease, end=end, now=now))
-
-    async def finish_run(
-        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
-    ) -> tuple[NodeRun, Task]:
-        """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
-        return await self._db.transaction(partial(_finish_run, lease, end, now, mutate))
-
-    async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
-        """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
-        return await self._db.read(partial(runs.attempts, task_id=task_id))
-
-    async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
-        """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
-        return await self._db.read(partial(runs.failed_attempts, query=query, now=now))
-
-    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
-        """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
-        return await self._db.read(partial(runs.node_runs, task_id=task_id))
-
-    async def fork_run(
-        self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
-    ) -> dict[str, NodeRun]:
-        """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
-        return await self._db.transaction(
-            partial(runs.fork_run, task=task, source=source, nodes=nodes, now=now)
-        )
 
 
 # -- transactions ------------------------------------------------------------------------
@@ -310,7 +179,7 @@ class PostgresTaskStore:
 async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Task, bool]:
     if task.idempotency_key is None:
         await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
-        await history.record(connection, None, task)
+        await run_async(sql_history.record(POSTGRES, None, task), connection.execute)
         return task, True
     for _ in range(_CREATE_TRIES):
         inserted = await connection.execute(
@@ -319,7 +188,7 @@ async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Ta
             rows.insert_row(task),
         )
         if inserted.rowcount == 1:
-            await history.record(connection, None, task)
+            await run_async(sql_history.record(POSTGRES, None, task), connection.execute)
             return task, True
         cursor = await connection.execute(
             "SELECT position, expires_at, body FROM tasks"
@@ -338,229 +207,10 @@ async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Ta
     )
 
 
-async def _get(
-    task_id: TaskId, now: datetime, connection: Connection, *, lock: bool
-) -> Task | None:
-    cursor = await connection.execute(
-        f"SELECT body FROM tasks WHERE id = %s AND {rows.LIVE}"
-        + (" FOR NO KEY UPDATE" if lock else ""),
-        (task_id, now),
-    )
-    row = await cursor.fetchone()
-    return rows.task_from_body(row[0]) if row is not None else None
+def _script(make: Make[_T]) -> Work[_T]:
+    """Work that runs the shared script *make* builds (a new one each try)."""
 
+    async def work(connection: Connection) -> _T:
+        return await run_async(make(), connection.execute)
 
-async def _list(query: TaskQuery, now: datetime, connection: Connection) -> StorePage:
-    where, params = await _matching(query, now, connection)
-    if query.before is not None:
-        where.append("position < %s")
-        params.append(query.before)
-    params.append(query.limit + 1)
-    cursor = await connection.execute(
-        f"SELECT position, body FROM tasks WHERE {' AND '.join(where)}"
-        " ORDER BY position DESC LIMIT %s",
-        params,
-    )
-    found = await cursor.fetchall()
-    page = found[: query.limit]
-    tasks = tuple(rows.task_from_body(body) for _, body in page)
-    next_before = page[-1][0] if len(found) > query.limit else None
-    return StorePage(tasks=tasks, next_before=next_before)
-
-
-async def _count(query: TaskQuery, now: datetime, connection: Connection) -> int:
-    where, params = await _matching(query, now, connection)
-    cursor = await connection.execute(
-        f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", params
-    )
-    row = await cursor.fetchone()
-    return int(row[0]) if row is not None else 0
-
-
-async def _matching(
-    query: TaskQuery, now: datetime, connection: Connection
-) -> tuple[list[str], list[object]]:
-    """The conditions (and their values) of the live tasks *query* filters for."""
-    where = [rows.LIVE]
-    params: list[object] = [now]
-    if query.match_owner:
-        if query.owner is None:
-            where.append("owner IS NULL")
-        else:
-            where.append("owner = %s")
-            params.append(query.owner)
-    if query.states is not None:
-        where.append("state = ANY(%s)")
-        params.append(sorted(state.value for state in query.states))
-    if query.parent_id is not None:
-        where.append("parent_id = %s")
-        params.append(query.parent_id)
-    if query.names is not None:
-        where.append("name = ANY(%s)")
-        params.append(sorted(query.names))
-    if query.id_prefix is not None:
-        where.append("id >= %s AND id < %s")
-        params += [query.id_prefix, query.id_prefix + _LAST_CHARACTER]
-    if query.idempotency_key is not None:  # the terms of the (owner, key) index
-        where.append("coalesce(owner, '') = %s AND idempotency_key = %s")
-        params += [query.owner or "", query.idempotency_key]
-    for bound, condition in (
-        (query.created_after, "position >= %s"),
-        (query.created_before, "position < %s"),
-    ):
-        if bound is not None:
-            where.append(condition)
-            params.append(await _first_created_at(bound, connection))
-    return where, params
-
-
-async def _first_created_at(moment: datetime, connection: Connection) -> int:
-    """The position of the first task created at or after *moment* (past the last one if
-    none): positions follow creation order, so a time bound is a position bound."""
-    cursor = await connection.execute(
-        "SELECT position FROM tasks WHERE created_at >= %s ORDER BY created_at, position LIMIT 1",
-        (moment,),
-    )
-    found = await cursor.fetchone()
-    return int(found[0]) if found is not None else _MAX_POSITION
-
-
-async def _count_by_state(
-    owner: str | None, match_owner: bool, at_most: int | None, connection: Connection
-) -> dict[TaskState, int]:
-    mine, params = "", []
-    if match_owner:
-        mine = " AND owner IS NULL" if owner is None else " AND owner = %s"
-        params = [] if owner is None else [owner]
-    if at_most is None:
-        condition = mine.removeprefix(" AND ")
-        sql = f"SELECT state, count(*) FROM tasks {'WHERE ' if condition else ''}{condition}"
-        cursor = await connection.execute(f"{sql} GROUP BY state", params)
-        return {TaskState(state): int(count) for state, count in await cursor.fetchall()}
-    counts = {}
-    for state in TaskState:  # one capped count each, read from the (owner, state) index
-        cursor = await connection.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state = %s{mine} LIMIT %s) AS capped",
-            [state.value, *params, at_most],
-        )
-        found = await cursor.fetchone()
-        if found is not None and found[0]:
-            counts[state] = int(found[0])
-    return counts
-
-
-async def _update(
-    task_id: TaskId,
-    now: datetime,
-    mutate: TaskMutation,
-    fence: Lease | None,
-    connection: Connection,
-) -> Task:
-    current = await _locked(task_id, now, connection)
-    if fence is not None:
-        await runs.check_fence(connection, fence)
-    return await _write(current, mutate, fence, now, connection)
-
-
-async def _move_run(task_id: TaskId, now: datetime, move: RunMove, connection: Connection) -> Task:
-    current = await _locked(task_id, now, connection)  # a claim's lease waits for this row
-    cursor = await connection.execute(
-        "SELECT worker FROM leases WHERE task_id = %s AND expires_at > %s", (task_id, now)
-    )
-    holder = await cursor.fetchone()
-    if holder is not None:
-        raise TaskStateError(running_now(task_id, holder[0]))
-    nodes = await runs.node_runs(connection, task_id)
-    moved = await _write(current, lambda task: move(task, nodes), None, now, connection)
-    await connection.execute(
-        "UPDATE tasks SET workflow_version = %s WHERE id = %s", (moved.workflow_version, task_id)
-    )
-    return moved
-
-
-async def _finish_run(
-    lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation, connection: Connection
-) -> tuple[NodeRun, Task]:
-    current = await _locked(lease.task_id, now, connection)  # the task row before the lease's
-    run = await runs.end_node(connection, lease, end, now)  # checks the fence
-    return run, await _write(current, mutate, lease, now, connection)
-
-
-async def _locked(task_id: TaskId, now: datetime, connection: Connection) -> Task:
-    current = await _get(task_id, now, connection, lock=True)  # writers of a task queue here
-    if current is None:
-        raise TaskNotFoundError(task_id)
-    return current
-
-
-async def _write(
-    current: Task,
-    mutate: TaskMutation,
-    fence: Lease | None,
-    now: datetime,
-    connection: Connection,
-) -> Task:
-    """Store ``mutate(current)``. *current* was read in this transaction with the row
-    locked (``FOR NO KEY UPDATE``): every other writer of the task waits for this
-    transaction to end and then reads what it wrote (ADR 0032)."""
-    new = mutate(current)
-    ensure_successor(current, new)
-    await connection.execute(rows.UPDATE_SQL, rows.update_row(new))
-    await history.record(connection, current, new)
-    if fence is not None and new.is_terminal:
-        # The run ends with its result: a worker killed before it released the lease
-        # must not leave the row behind (claims never look at ended tasks again), nor
-        # attempts open that no worker will end.
-        await runs.end_run(connection, fence, now)
-    elif fence is not None and new.parked:  # the run waits: no worker holds it (ADR 0021)
-        await runs.release_lease(connection, fence)
-    if new.is_terminal and not current.is_terminal:
-        await _relatives_of_ended(new, now, connection)
-    return new
-
-
-async def _delete_finished(
-    states: list[str],
-    task_ids: list[str] | None,
-    finished_before: datetime | None,
-    limit: int,
-    connection: Connection,
-) -> int:
-    deleted = await connection.execute(
-        "DELETE FROM tasks WHERE position IN (SELECT position FROM tasks"
-        " WHERE state = ANY(%(states)s)"
-        " AND (%(ids)s::text[] IS NULL OR id = ANY(%(ids)s::text[]))"
-        " AND (%(before)s::timestamptz IS NULL OR updated_at < %(before)s::timestamptz)"
-        " ORDER BY position LIMIT %(limit)s FOR UPDATE SKIP LOCKED)",
-        {"states": states, "ids": task_ids, "before": finished_before, "limit": limit},
-    )
-    return deleted.rowcount
-
-
-async def _relatives_of_ended(task: Task, now: datetime, connection: Connection) -> None:
-    """Record *task*'s end on its parent and cancel its children that have not ended,
-    in the transaction that ends it (ADR 0026); each such cancel recurses. Rows are
-    locked parent before child here and child before parent by a child's end: a deadlock
-    between the two is broken by PostgreSQL and the loser retried (a transient error)."""
-    if task.parent_id is not None:
-        parent = await _get(task.parent_id, now, connection, lock=True)
-        recorded = record_child_end(parent, task, now) if parent is not None else None
-        if parent is not None and recorded is not None:
-            await _write(parent, lambda _: recorded, None, now, connection)
-    cursor = await connection.execute(
-        f"SELECT body FROM tasks WHERE parent_id = %s AND {rows.LIVE}"
-        " AND state NOT IN ('completed', 'failed', 'cancelled') ORDER BY id FOR NO KEY UPDATE",
-        (task.id, now),
-    )
-    for (body,) in await cursor.fetchall():
-        child = rows.task_from_body(body)
-        await _write(child, partial(cancel_for_parent, parent=task, now=now), None, now, connection)
-
-
-async def _purge_expired(now: datetime, limit: int, connection: Connection) -> int:
-    deleted = await connection.execute(
-        "DELETE FROM tasks WHERE position IN (SELECT position FROM tasks"
-        " WHERE expires_at <= %s ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)",
-        (now, limit),
-    )
-    return deleted.rowcount
+    return work

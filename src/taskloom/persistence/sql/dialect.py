@@ -1,0 +1,112 @@
+"""What differs between the two SQL stores in the text of the shared statements."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def from_micros(value: int) -> datetime:
+    """The UTC datetime for :func:`micros` output."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def micros(moment: datetime) -> int:
+    """Microseconds since the Unix epoch (exact, unlike float timestamps)."""
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One SQL store's spelling of the shared statements."""
+
+    parameter: Callable[[str], str]
+    """The placeholder of a named parameter."""
+    positional: str
+    """The placeholder of a positional parameter."""
+    time: Callable[[datetime], Any]
+    """A datetime as a column stores it."""
+    moment: Callable[[Any], datetime]
+    """A stored time column as a UTC datetime."""
+    position: str
+    """The column of a task's position (creation order)."""
+    created: str
+    """The column of a task's creation time."""
+    history_key: str
+    """The column of ``task_history`` naming the task."""
+    history_task: str
+    """The value of :attr:`history_key` for the task id bound as ``task``."""
+    row_lock: str = ""
+    """Appended to a read of task rows about to be written (writers queue on it)."""
+    share_lock: bool = False
+    """Whether a read of a lease row the transaction relies on locks it (:meth:`shared`)."""
+    skip_locked: str = ""
+    """Appended to a choice of rows to delete (rows another writer holds are left)."""
+    fuses: bool = False
+    """Whether writing statements may be fused into one (writable ``WITH`` clauses)."""
+    recorded_version: str = "t.workflow_version"
+    """The version a task recorded, as an SQL expression (the column schema 8 added)."""
+
+    def stored(self, moment: datetime | None) -> Any:
+        """*moment* as a column stores it (``None`` stays ``None``)."""
+        return None if moment is None else self.time(moment)
+
+    def shared(self, table: str = "") -> str:
+        """Appended to a read of the lease row (of *table*, in a join) to hold it."""
+        if not self.share_lock:
+            return ""
+        return f" FOR SHARE OF {table}" if table else " FOR SHARE"
+
+    def skipping(self, table: str) -> str:
+        """Appended to a choice of *table*'s rows to claim: rows another writer holds
+        are passed over, the others held."""
+        return f"{self.row_lock} OF {table} SKIP LOCKED" if self.row_lock else ""
+
+    def read(self, value: Any) -> datetime | None:
+        """A nullable stored time as a datetime."""
+        return None if value is None else self.moment(value)
+
+
+SQLITE: Final = Dialect(
+    parameter=lambda name: f":{name}",
+    positional="?",
+    time=micros,
+    moment=from_micros,
+    position="seq",
+    created="created_us",
+    history_key="task_seq",
+    history_task="(SELECT seq FROM tasks WHERE id = :task)",
+)
+"""One writer holds the whole database (``BEGIN IMMEDIATE``): no row locks."""
+
+POSTGRES: Final = Dialect(
+    parameter=lambda name: f"%({name})s",
+    positional="%s",
+    time=lambda moment: moment,
+    moment=_utc,
+    position="position",
+    created="created_at",
+    history_key="task_id",
+    history_task="%(task)s",
+    row_lock=" FOR NO KEY UPDATE",
+    share_lock=True,
+    skip_locked=" FOR UPDATE SKIP LOCKED",
+    fuses=True,
+)
+"""Writers lock task rows (``FOR NO KEY UPDATE``, which leaves the foreign-key checks of
+checkpoint inserts alone) before lease rows; each statement is a round trip."""
+
+
+def in_list(d: Dialect, prefix: str, values: list[Any], parameters: dict[str, Any]) -> str:
+    """``(p0, p1, ...)`` binding *values* into *parameters* (``(NULL)`` when empty: a
+    condition no row meets)."""
+    names = [f"{prefix}{index}" for index in range(len(values))]
+    parameters.update(zip(names, values, strict=True))
+    return f"({', '.join(d.parameter(name) for name in names) or 'NULL'})"

@@ -1,0 +1,246 @@
+"""The run rules (node checkpoints, attempts, fork, failed attempts) for both SQL stores.
+
+Each writing function is a script (see :mod:`.script`). The node rules are those of
+:mod:`taskloom.engine.runs` (``node_started``, ``node_ended``, ``node_interrupted``), which the
+in-memory store applies directly; the contract suite holds the three stores together.
+"""
+
+import json
+
+from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.runs import (
+    FAILURE_OUTCOMES,
+    FailureQuery,
+    Lease,
+    NodeAttempt,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+)
+from taskloom.engine.states import TERMINAL_STATES, TaskState
+from taskloom.persistence.sql import history, rows
+from taskloom.persistence.sql.dialect import Dialect, in_list
+from taskloom.persistence.sql.script import Script, Statement, ask
+
+
+def check_fence(d: Dialect, lease: Lease) -> Script[None]:
+    """Raise :class:`LeaseLostError` unless *lease* is still the task's lease. Where rows
+    are locked, the lease row stays share-locked until the transaction ends, so no claim
+    can take the run over between this check and the fenced write."""
+    found = yield from ask(
+        Statement(
+            f"SELECT token FROM leases WHERE task_id = {d.parameter('task')}{d.shared()}",
+            {"task": lease.task_id},
+        )
+    )
+    row = found.one()
+    if row is None or row[0] != lease.token:
+        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+
+
+def _release(d: Dialect, lease: Lease) -> Statement:
+    p = d.parameter
+    return Statement(
+        f"DELETE FROM leases WHERE task_id = {p('task')} AND token = {p('token')}",
+        {"task": lease.task_id, "token": lease.token},
+    )
+
+
+def release_lease(d: Dialect, lease: Lease) -> Script[None]:
+    """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
+    yield _release(d, lease)
+
+
+def end_run(d: Dialect, lease: Lease, now: object) -> Script[None]:
+    """Drop *lease* and end the attempts its run leaves open as it ends (see
+    ``RunStore``): interrupted, their nodes ``retrying`` with one more interruption
+    (``engine.runs.node_interrupted``). One round trip where the dialect fuses writes."""
+    p = d.parameter
+    parameters = {"now": now, "task": lease.task_id, "token": lease.token}
+    yield (
+        _release(d, lease),
+        Statement(
+            f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
+            f" WHERE task_id = {p('task')} AND ended_at IS NULL",
+            parameters,
+        ),
+        Statement(
+            "UPDATE node_runs SET state = 'retrying', interruptions = interruptions + 1,"
+            f" updated_at = {p('now')} WHERE task_id = {p('task')} AND state = 'running'",
+            parameters,
+        ),
+    )
+
+
+def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Script[NodeRun]:
+    """See :meth:`taskloom.engine.runs.RunStore.start_node` (``engine.runs.node_started``).
+
+    Two round trips where the dialect fuses writes: the fence and the task's state, then
+    every write."""
+    p = d.parameter
+    found = yield from ask(
+        Statement(
+            "SELECT l.token, t.state FROM leases l JOIN tasks t ON t.id = l.task_id"
+            f" WHERE l.task_id = {p('task')}{d.shared('l')}",
+            {"task": lease.task_id},
+        )
+    )
+    row = found.one()
+    if row is None or row[0] != lease.token:
+        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+    if TaskState(row[1]) in TERMINAL_STATES:
+        raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
+    parameters = {
+        "task": lease.task_id,
+        "node": start.node,
+        "attempt": start.attempt,
+        "interruptions": start.interruptions,
+        "interrupted": start.interrupted_attempt,
+        "worker": lease.worker,
+        "now": now,
+    }
+    written = yield from ask(
+        (
+            Statement(
+                f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
+                f" WHERE task_id = {p('task')} AND node = {p('node')}"
+                f" AND attempt = {p('interrupted')} AND ended_at IS NULL",
+                parameters,
+            ),
+            Statement(
+                "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
+                f" VALUES ({p('task')}, {p('node')}, {p('attempt')}, {p('worker')}, {p('now')})",
+                parameters,
+            ),
+            Statement(
+                "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
+                f" VALUES ({p('task')}, {p('node')}, 'running', {p('attempt')},"
+                f" {p('interruptions')}, {p('now')})"
+                " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+                " attempt = excluded.attempt, interruptions = excluded.interruptions,"
+                " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
+                f" RETURNING {rows.NODE_COLUMNS}",
+                parameters,
+            ),
+        )
+    )
+    return rows.node_run(d, written.rows[0])  # an upsert always returns its row
+
+
+def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[NodeRun]:
+    """See :meth:`taskloom.engine.runs.RunStore.end_node` (``engine.runs.node_ended``).
+
+    Two round trips where the dialect fuses writes: the fence, then the checkpoint and
+    the attempt's end. A node not running this attempt raises, undoing both."""
+    yield from check_fence(d, lease)
+    p = d.parameter
+    parameters = {
+        "state": end.state.value,
+        "failed": int(end.outcome in FAILURE_OUTCOMES),
+        "output": json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
+        "error": end.error.model_dump_json() if end.error is not None else None,
+        "not_before": d.stored(end.not_before),
+        "waiting_for": end.waiting_for,
+        "interruptions": end.interruptions,
+        "now": now,
+        "task": lease.task_id,
+        "node": end.node,
+        "attempt": end.attempt,
+        "outcome": end.outcome.value,
+    }
+    this_attempt = f"task_id = {p('task')} AND node = {p('node')} AND attempt = {p('attempt')}"
+    ended = yield from ask(
+        (
+            Statement(
+                f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = {p('outcome')},"
+                f" error = {p('error')} WHERE {this_attempt}",
+                parameters,
+            ),
+            Statement(
+                f"UPDATE node_runs SET state = {p('state')}, failures = failures + {p('failed')},"
+                f" output = {p('output')}, error = {p('error')}, not_before = {p('not_before')},"
+                f" waiting_for = {p('waiting_for')},"
+                f" interruptions = coalesce({p('interruptions')}, interruptions),"
+                f" updated_at = {p('now')} WHERE {this_attempt} AND state = 'running'"
+                f" RETURNING {rows.NODE_COLUMNS}",
+                parameters,
+            ),
+        )
+    )
+    row = ended.one()
+    if row is None:
+        raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
+    return rows.node_run(d, row)
+
+
+def fork_run(
+    d: Dialect, task: Task, *, source: TaskId, nodes: frozenset[str], now: object
+) -> Script[dict[str, NodeRun]]:
+    """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
+    p = d.parameter
+    found = yield from ask(
+        Statement(
+            f"SELECT 1 FROM tasks WHERE id = {p('source')} AND {rows.live(d)}",
+            {"source": source, "now": now},
+        )
+    )
+    if found.one() is None:
+        raise TaskNotFoundError(source)
+    yield Statement(rows.insert_sql(d), rows.insert_row(d, task))
+    yield from history.record(d, None, task)
+    if nodes:
+        parameters: dict[str, object] = {"task": task.id, "source": source}
+        names = in_list(d, "n", sorted(nodes), parameters)
+        yield Statement(
+            "INSERT INTO node_runs (task_id, node, state, attempt, failures, interruptions,"
+            " not_before, output, error, updated_at)"
+            f" SELECT {p('task')}, node, state, attempt, failures, interruptions, NULL, output,"
+            f" error, updated_at FROM node_runs WHERE task_id = {p('source')}"
+            f" AND state = 'completed' AND node IN {names}",
+            parameters,
+        )
+    return (yield from node_runs(d, task.id))
+
+
+def node_runs(d: Dialect, task_id: str) -> Script[dict[str, NodeRun]]:
+    """The checkpoints of a run, by node name."""
+    found = yield from ask(
+        Statement(
+            f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = {d.parameter('task')}",
+            {"task": task_id},
+        )
+    )
+    return {run.node: run for run in (rows.node_run(d, row) for row in found.rows)}
+
+
+def attempts(d: Dialect, task_id: TaskId) -> Script[list[NodeAttempt]]:
+    """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
+    found = yield from ask(
+        Statement(
+            f"SELECT {rows.ATTEMPT_COLUMNS} FROM node_attempts WHERE task_id = {d.parameter('task')}"
+            " ORDER BY started_at, node, attempt",
+            {"task": task_id},
+        )
+    )
+    return [rows.node_attempt(d, row) for row in found.rows]
+
+
+def failed_attempts(d: Dialect, query: FailureQuery, now: object) -> Script[list[NodeAttempt]]:
+    """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
+    parameters: dict[str, object] = {"now": now, "limit": query.limit}
+    outcomes = in_list(d, "o", sorted(outcome.value for outcome in FAILURE_OUTCOMES), parameters)
+    where = [f"a.outcome IN {outcomes}", "a.ended_at IS NOT NULL", rows.live(d, "t")]
+    if query.match_owner:
+        where.append(rows.owned(d, query.owner, parameters, "t"))
+    columns = ", ".join(f"a.{column}" for column in rows.ATTEMPT_COLUMNS.split(", "))
+    found = yield from ask(
+        Statement(
+            f"SELECT {columns} FROM node_attempts a JOIN tasks t ON t.id = a.task_id"
+            f" WHERE {' AND '.join(where)} ORDER BY a.ended_at DESC, a.task_id DESC,"
+            f" a.node DESC, a.attempt DESC LIMIT {d.parameter('limit')}",
+            parameters,
+        )
+    )
+    return [rows.node_attempt(d, row) for row in found.rows]

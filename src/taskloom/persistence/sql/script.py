@@ -1,0 +1,118 @@
+"""Scripts: a store rule as a generator of statements, run by either SQL store.
+
+A script yields a :class:`Statement` (or a tuple of them, one round trip where the
+dialect fuses writes) and is sent back the :class:`Result` of the last one. The SQLite
+store runs scripts with :func:`run_sync` in its connection's thread, the PostgreSQL
+store with :func:`run_async`; the rule is written once for both.
+"""
+
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+_T = TypeVar("_T")
+
+Parameters = Mapping[str, Any] | Sequence[Any]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement and its parameters."""
+
+    text: str
+    parameters: Parameters = ()
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a statement returned: its rows (if any) and the rows it changed."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rowcount: int = -1
+
+    def one(self) -> tuple[Any, ...] | None:
+        """The first row, or ``None``."""
+        return self.rows[0] if self.rows else None
+
+
+Query = Statement | tuple[Statement, ...]
+Script = Generator[Query, Result, _T]
+
+
+def fused(statements: tuple[Statement, ...]) -> Statement:
+    """*statements* as one: every one but the last in a writable ``WITH`` clause, all on
+    one snapshot. They must bind named parameters, equal where the names are."""
+    *first, last = statements
+    parameters: dict[str, Any] = {}
+    for statement in statements:
+        assert isinstance(statement.parameters, Mapping)
+        for name, value in statement.parameters.items():
+            assert parameters.setdefault(name, value) == value, name
+    clauses = ", ".join(f"s{index} AS ({each.text})" for index, each in enumerate(first))
+    return Statement(f"WITH {clauses} {last.text}" if first else last.text, parameters)
+
+
+class SyncCursor(Protocol):
+    """The part of a DB-API cursor a sync run uses."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class AsyncCursor(Protocol):
+    """The part of psycopg's async cursor an async run uses."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def description(self) -> object: ...
+
+    async def fetchall(self) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class _Done(Generic[_T]):
+    value: _T
+
+
+def _advance(script: Script[_T], result: Result | None) -> Query | _Done[_T]:
+    """The script's next query after *result* (``None``: its first), or its value."""
+    try:
+        return script.send(result) if result is not None else next(script)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def run_sync(script: Script[_T], execute: Callable[[str, Parameters], SyncCursor]) -> _T:
+    """Run *script*, each statement through *execute* (a tuple one after another)."""
+    step = _advance(script, None)
+    while not isinstance(step, _Done):
+        result = Result()
+        for statement in step if isinstance(step, tuple) else (step,):
+            cursor = execute(statement.text, statement.parameters)
+            found = cursor.fetchall()  # before rowcount: a RETURNING statement ends here
+            result = Result(found, cursor.rowcount)
+        step = _advance(script, result)
+    return step.value
+
+
+async def run_async(
+    script: Script[_T], execute: Callable[[str, Parameters], Awaitable[AsyncCursor]]
+) -> _T:
+    """Run *script*, each statement through *execute* (a tuple fused into one)."""
+    step = _advance(script, None)
+    while not isinstance(step, _Done):
+        statement = fused(step) if isinstance(step, tuple) else step
+        cursor = await execute(statement.text, statement.parameters)
+        found = await cursor.fetchall() if cursor.description is not None else []
+        step = _advance(script, Result(found, cursor.rowcount))
+    return step.value
+
+
+def ask(query: Query) -> Script[Result]:
+    """The result of *query*, inside a script (``found = yield from ask(...)``)."""
+    result = yield query
+    return result

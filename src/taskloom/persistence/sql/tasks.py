@@ -1,0 +1,129 @@
+"""Task transactions both SQL stores run: reads, and every write through the one rule of
+:mod:`taskloom.engine.cascade`, whose effects are executed here as statements."""
+
+from datetime import datetime
+from functools import partial
+
+from taskloom.engine import cascade
+from taskloom.engine.errors import TaskNotFoundError, TaskStateError
+from taskloom.engine.models import Task, TaskId, TaskMutation
+from taskloom.engine.runs import Lease, NodeEnd, NodeRun
+from taskloom.engine.states import TERMINAL_STATES
+from taskloom.engine.versions import RunMove, running_now
+from taskloom.persistence.sql import history, rows, runs
+from taskloom.persistence.sql.dialect import Dialect, in_list
+from taskloom.persistence.sql.script import Script, Statement, ask
+
+
+def get(d: Dialect, task_id: TaskId, now: datetime, *, lock: bool = False) -> Script[Task | None]:
+    """The live task *task_id*, or ``None``; with *lock*, held for this transaction's write."""
+    found = yield from ask(
+        Statement(
+            f"SELECT body FROM tasks WHERE id = {d.parameter('id')} AND {rows.live(d)}"
+            + (d.row_lock if lock else ""),
+            {"id": task_id, "now": d.time(now)},
+        )
+    )
+    row = found.one()
+    return rows.task_from_body(row[0]) if row is not None else None
+
+
+def current(d: Dialect, task_id: TaskId, now: datetime) -> Script[Task]:
+    """The live task *task_id*, held for this transaction's write (writers queue here).
+
+    Raises:
+        TaskNotFoundError: no live task has this id.
+    """
+    task = yield from get(d, task_id, now, lock=True)
+    if task is None:
+        raise TaskNotFoundError(task_id)
+    return task
+
+
+def put(d: Dialect, before: Task | None, after: Task) -> Script[None]:
+    """Write *after* over its row, with its history row."""
+    yield rows.update(d, after)
+    yield from history.record(d, before, after)
+
+
+def write(
+    d: Dialect, task: Task, mutate: TaskMutation, fence: Lease | None, now: datetime
+) -> Script[Task]:
+    """:func:`taskloom.engine.cascade.write`: store ``mutate(task)`` and what it sets off.
+    *task* was read in this transaction with :func:`current` (ADR 0032)."""
+    rule = cascade.write(task, mutate, fence, now)
+    return (yield from cascade.translate(rule, partial(_effect, d, now)))
+
+
+def update(
+    d: Dialect, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None
+) -> Script[Task]:
+    """See :meth:`taskloom.engine.ports.TaskStore.update`."""
+    task = yield from current(d, task_id, now)
+    if fence is not None:
+        yield from runs.check_fence(d, fence)
+    return (yield from write(d, task, mutate, fence, now))
+
+
+def finish_run(
+    d: Dialect, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+) -> Script[tuple[NodeRun, Task]]:
+    """See :meth:`taskloom.engine.runs.RunStore.finish_run`: the task row is held before
+    the lease's; a refusal of either part undoes both."""
+    task = yield from current(d, lease.task_id, now)
+    run = yield from runs.end_node(d, lease, end, d.time(now))  # checks the fence
+    return run, (yield from write(d, task, mutate, lease, now))
+
+
+def move_run(d: Dialect, task_id: TaskId, now: datetime, move: RunMove) -> Script[Task]:
+    """See :meth:`taskloom.engine.versions.VersionStore.move_run`."""
+    task = yield from current(d, task_id, now)  # a claim's lease waits for this row
+    p = d.parameter
+    holder = yield from ask(
+        Statement(
+            f"SELECT worker FROM leases WHERE task_id = {p('id')} AND expires_at > {p('now')}",
+            {"id": task_id, "now": d.time(now)},
+        )
+    )
+    row = holder.one()
+    if row is not None:
+        raise TaskStateError(running_now(task_id, row[0]))
+    nodes = yield from runs.node_runs(d, task_id)
+    moved = yield from write(d, task, lambda each: move(each, nodes), None, now)
+    yield Statement(
+        f"UPDATE tasks SET workflow_version = {p('version')} WHERE id = {p('id')}",
+        {"version": moved.workflow_version, "id": task_id},
+    )
+    return moved
+
+
+def _effect(d: Dialect, now: datetime, effect: cascade.Effect) -> Script[cascade.Answer]:
+    """Execute one effect of the cascade as statements."""
+    match effect:
+        case cascade.Put(before, after):
+            yield from put(d, before, after)
+        case cascade.Drop(lease, ends_run=True):
+            yield from runs.end_run(d, lease, d.time(now))
+        case cascade.Drop(lease):
+            yield from runs.release_lease(d, lease)
+        case cascade.Read(task_id, children=False):
+            return (yield from get(d, task_id, now, lock=True))
+        case cascade.Read(task_id):
+            return (yield from _open_children(d, task_id, now))
+    return None
+
+
+def _open_children(d: Dialect, task_id: TaskId, now: datetime) -> Script[list[Task]]:
+    """Held in id order: rows are locked parent before child here and child before parent
+    by a child's end; a deadlock between the two is broken by the database and the loser
+    retried (a transient error)."""
+    parameters: dict[str, object] = {"parent": task_id, "now": d.time(now)}
+    ended = in_list(d, "s", sorted(state.value for state in TERMINAL_STATES), parameters)
+    found = yield from ask(
+        Statement(
+            f"SELECT body FROM tasks WHERE parent_id = {d.parameter('parent')}"
+            f" AND {rows.live(d)} AND state NOT IN {ended} ORDER BY id{d.row_lock}",
+            parameters,
+        )
+    )
+    return [rows.task_from_body(body) for (body,) in found.rows]
