@@ -4,8 +4,9 @@ What a call of a workflow does depends on the request's generation
 (``taskloom.server.generation``):
 
 - 2025-11-25 (``capabilities.tasks`` was announced): with ``params.task``, the task is
-  committed, then a follower is started, then the ``CreateTaskResult`` is answered
-  (through the bridge, ``middleware.task_bridge``); without it, a ``required`` tool is
+  committed, then a follower is started, then the ``CreateTaskResult`` is returned by
+  :meth:`ToolCalls.create_task`, where ``middleware.route_task_creation`` sends such a
+  call (ADR 0045); without it, a ``required`` tool is
   ``-32601`` and an ``optional`` one is a plain call;
 - 2026-07-28: the server decides (``modern.becomes_task``, ADR 0010): a task when the
   request declared the tasks extension (``params.task`` is ignored), else a plain call.
@@ -40,7 +41,6 @@ from taskloom.engine.submit import submit
 from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.generation import Generation, generation, takes_tasks
-from taskloom.server.middleware import TaskCreated
 from taskloom.server.modern import becomes_task, start_directed
 from taskloom.server.mrtr import gather
 from taskloom.server.plain import PlainCalls, complete, idempotency_key, progress_token
@@ -126,8 +126,6 @@ class ToolCalls:
         """Start the workflow as a task, or run it as a plain call (module docstring)."""
         speaking = generation(ctx)
         if self._fallback is not None and params.name in FALLBACK_TOOL_NAMES:
-            if speaking is Generation.LEGACY and params.task is not None:
-                raise tool_forbids_task(params.name)
             return complete(await self._fallback.call(params.name, params.arguments))
         workflow = self._workflows.get(params.name)
         if workflow is None:
@@ -151,10 +149,8 @@ class ToolCalls:
                     idempotency_key=key,
                 )
         elif speaking is Generation.LEGACY:
-            if params.task is not None:
-                if workflow.task_support == "forbidden":
-                    raise tool_forbids_task(workflow.name)
-                await self._start(ctx, workflow, params.arguments, params.task, key)
+            if params.task is not None:  # middleware.route_task_creation sends it elsewhere
+                raise RuntimeError("a task-augmented tools/call belongs to create_task")
             if workflow.task_support == "required":
                 raise tool_needs_task(workflow.name)
         until_end = workflow.output_model is not None and takes_tasks(ctx)
@@ -164,24 +160,31 @@ class ToolCalls:
             )
         )
 
-    async def _start(
-        self,
-        ctx: Context,
-        workflow: Workflow[Any],
-        arguments: dict[str, Any] | None,
-        metadata: types.TaskMetadata,
-        key: str | None,
-    ) -> None:
-        """2025-11-25 task-augmented call: commit, follow, answer through the bridge."""
+    async def create_task(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> dict[str, Any]:
+        """A 2025-11-25 task-augmented call: commit the task, start its follower, return
+        the ``CreateTaskResult`` (a workflow or fallback tool that forbids tasks: ``-32601``)."""
+        if self._fallback is not None and params.name in FALLBACK_TOOL_NAMES:
+            raise tool_forbids_task(params.name)
+        workflow = self._workflows.get(params.name)
+        if workflow is None:
+            raise unknown_tool(params.name)
+        key = idempotency_key(ctx)
+        if workflow.task_support == "forbidden":
+            raise tool_forbids_task(workflow.name)
+        assert params.task is not None  # route_task_creation sends only calls that carry one
         if isinstance((ctx.params or {}).get("task", {}).get("ttl"), bool):
             raise invalid_ttl()
-        ttl: int | Literal[Sentinel.DEFAULT] = DEFAULT if metadata.ttl is None else metadata.ttl
+        ttl: int | Literal[Sentinel.DEFAULT] = (
+            DEFAULT if params.task.ttl is None else params.task.ttl
+        )
         task = await self._followers.create_and_follow(
             partial(
                 submit,
                 self._manager,
                 workflow,
-                arguments,
+                params.arguments,
                 owner=self._owner,
                 ttl_ms=ttl,
                 max_unfinished=self._max_unfinished,
@@ -191,4 +194,4 @@ class ToolCalls:
             request_id=ctx.request_id,
             progress_token=progress_token(ctx),
         )
-        raise TaskCreated(legacy_create_task_result(task))
+        return legacy_create_task_result(task)

@@ -8,7 +8,8 @@ by the handlers and the middleware stack of a :class:`TaskServer` connection, th
 code ``taskloom serve`` runs. The SDK's seams used:
 
 - ``Extension.methods``: ``tasks/get``, ``tasks/result``, ``tasks/list``,
-  ``tasks/cancel``, ``tasks/update``; ``Extension.intercept_tool_call``: a call of a
+  ``tasks/cancel``, ``tasks/update`` and ``taskloom/createTask`` (where taskloom's stack
+  sends a 2025-11-25 task-augmented call); ``Extension.intercept_tool_call``: a call of a
   taskloom tool (any other tool passes through to the host's own handler);
 - one ``Server.middleware``, :meth:`DurableTasks.route` (installed by the lifespan, the
   only hook that is handed the server): it wraps taskloom's requests (and
@@ -52,6 +53,7 @@ from taskloom.server.app import TaskServer
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES
 from taskloom.server.generation import TASKS_EXTENSION
 from taskloom.server.host_listen import listen_on_host
+from taskloom.server.middleware import CREATE_TASK_METHOD
 from taskloom.server.modern import UpdateTaskParams
 from taskloom.server.push import TaskFollowers
 from taskloom.server.settings import ServerSettings
@@ -59,13 +61,15 @@ from taskloom.server.settings import ServerSettings
 Context = ServerRequestContext[Any, Any]
 
 TASK_METHOD_PARAMS: Final[dict[str, type[BaseModel]]] = {
+    CREATE_TASK_METHOD: types.CallToolRequestParams,
     "tasks/get": types.GetTaskRequestParams,
     "tasks/result": types.GetTaskPayloadRequestParams,
     "tasks/list": types.PaginatedRequestParams,
     "tasks/cancel": types.CancelTaskRequestParams,
     "tasks/update": UpdateTaskParams,
 }
-"""The task methods taskloom serves on the host (none of them is the host's)."""
+"""The task methods taskloom serves on the host (none of them is the host's), and the
+method its stack sends a 2025-11-25 task-augmented call on as (``route_task_creation``)."""
 
 
 class AnsweredSignal:
