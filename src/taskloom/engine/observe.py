@@ -39,6 +39,17 @@ class AttemptInfo:
     attempt: int
 
 
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How a node attempt ended: every observer is told the same four facts."""
+
+    outcome: AttemptOutcome
+    retrying: bool
+    """Another attempt will follow."""
+    duration_s: float
+    error: ErrorInfo | None = None
+
+
 class Observer(Protocol):
     """Receives the engine's lifecycle events."""
 
@@ -63,16 +74,8 @@ class Observer(Protocol):
         """A node attempt began."""
         ...
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
-        """A node attempt ended; *retrying* when another attempt will follow."""
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
+        """A node attempt ended, as *end* says."""
         ...
 
 
@@ -94,15 +97,7 @@ class NullObserver:
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Ignore."""
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Ignore."""
 
 
@@ -142,21 +137,9 @@ class Observers:
         """Tell every observer."""
         self._each(lambda observer: observer.attempt_started(attempt))
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Tell every observer."""
-        self._each(
-            lambda observer: observer.attempt_ended(
-                attempt, outcome, retrying=retrying, duration_s=duration_s, error=error
-            )
-        )
+        self._each(lambda observer: observer.attempt_ended(attempt, end))
 
     def _each(self, call: Callable[[Observer], None]) -> None:
         for observer in self._observers:

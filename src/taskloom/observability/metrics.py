@@ -28,8 +28,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from taskloom.engine.models import Task
-from taskloom.engine.observe import AttemptInfo, RunInfo
-from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
+from taskloom.engine.runs import FAILURE_OUTCOMES
 from taskloom.engine.versions import VersionLine
 
 BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -148,18 +148,10 @@ class Metrics:
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Nothing: attempts are counted as they end."""
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Count it, its duration and its error."""
-        labels = (attempt.workflow, attempt.phase, outcome.value)
+        labels = (attempt.workflow, attempt.phase, end.outcome.value)
         self.node_attempts.labels(*labels).inc()
-        self.attempt_duration.labels(*labels).observe(duration_s)
-        if error is not None and outcome in FAILURE_OUTCOMES:
-            self.node_errors.labels(attempt.workflow, error.error_type).inc()
+        self.attempt_duration.labels(*labels).observe(end.duration_s)
+        if end.error is not None and end.outcome in FAILURE_OUTCOMES:
+            self.node_errors.labels(attempt.workflow, end.error.error_type).inc()
