@@ -41,11 +41,11 @@ class AttemptInfo:
 
 @dataclass(frozen=True)
 class AttemptEnd:
-    """How a node attempt ended: every observer is told the same four facts."""
+    """How a node attempt ended: its *outcome*, whether another attempt will follow
+    (*retrying*), how long it took and, when it raised, its *error*."""
 
     outcome: AttemptOutcome
     retrying: bool
-    """Another attempt will follow."""
     duration_s: float
     error: ErrorInfo | None = None
 
