@@ -64,3 +64,4 @@ async def test_the_create_method_is_not_callable_from_the_wire(
         await modern.error(CREATE_TASK_METHOD, params),
     ):
         assert (error.code, error.message) == (-32601, "Method not found")
+    assert not (await client.request("tasks/list"))["tasks"]  # nothing was created
