@@ -34,6 +34,7 @@ from taskloom.server.middleware import CREATE_TASK_METHOD, middleware_chain
 from taskloom.server.modern import ModernTasks, TaskListen, UpdateTaskParams
 from taskloom.server.plain import PlainCalls
 from taskloom.server.push import Outbox, TaskFollowers
+from taskloom.server.scopes import ConnectionScopes
 from taskloom.server.settings import ServerSettings
 from taskloom.server.stdin_lines import claimed_stdin, lines
 from taskloom.server.stdout_lines import claimed_stdout
@@ -172,22 +173,20 @@ class TaskServer:
             "subscriptions/listen", types.SubscriptionsListenRequestParams, listen.listen
         )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
-        server.middleware += self.middleware(owner, scopes, frozenset(workflows))
+        server.middleware += self.middleware(owner, scopes)
         return server
 
     def middleware(
-        self,
-        owner: str | None,
-        scopes: Scopes = EVERYTHING,
-        workflows: frozenset[str] = frozenset(),
+        self, owner: str | None, scopes: Scopes = EVERYTHING
     ) -> list[ServerMiddleware[Any]]:
-        """The middlewares of a connection acting for *owner* with *scopes* (*workflows*
-        served to it), outermost first (``middleware.middleware_chain``)."""
+        """The middlewares of a connection acting for *owner* with *scopes*, outermost
+        first (``middleware.middleware_chain``); the workflows *scopes* see are the ones
+        served to it."""
+        served = frozenset(name for name in self.workflows if scopes.sees(name))
         chain = middleware_chain(
             owner,
             max_result_bytes=self.settings.max_result_bytes,
-            scopes=scopes,
-            workflows=workflows,
+            scoped=ConnectionScopes(scopes, served),
         )
         return [layer.middleware for layer in chain]
 

@@ -21,8 +21,9 @@ OpenTelemetry middleware):
    cannot use task methods at all hears that first, not that its header is wrong.
 5. :func:`limit_results` (with ``max_result_bytes``): a result over that many bytes of
    JSON is ``-32603``.
-6. ``enforce_scopes`` (a connection whose scopes are restricted, ``server.scopes``):
-   inside the error boundary, so its ``-32030`` refusals pass as they are.
+6. ``enforce_scopes`` (a connection whose scopes are restricted: ``scoped``, its scopes
+   and the workflows served to it, ``server.scopes.ConnectionScopes``): inside the error
+   boundary, so its ``-32030`` refusals pass as they are.
 7. :func:`advertise_tasks`: ``capabilities.tasks`` in a 2025-11-25 ``InitializeResult``
    (``Server.get_capabilities`` never announces it).
 8. :func:`route_task_creation` (innermost): the SDK sieves every 2025-11-25
@@ -32,6 +33,7 @@ OpenTelemetry middleware):
    :data:`CREATE_TASK_METHOD`: a method no spec names, whose handler returns the
    ``CreateTaskResult``, which the SDK sends as it is. The SDK's init gate and params
    validation run as for any request (ADR 0045; it replaced ADR 0007's bridge exception).
+   A notification passes as it is.
 
 ``Server.middleware`` is marked provisional in the SDK; ``mcp`` is pinned exactly and
 tests/server covers every seam.
@@ -51,7 +53,6 @@ from mcp_types.methods import validate_client_request
 from pydantic import BaseModel, ValidationError
 
 from taskloom.engine.errors import TaskloomError
-from taskloom.engine.scopes import EVERYTHING, Scopes
 from taskloom.server import audit
 from taskloom.server.errors import (
     invalid_params,
@@ -68,7 +69,7 @@ from taskloom.server.generation import (
     serves,
 )
 from taskloom.server.http.grant_watch import with_request
-from taskloom.server.scopes import enforce_scopes
+from taskloom.server.scopes import ConnectionScopes, enforce_scopes
 from taskloom.server.wire import tasks_capability
 
 logger = logging.getLogger(__name__)
@@ -96,11 +97,12 @@ def middleware_chain(
     owner: str | None,
     *,
     max_result_bytes: int | None,
-    scopes: Scopes = EVERYTHING,
-    workflows: frozenset[str] = frozenset(),
+    scoped: ConnectionScopes | None = None,
 ) -> tuple[Layer, ...]:
-    """The middlewares of a connection acting for *owner* with *scopes* (*workflows*: the
-    names of the workflows served to it), outermost first (module docstring)."""
+    """The middlewares of a connection acting for *owner*, outermost first (module
+    docstring); *scoped*: its scopes and the workflows served to it (``None``: every
+    scope)."""
+    scope_check = None if scoped is None or scoped.scopes.unrestricted else enforce_scopes(scoped)
     declared: list[tuple[str, ServerMiddleware[Any] | None]] = [
         ("end_with_request", end_with_request),
         ("audit_trail", audit_trail(owner)),
@@ -108,7 +110,7 @@ def middleware_chain(
         ("check_generation", check_generation),
         ("check_task_routing", check_task_routing),
         ("limit_results", None if max_result_bytes is None else limit_results(max_result_bytes)),
-        ("enforce_scopes", None if scopes.unrestricted else enforce_scopes(scopes, workflows)),
+        ("enforce_scopes", scope_check),
         ("advertise_tasks", advertise_tasks),
         ("route_task_creation", route_task_creation),
     ]
@@ -245,18 +247,29 @@ async def advertise_tasks(ctx: Context, call_next: CallNext) -> HandlerResult:
     return result
 
 
+def creates_task(ctx: Context) -> bool:
+    """Whether *ctx* is a 2025-11-25 ``tools/call`` request that carries ``params.task``
+    (decided on raw params: exactly when the typed ``params.task`` is not ``None`` once
+    the params validate)."""
+    params: Mapping[str, Any] = ctx.params or {}
+    return (
+        ctx.request_id is not None
+        and ctx.method == "tools/call"
+        and params.get("task") is not None
+        and generation(ctx) is Generation.LEGACY
+    )
+
+
 async def route_task_creation(ctx: Context, call_next: CallNext) -> HandlerResult:
     """Send a 2025-11-25 ``tools/call`` that carries ``params.task`` on as
     :data:`CREATE_TASK_METHOD`, once its params pass the SDK's check of ``tools/call``
-    (the SDK checks only the methods a spec names); a direct call of it is ``-32601``."""
+    (the SDK checks only the methods a spec names); a direct call of it is ``-32601``.
+    A notification passes as it is (the SDK drops it: no handler)."""
+    if ctx.request_id is None:
+        return await call_next(ctx)
     if ctx.method == CREATE_TASK_METHOD:
         raise MCPError(METHOD_NOT_FOUND, "Method not found")
-    params: Mapping[str, Any] = ctx.params or {}
-    if (
-        ctx.method == "tools/call"
-        and params.get("task") is not None
-        and generation(ctx) is Generation.LEGACY
-    ):
-        validate_client_request("tools/call", ctx.protocol_version, params)
+    if creates_task(ctx):
+        validate_client_request("tools/call", ctx.protocol_version, ctx.params)
         return await call_next(replace(ctx, method=CREATE_TASK_METHOD))
     return await call_next(ctx)
