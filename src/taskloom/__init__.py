@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from taskloom.engine.lazy import LazyNames
+from taskloom.engine.lazy import LazyNames as _LazyNames
 
 if TYPE_CHECKING:  # what the names are, for type checkers; loaded on first use
     from taskloom.bootstrap import Engine, durable_tasks, open_engine
@@ -154,7 +154,7 @@ __all__ = (
 )
 
 
-_NAMES = LazyNames(__name__, {**_COMPOSITION, **_ENGINE}, __all__)
+_NAMES = _LazyNames(__name__, {**_COMPOSITION, **_ENGINE}, __all__)
 
 
 def __getattr__(name: str) -> Any:

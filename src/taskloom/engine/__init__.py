@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from taskloom.engine.lazy import LazyNames
+from taskloom.engine.lazy import LazyNames as _LazyNames
 
 if TYPE_CHECKING:  # what the names are, for type checkers; loaded on first use
     from taskloom.engine.clock import SystemClock
@@ -115,7 +115,7 @@ __all__ = (
 )
 
 
-_NAMES = LazyNames(__name__, _LAZY, __all__)
+_NAMES = _LazyNames(__name__, _LAZY, __all__)
 
 
 def __getattr__(name: str) -> Any:

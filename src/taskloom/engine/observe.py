@@ -15,6 +15,8 @@ from typing import Protocol
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import AttemptOutcome, ErrorInfo
 
+__all__ = ("AttemptEnd", "AttemptInfo", "NullObserver", "Observer", "Observers", "RunInfo")
+
 logger = logging.getLogger(__name__)
 
 

@@ -5,15 +5,17 @@ anyio's object streams allow; a wrapper (``push.Outbox``, ``http.inflight``'s, t
 sessions' ``_Nowhere``) says how it closes and inherits the rest.
 """
 
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
 
 
-class ClosesOnExit:
+class ClosesOnExit(ABC):
     """An async context manager that closes the stream (:meth:`aclose`) when left."""
 
+    @abstractmethod
     async def aclose(self) -> None:
-        """Close the stream (nothing to close, unless a subclass says otherwise)."""
+        """Close the stream (each wrapper says how)."""
 
     async def __aenter__(self) -> Self:
         return self

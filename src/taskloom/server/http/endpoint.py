@@ -24,7 +24,7 @@ bodies are bounded as the MCP endpoint's.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TypedDict, Unpack
 
@@ -66,6 +66,19 @@ class EndpointParts(TypedDict, total=False):
     authenticator: Authenticator | None
 
 
+def check_parts(callee: str, parts: Mapping[str, object]) -> None:
+    """Refuse a keyword that is none of :class:`EndpointParts`, as Python refuses an
+    unknown keyword argument (``**parts`` would otherwise take a misspelled one
+    silently).
+
+    Raises:
+        TypeError: a key of *parts* is not one of ``EndpointParts``.
+    """
+    unknown = sorted(set(parts) - EndpointParts.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{callee}() got an unexpected keyword argument {unknown[0]!r}")
+
+
 class HttpEndpoint:
     """The Streamable HTTP endpoint of a TaskServer, as an ASGI app (``http`` scopes)."""
 
@@ -73,6 +86,7 @@ class HttpEndpoint:
         self, sessions: HttpSessions, settings: HttpSettings, **parts: Unpack[EndpointParts]
     ) -> None:
         """The endpoint of *sessions*, with the optional *parts*."""
+        check_parts("HttpEndpoint", parts)
         ui, limiter = parts.get("ui"), parts.get("limiter")
         authenticator = parts.get("authenticator")
         self._sessions = sessions

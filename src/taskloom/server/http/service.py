@@ -17,7 +17,7 @@ from anyio.abc import TaskStatus
 from taskloom.engine.errors import TaskloomError
 from taskloom.server.app import TaskServer
 from taskloom.server.http.authentication import Authenticator
-from taskloom.server.http.endpoint import EndpointParts, HttpEndpoint
+from taskloom.server.http.endpoint import EndpointParts, HttpEndpoint, check_parts
 from taskloom.server.http.grant_watch import GrantWatch
 from taskloom.server.http.header_timeout import with_header_timeout
 from taskloom.server.http.sessions import HttpSessions
@@ -47,6 +47,7 @@ class HttpService:
         """*task_server* served with *settings* and the endpoint's optional *parts*
         (``EndpointParts``; the authenticator's ``watch`` runs while serving);
         *store_wait_s*, the store's wait (see ``HttpSessions``)."""
+        check_parts("HttpService", parts)
         self._stored = parts.get("stored_tokens")
         self.settings = settings
         auth = parts.get("authenticator")

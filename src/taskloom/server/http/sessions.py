@@ -298,5 +298,8 @@ def _security(host: str) -> TransportSecuritySettings | None:
 class _Nowhere(ClosesOnExit):
     """A write stream that drops everything (for servers with no stream to push on)."""
 
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
     async def send(self, item: SessionMessage, /) -> None:
         """Drop *item*."""
