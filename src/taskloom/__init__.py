@@ -2,6 +2,8 @@
 
 from typing import TYPE_CHECKING, Any
 
+from taskloom.engine.lazy import LazyNames as _LazyNames
+
 if TYPE_CHECKING:  # what the names are, for type checkers; loaded on first use
     from taskloom.bootstrap import Engine, durable_tasks, open_engine
     from taskloom.config import TaskloomSettings
@@ -152,16 +154,12 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _COMPOSITION.get(name) or _ENGINE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+_NAMES = _LazyNames(__name__, {**_COMPOSITION, **_ENGINE}, __all__)
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
+
+def __getattr__(name: str) -> Any:
+    return _NAMES.load(name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _NAMES.names()

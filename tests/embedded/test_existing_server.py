@@ -14,6 +14,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
 
 from taskloom.engine.errors import WorkflowDefinitionError
+from taskloom.server.middleware import CREATE_TASK_METHOD
 from tests.embedded.host import existing_server
 from tests.helpers import eventually
 from tests.server import flows
@@ -113,6 +114,16 @@ async def test_unknown_arguments_of_a_durable_function_are_refused(tmp_path: Pat
         )
         assert error.code == -32602
         assert "c" in error.message
+
+
+async def test_the_method_a_create_is_sent_on_is_not_callable_directly(
+    tmp_path: Path,
+) -> None:
+    params = {"name": "slow_sum", "arguments": {"a": 1}, "task": {}}
+    async with legacy(existing_server(tmp_path / "t.db")) as client:
+        error = await client.error(CREATE_TASK_METHOD, params)
+        assert (error.code, error.message) == (-32601, "Method not found")
+        assert not (await client.request("tasks/list"))["tasks"]
 
 
 async def test_a_restart_of_the_server_resumes_a_run_it_cut_short(tmp_path: Path) -> None:

@@ -7,9 +7,8 @@ from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.models import Task
-from taskloom.engine.observe import AttemptInfo, RunInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
 from taskloom.engine.retry import RetryPolicy
-from taskloom.engine.runs import AttemptOutcome, ErrorInfo
 
 
 class Empty(BaseModel):
@@ -55,19 +54,14 @@ class RecordingObserver:
     def attempt_started(self, attempt: AttemptInfo) -> None:
         self.events.append(("attempt_started", (attempt.node, attempt.attempt)))
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
-        assert duration_s >= 0
-        error_type = error.error_type if error is not None else None
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
+        assert end.duration_s >= 0
+        error_type = end.error.error_type if end.error is not None else None
         self.events.append(
-            ("attempt_ended", (attempt.node, attempt.attempt, outcome, retrying, error_type))
+            (
+                "attempt_ended",
+                (attempt.node, attempt.attempt, end.outcome, end.retrying, error_type),
+            )
         )
 
     def named(self, event: str) -> list[Any]:

@@ -1,16 +1,25 @@
 """The engine reports tasks, runs and attempts to its observer."""
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import pytest
 
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.fork import fork
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import Task
-from taskloom.engine.observe import Observer, RunInfo
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.observe import (
+    AttemptEnd,
+    AttemptInfo,
+    NullObserver,
+    Observer,
+    Observers,
+    RunInfo,
+)
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import Worker, WorkerSettings
@@ -131,3 +140,32 @@ async def test_a_fork_is_reported_as_created() -> None:
         task_group.cancel_scope.cancel()
     forked = await fork(manager, store, flow, failed.id)
     assert observer.named("task_created") == [failed.id, forked.task.id]
+
+
+class _OldSignature(NullObserver):
+    """An observer written for the four-argument ``attempt_ended`` of earlier releases."""
+
+    def attempt_ended(  # type: ignore[override]
+        self, attempt: AttemptInfo, outcome: AttemptOutcome, *, retrying: bool, duration_s: float
+    ) -> None:
+        raise AssertionError("never called with these arguments")
+
+
+def test_an_observer_of_the_old_signature_is_logged_at_every_attempt_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """How the signature change shows (CHANGELOG, docs/observability.md): an ERROR with
+    a TypeError traceback per attempt end; the other observers still get the event."""
+    recording = RecordingObserver()
+    observers = Observers([_OldSignature(), recording])  # type: ignore[list-item]  # the point
+    attempt = AttemptInfo(TaskId("t1"), "w", "n", "p", 1)
+    with caplog.at_level(logging.ERROR, logger="taskloom.engine.observe"):
+        for _ in range(2):
+            observers.attempt_ended(attempt, AttemptEnd(AttemptOutcome.COMPLETED, False, 0.1))
+    failed = [r for r in caplog.records if r.getMessage() == "observer _OldSignature failed"]
+    assert len(failed) == 2
+    errors = [record.exc_info[1] for record in failed if record.exc_info is not None]
+    assert len(errors) == 2
+    assert all(isinstance(error, TypeError) for error in errors)
+    assert "missing 2 required keyword-only arguments" in str(errors[0])
+    assert len(recording.named("attempt_ended")) == 2

@@ -106,6 +106,7 @@ async def test_a_read_only_token_reads_but_starts_cancels_and_answers_nothing(
         for method, params in (
             ("tasks/cancel", {"taskId": task_id}),
             ("tools/call", {"name": "countdown", "arguments": {"start": 1}}),
+            ("tools/call", {"name": "countdown", "arguments": {"start": 1}, "task": {}}),
             ("tools/call", {"name": "task_cancel", "arguments": {"task_id": task_id}}),
         ):
             error = await viewer.error(method, params)

@@ -2,6 +2,8 @@
 
 from typing import TYPE_CHECKING, Any
 
+from taskloom.engine.lazy import LazyNames as _LazyNames
+
 if TYPE_CHECKING:  # what the names are, for type checkers; loaded on first use
     from taskloom.engine.clock import SystemClock
     from taskloom.engine.errors import (
@@ -113,16 +115,12 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+_NAMES = _LazyNames(__name__, _LAZY, __all__)
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
+
+def __getattr__(name: str) -> Any:
+    return _NAMES.load(name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _NAMES.names()

@@ -15,6 +15,8 @@ from typing import Protocol
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import AttemptOutcome, ErrorInfo
 
+__all__ = ("AttemptEnd", "AttemptInfo", "NullObserver", "Observer", "Observers", "RunInfo")
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,6 +39,17 @@ class AttemptInfo:
     node: str
     phase: str
     attempt: int
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How a node attempt ended: its *outcome*, whether another attempt will follow
+    (*retrying*), how long it took and, when it raised, its *error*."""
+
+    outcome: AttemptOutcome
+    retrying: bool
+    duration_s: float
+    error: ErrorInfo | None = None
 
 
 class Observer(Protocol):
@@ -63,16 +76,8 @@ class Observer(Protocol):
         """A node attempt began."""
         ...
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
-        """A node attempt ended; *retrying* when another attempt will follow."""
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
+        """A node attempt ended, as *end* says."""
         ...
 
 
@@ -94,15 +99,7 @@ class NullObserver:
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Ignore."""
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Ignore."""
 
 
@@ -142,21 +139,9 @@ class Observers:
         """Tell every observer."""
         self._each(lambda observer: observer.attempt_started(attempt))
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Tell every observer."""
-        self._each(
-            lambda observer: observer.attempt_ended(
-                attempt, outcome, retrying=retrying, duration_s=duration_s, error=error
-            )
-        )
+        self._each(lambda observer: observer.attempt_ended(attempt, end))
 
     def _each(self, call: Callable[[Observer], None]) -> None:
         for observer in self._observers:

@@ -39,7 +39,7 @@ from taskloom.engine.fanout import ItemFailure, item_key, parse_item_key
 from taskloom.engine.fingerprint import describe
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Progress, TaskFailure
-from taskloom.engine.observe import AttemptInfo, RunInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
 from taskloom.engine.progress import RunProgress
 from taskloom.engine.retry import MAX_INTERRUPTIONS
 from taskloom.engine.runs import (
@@ -582,13 +582,9 @@ class RunExecution:
                 cancelled = self.end is RunEnd.CANCELLED
                 outcome = AttemptOutcome.CANCELLED if cancelled else AttemptOutcome.INTERRUPTED
                 retrying = not cancelled
-            self._observer.attempt_ended(
-                info,
-                outcome,
-                retrying=retrying,
-                duration_s=time.perf_counter() - started,
-                error=end.error if end is not None else None,
-            )
+            took = time.perf_counter() - started
+            error = end.error if end is not None else None
+            self._observer.attempt_ended(info, AttemptEnd(outcome, retrying, took, error))
 
     async def _attempt(
         self, step: _Step, attempt: int, workflow_input: Any

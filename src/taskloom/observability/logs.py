@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
 
 from taskloom.engine.models import Task
-from taskloom.engine.observe import AttemptInfo, RunInfo
-from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
+from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome
 from taskloom.engine.states import TaskState
 
 LogFormat = Literal["text", "json"]
@@ -143,28 +143,20 @@ class LogObserver:
         if self._logger.isEnabledFor(logging.DEBUG):
             self._log(logging.DEBUG, "node attempt started", **_attempt_fields(attempt))
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Log it: WARNING when it failed or timed out, saying whether a retry follows."""
-        message, level = _attempt_end(outcome, retrying=retrying)
+        message, level = _attempt_end(end.outcome, retrying=end.retrying)
         if not self._logger.isEnabledFor(level):
             return
         fields = {
             **_attempt_fields(attempt),
-            "outcome": outcome.value,
-            "retrying": retrying,
-            "duration_s": round(duration_s, 6),
+            "outcome": end.outcome.value,
+            "retrying": end.retrying,
+            "duration_s": round(end.duration_s, 6),
         }
-        if error is not None:
-            fields["error_type"] = error.error_type
-            fields["fingerprint"] = error.fingerprint
+        if end.error is not None:
+            fields["error_type"] = end.error.error_type
+            fields["fingerprint"] = end.error.fingerprint
         self._log(level, message, **fields)
 
     def _log(self, level: int, message: str, **fields: Any) -> None:

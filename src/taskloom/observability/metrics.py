@@ -14,6 +14,7 @@ only by processes that serve metrics (ADR 0022).
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Final
 
 from prometheus_client import (
@@ -28,8 +29,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from taskloom.engine.models import Task
-from taskloom.engine.observe import AttemptInfo, RunInfo
-from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
+from taskloom.engine.runs import FAILURE_OUTCOMES
 from taskloom.engine.versions import VersionLine
 
 BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -45,65 +46,50 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-        self.tasks_created = Counter(
-            "taskloom_tasks_created", "Tasks created.", ["workflow"], registry=self.registry
+        counter = partial(Counter, registry=self.registry)
+        gauge = partial(Gauge, registry=self.registry)
+        histogram = partial(Histogram, buckets=BUCKETS, registry=self.registry)
+        by_state, by_outcome = ("workflow", "state"), ("workflow", "phase", "outcome")
+        by_version = ("workflow", "version")
+        self.tasks_created = counter("taskloom_tasks_created", "Tasks created.", ["workflow"])
+        self.tasks_finished = counter(
+            "taskloom_tasks_finished", "Tasks that reached a terminal state, by state.", by_state
         )
-        self.tasks_finished = Counter(
-            "taskloom_tasks_finished",
-            "Tasks that reached a terminal state, by state.",
-            ["workflow", "state"],
-            registry=self.registry,
-        )
-        self.task_duration = Histogram(
+        self.task_duration = histogram(
             "taskloom_task_duration_seconds",
             "Time from a task's creation to its terminal state.",
-            ["workflow", "state"],
-            buckets=BUCKETS,
-            registry=self.registry,
+            by_state,
         )
-        self.runs_in_progress = Gauge(
-            "taskloom_runs_in_progress",
-            "Runs this process is executing.",
-            ["workflow"],
-            registry=self.registry,
+        self.runs_in_progress = gauge(
+            "taskloom_runs_in_progress", "Runs this process is executing.", ["workflow"]
         )
-        self.runs_resumed = Counter(
+        self.runs_resumed = counter(
             "taskloom_runs_resumed",
             "Runs resumed from their checkpoints (after a stop, a crash or a lost lease).",
             ["workflow"],
-            registry=self.registry,
         )
-        self.node_attempts = Counter(
-            "taskloom_node_attempts",
-            "Node attempts ended, by outcome.",
-            ["workflow", "phase", "outcome"],
-            registry=self.registry,
+        self.node_attempts = counter(
+            "taskloom_node_attempts", "Node attempts ended, by outcome.", by_outcome
         )
-        self.node_errors = Counter(
+        self.node_errors = counter(
             "taskloom_node_errors",
             "Node attempts that failed or timed out, by error type.",
             ["workflow", "error_type"],
-            registry=self.registry,
         )
-        self.attempt_duration = Histogram(
+        self.attempt_duration = histogram(
             "taskloom_node_attempt_duration_seconds",
             "Duration of node attempts, by outcome.",
-            ["workflow", "phase", "outcome"],
-            buckets=BUCKETS,
-            registry=self.registry,
+            by_outcome,
         )
-
-        self.runs_waiting_for_a_version = Gauge(
+        self.runs_waiting_for_a_version = gauge(
             "taskloom_runs_waiting_for_a_version",
             "Unfinished runs of a workflow version that no live process has loaded.",
-            ["workflow", "version"],
-            registry=self.registry,
+            by_version,
         )
-        self.oldest_waiting_for_a_version = Gauge(
+        self.oldest_waiting_for_a_version = gauge(
             "taskloom_oldest_run_waiting_for_a_version_seconds",
             "Age of the oldest unfinished run of a workflow version no live process has.",
-            ["workflow", "version"],
-            registry=self.registry,
+            by_version,
         )
 
     def versions_seen(self, lines: Sequence[VersionLine], now: datetime) -> None:
@@ -148,18 +134,10 @@ class Metrics:
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Nothing: attempts are counted as they end."""
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Count it, its duration and its error."""
-        labels = (attempt.workflow, attempt.phase, outcome.value)
+        labels = (attempt.workflow, attempt.phase, end.outcome.value)
         self.node_attempts.labels(*labels).inc()
-        self.attempt_duration.labels(*labels).observe(duration_s)
-        if error is not None and outcome in FAILURE_OUTCOMES:
-            self.node_errors.labels(attempt.workflow, error.error_type).inc()
+        self.attempt_duration.labels(*labels).observe(end.duration_s)
+        if end.error is not None and end.outcome in FAILURE_OUTCOMES:
+            self.node_errors.labels(attempt.workflow, end.error.error_type).inc()

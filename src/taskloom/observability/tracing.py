@@ -11,8 +11,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from taskloom.engine.models import Task, TaskId
-from taskloom.engine.observe import AttemptInfo, RunInfo
-from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome, ErrorInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
+from taskloom.engine.runs import FAILURE_OUTCOMES
 
 TASK_SPAN = "taskloom.task"
 NODE_SPAN = "taskloom.node"
@@ -69,23 +69,15 @@ class TraceObserver:
             },
         )
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """End the attempt's span with its outcome (and error type)."""
         span = self._attempts.pop(attempt, None)
         if span is None:
             return
-        span.set_attribute("taskloom.outcome", outcome.value)
-        span.set_attribute("taskloom.retrying", retrying)
-        if outcome in FAILURE_OUTCOMES:
-            error_type = error.error_type if error is not None else outcome.value
+        span.set_attribute("taskloom.outcome", end.outcome.value)
+        span.set_attribute("taskloom.retrying", end.retrying)
+        if end.outcome in FAILURE_OUTCOMES:
+            error_type = end.error.error_type if end.error is not None else end.outcome.value
             span.set_attribute("error.type", error_type)
             span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()

@@ -30,11 +30,11 @@ from taskloom.server.generation import TASKS_EXTENSION, Generation, generation
 from taskloom.server.history import HistoryTools
 from taskloom.server.join_locks import JoinLocks
 from taskloom.server.legacy import LegacyTasks
-from taskloom.server.middleware import middleware_stack
+from taskloom.server.middleware import CREATE_TASK_METHOD, middleware_chain
 from taskloom.server.modern import ModernTasks, TaskListen, UpdateTaskParams
 from taskloom.server.plain import PlainCalls
 from taskloom.server.push import Outbox, TaskFollowers
-from taskloom.server.scopes import enforce_scopes
+from taskloom.server.scopes import ConnectionScopes
 from taskloom.server.settings import ServerSettings
 from taskloom.server.stdin_lines import claimed_stdin, lines
 from taskloom.server.stdout_lines import claimed_stdout
@@ -150,9 +150,13 @@ class TaskServer:
             version=_taskloom_version(),
             on_list_tools=calls.list_tools,
         )
-        # Results are dicts (a CreateTaskResult leaves through the bridge), so the call
-        # handler is registered directly rather than through the typed ``on_call_tool``.
+        # Results are dicts, so the call handlers are registered directly rather than
+        # through the typed ``on_call_tool``; a 2025-11-25 task-augmented call reaches
+        # ``create_task`` (``middleware.route_task_creation``).
         server.add_request_handler("tools/call", types.CallToolRequestParams, calls.call_tool)
+        server.add_request_handler(
+            CREATE_TASK_METHOD, types.CallToolRequestParams, calls.create_task
+        )
         server.add_request_handler(
             "tasks/get", types.GetTaskRequestParams, by_generation(tasks.get, modern.get)
         )
@@ -169,14 +173,22 @@ class TaskServer:
             "subscriptions/listen", types.SubscriptionsListenRequestParams, listen.listen
         )
         server.extensions[TASKS_EXTENSION] = {}  # server/discover (2026-07-28) only
-        server.middleware += self.middleware(owner)
-        if not scopes.unrestricted:  # after the error boundary: its refusals pass as they are
-            server.middleware.insert(-2, enforce_scopes(scopes, frozenset(workflows)))
+        server.middleware += self.middleware(owner, scopes)
         return server
 
-    def middleware(self, owner: str | None) -> list[ServerMiddleware[Any]]:
-        """The middlewares of a connection acting for *owner*, outermost first."""
-        return middleware_stack(owner, max_result_bytes=self.settings.max_result_bytes)
+    def middleware(
+        self, owner: str | None, scopes: Scopes = EVERYTHING
+    ) -> list[ServerMiddleware[Any]]:
+        """The middlewares of a connection acting for *owner* with *scopes*, outermost
+        first (``middleware.middleware_chain``); the workflows *scopes* see are the ones
+        served to it."""
+        served = frozenset(name for name in self.workflows if scopes.sees(name))
+        chain = middleware_chain(
+            owner,
+            max_result_bytes=self.settings.max_result_bytes,
+            scoped=ConnectionScopes(scopes, served),
+        )
+        return [layer.middleware for layer in chain]
 
     def serves_tool(self, name: str) -> bool:
         """Whether *name* is one of this server's tools (a workflow or a built-in one)."""

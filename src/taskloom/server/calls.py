@@ -4,8 +4,9 @@ What a call of a workflow does depends on the request's generation
 (``taskloom.server.generation``):
 
 - 2025-11-25 (``capabilities.tasks`` was announced): with ``params.task``, the task is
-  committed, then a follower is started, then the ``CreateTaskResult`` is answered
-  (through the bridge, ``middleware.task_bridge``); without it, a ``required`` tool is
+  committed, then a follower is started, then the ``CreateTaskResult`` is returned by
+  :meth:`ToolCalls.create_task`, where ``middleware.route_task_creation`` sends such a
+  call (ADR 0045); without it, a ``required`` tool is
   ``-32601`` and an ``optional`` one is a plain call;
 - 2026-07-28: the server decides (``modern.becomes_task``, ADR 0010): a task when the
   request declared the tasks extension (``params.task`` is ignored), else a plain call.
@@ -25,7 +26,8 @@ forbidden, so ``params.task`` on them is ``-32601`` on 2025-11-25, as on a workf
 whose task support is ``forbidden`` (a plain call on every generation, ADR 0019).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
@@ -36,11 +38,11 @@ from pydantic import JsonValue
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.manager import DEFAULT, Sentinel, TaskManager
+from taskloom.engine.models import Task
 from taskloom.engine.submit import submit
 from taskloom.server.errors import invalid_ttl, tool_forbids_task, tool_needs_task, unknown_tool
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES, FallbackTools
 from taskloom.server.generation import Generation, generation, takes_tasks
-from taskloom.server.middleware import TaskCreated
 from taskloom.server.modern import becomes_task, start_directed
 from taskloom.server.mrtr import gather
 from taskloom.server.plain import PlainCalls, complete, idempotency_key, progress_token
@@ -91,45 +93,34 @@ def list_tools(
     return types.ListToolsResult(tools=[*tools, *extra])
 
 
+@dataclass(frozen=True)
 class ToolCalls:
-    """The tool handlers of one connection, acting for its *owner*."""
+    """The tool handlers of one connection, acting for its *owner*; *max_unfinished*: the
+    most unfinished tasks *owner* may have (``submit``)."""
 
-    def __init__(
-        self,
-        manager: TaskManager,
-        workflows: dict[str, Workflow[Any]],
-        followers: TaskFollowers,
-        plain: PlainCalls,
-        *,
-        owner: str | None,
-        fallback: FallbackTools | None = None,
-        max_unfinished: int | None = None,
-    ) -> None:
-        """*max_unfinished*: the most unfinished tasks *owner* may have (``submit``)."""
-        self._manager = manager
-        self._max_unfinished = max_unfinished
-        self._workflows = workflows
-        self._followers = followers
-        self._plain = plain
-        self._fallback = fallback
-        self._owner = owner
+    manager: TaskManager
+    workflows: dict[str, Workflow[Any]]
+    followers: TaskFollowers
+    plain: PlainCalls
+    _: KW_ONLY
+    owner: str | None
+    fallback: FallbackTools | None = None
+    max_unfinished: int | None = None
 
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         """Every workflow as a tool, then the fallback tools; output schemas only for a
         client that knows tasks."""
-        extra = self._fallback.tools() if self._fallback else ()
-        return list_tools(self._workflows, extra, output_schemas=takes_tasks(ctx))
+        extra = self.fallback.tools() if self.fallback else ()
+        return list_tools(self.workflows, extra, output_schemas=takes_tasks(ctx))
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> dict[str, Any]:
         """Start the workflow as a task, or run it as a plain call (module docstring)."""
         speaking = generation(ctx)
-        if self._fallback is not None and params.name in FALLBACK_TOOL_NAMES:
-            if speaking is Generation.LEGACY and params.task is not None:
-                raise tool_forbids_task(params.name)
-            return complete(await self._fallback.call(params.name, params.arguments))
-        workflow = self._workflows.get(params.name)
+        if self.fallback is not None and params.name in FALLBACK_TOOL_NAMES:
+            return complete(await self.fallback.call(params.name, params.arguments))
+        workflow = self.workflows.get(params.name)
         if workflow is None:
             raise unknown_tool(params.name)
         answers: dict[str, JsonValue] = {}
@@ -142,53 +133,65 @@ class ToolCalls:
             answers = first.answers
             if as_task:
                 return await start_directed(
-                    self._manager,
-                    workflow,
-                    params.arguments,
-                    owner=self._owner,
-                    answers=answers,
-                    max_unfinished=self._max_unfinished,
-                    idempotency_key=key,
+                    self._submission(workflow, params.arguments, key, answers=answers)
                 )
         elif speaking is Generation.LEGACY:
-            if params.task is not None:
-                if workflow.task_support == "forbidden":
-                    raise tool_forbids_task(workflow.name)
-                await self._start(ctx, workflow, params.arguments, params.task, key)
+            if params.task is not None:  # middleware.route_task_creation sends it elsewhere
+                raise RuntimeError("a task-augmented tools/call belongs to create_task")
             if workflow.task_support == "required":
                 raise tool_needs_task(workflow.name)
         until_end = workflow.output_model is not None and takes_tasks(ctx)
         return complete(
-            await self._plain.run(
+            await self.plain.run(
                 ctx, workflow, params.arguments, answers, idempotency_key=key, until_end=until_end
             )
         )
 
-    async def _start(
-        self,
-        ctx: Context,
-        workflow: Workflow[Any],
-        arguments: dict[str, Any] | None,
-        metadata: types.TaskMetadata,
-        key: str | None,
-    ) -> None:
-        """2025-11-25 task-augmented call: commit, follow, answer through the bridge."""
+    async def create_task(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> dict[str, Any]:
+        """A 2025-11-25 task-augmented call: commit the task, start its follower, return
+        the ``CreateTaskResult`` (a workflow or fallback tool that forbids tasks: ``-32601``)."""
+        if self.fallback is not None and params.name in FALLBACK_TOOL_NAMES:
+            raise tool_forbids_task(params.name)
+        workflow = self.workflows.get(params.name)
+        if workflow is None:
+            raise unknown_tool(params.name)
+        key = idempotency_key(ctx)
+        if workflow.task_support == "forbidden":
+            raise tool_forbids_task(workflow.name)
+        assert params.task is not None  # route_task_creation sends only calls that carry one
         if isinstance((ctx.params or {}).get("task", {}).get("ttl"), bool):
             raise invalid_ttl()
-        ttl: int | Literal[Sentinel.DEFAULT] = DEFAULT if metadata.ttl is None else metadata.ttl
-        task = await self._followers.create_and_follow(
-            partial(
-                submit,
-                self._manager,
-                workflow,
-                arguments,
-                owner=self._owner,
-                ttl_ms=ttl,
-                max_unfinished=self._max_unfinished,
-                idempotency_key=key,
-            ),
+        ttl: int | Literal[Sentinel.DEFAULT] = (
+            DEFAULT if params.task.ttl is None else params.task.ttl
+        )
+        task = await self.followers.create_and_follow(
+            self._submission(workflow, params.arguments, key, ttl_ms=ttl),
             session=ctx.session,
             request_id=ctx.request_id,
             progress_token=progress_token(ctx),
         )
-        raise TaskCreated(legacy_create_task_result(task))
+        return legacy_create_task_result(task)
+
+    def _submission(
+        self,
+        workflow: Workflow[Any],
+        arguments: dict[str, Any] | None,
+        key: str | None,
+        *,
+        answers: Mapping[str, JsonValue] | None = None,
+        ttl_ms: int | Literal[Sentinel.DEFAULT] = DEFAULT,
+    ) -> Callable[[], Awaitable[Task]]:
+        """Submitting *workflow* for this connection's owner, within its quota."""
+        return partial(
+            submit,
+            self.manager,
+            workflow,
+            arguments,
+            owner=self.owner,
+            ttl_ms=ttl_ms,
+            answers=answers,
+            max_unfinished=self.max_unfinished,
+            idempotency_key=key,
+        )

@@ -8,14 +8,26 @@ by the handlers and the middleware stack of a :class:`TaskServer` connection, th
 code ``taskloom serve`` runs. The SDK's seams used:
 
 - ``Extension.methods``: ``tasks/get``, ``tasks/result``, ``tasks/list``,
-  ``tasks/cancel``, ``tasks/update``; ``Extension.intercept_tool_call``: a call of a
-  taskloom tool (any other tool passes through to the host's own handler);
+  ``tasks/cancel``, ``tasks/update`` and ``taskloom/createTask`` (where taskloom's stack
+  sends a 2025-11-25 task-augmented call, ADR 0045); ``Extension.intercept_tool_call``: a
+  call of a taskloom tool (any other tool passes through to the host's own handler);
 - one ``Server.middleware``, :meth:`DurableTasks.route` (installed by the lifespan, the
   only hook that is handed the server): it wraps taskloom's requests (and
   ``initialize``, whose 2025-11-25 result must announce ``capabilities.tasks``) in
   taskloom's middleware stack, adds taskloom's tools to ``tools/list``, and merges
   taskloom's task changes into the host's ``subscriptions/listen``
   (:mod:`taskloom.server.host_listen`).
+
+Every call of a taskloom tool passes the host's ``tools/call`` handler, so the
+interceptors of the extensions listed before this one (a policy, an audit, a rate limit)
+see it and may refuse it, a task-augmented create included: ``taskloom/createTask`` is
+served by the host's ``tools/call`` handler, called with the request's context as it was
+(``ctx.method`` is ``tools/call``), and this extension's interceptor then creates the
+task and returns its ``CreateTaskResult`` (ADR 0045). A ``Server.middleware`` the host
+appends after the lifespan started runs inside :meth:`DurableTasks.route`, so it sees
+such a create as ``taskloom/createTask`` with the ``tools/call`` params and that result;
+one given to ``MCPServer`` (or appended before the lifespan) runs outside it and sees
+``tools/call``.
 
 The engine opens when the server's lifespan starts (once per ``run()``; over HTTP, with
 the session manager) and closes when it ends: a run cut short resumes at the next start.
@@ -29,7 +41,7 @@ the middleware chain, just before the SDK writes it (notifications are best effo
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Final
 from weakref import WeakKeyDictionary
@@ -41,7 +53,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
-from mcp.server.lowlevel.server import Server
+from mcp.server.lowlevel.server import RequestHandler, Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import RequestId
 from pydantic import BaseModel
@@ -52,6 +64,7 @@ from taskloom.server.app import TaskServer
 from taskloom.server.fallback import FALLBACK_TOOL_NAMES
 from taskloom.server.generation import TASKS_EXTENSION
 from taskloom.server.host_listen import listen_on_host
+from taskloom.server.middleware import CREATE_TASK_METHOD, creates_task
 from taskloom.server.modern import UpdateTaskParams
 from taskloom.server.push import TaskFollowers
 from taskloom.server.settings import ServerSettings
@@ -59,13 +72,15 @@ from taskloom.server.settings import ServerSettings
 Context = ServerRequestContext[Any, Any]
 
 TASK_METHOD_PARAMS: Final[dict[str, type[BaseModel]]] = {
+    CREATE_TASK_METHOD: types.CallToolRequestParams,
     "tasks/get": types.GetTaskRequestParams,
     "tasks/result": types.GetTaskPayloadRequestParams,
     "tasks/list": types.PaginatedRequestParams,
     "tasks/cancel": types.CancelTaskRequestParams,
     "tasks/update": UpdateTaskParams,
 }
-"""The task methods taskloom serves on the host (none of them is the host's)."""
+"""The task methods taskloom serves on the host (none of them is the host's), and the
+method its stack sends a 2025-11-25 task-augmented call on as (``route_task_creation``)."""
 
 
 class AnsweredSignal:
@@ -94,10 +109,14 @@ class _Connection:
 
 
 class _Running:
-    """The open engine's server, and the connections it has seen."""
+    """The open engine's server, the host's ``tools/call`` handler (its extensions'
+    interceptors around it), and the connections it has seen."""
 
-    def __init__(self, server: TaskServer, task_group: TaskGroup) -> None:
+    def __init__(
+        self, server: TaskServer, task_group: TaskGroup, host_tool_call: RequestHandler[Any, Any]
+    ) -> None:
         self.server = server
+        self.host_tool_call = host_tool_call
         self._task_group = task_group
         self._connections: WeakKeyDictionary[object, _Connection] = WeakKeyDictionary()
         self._stateless: _Connection | None = None
@@ -189,8 +208,12 @@ class DurableTasks(Extension):
             )
         if self.route not in app.middleware:
             app.middleware.append(self.route)
+        # MCPServer folds every extension's interceptor into its tools/call handler;
+        # the lifespan is the one hook handed the server, and it offers no public getter.
+        tool_call = app._lowlevel_server.get_request_handler("tools/call")
+        assert tool_call is not None  # MCPServer always serves tools/call
         async with self._serve_engine() as server, anyio.create_task_group() as task_group:
-            self._running = _Running(server, task_group)
+            self._running = _Running(server, task_group, tool_call.handler)
             try:
                 yield None
             finally:
@@ -200,17 +223,34 @@ class DurableTasks(Extension):
     def methods(self) -> Sequence[MethodBinding]:
         """The task methods, served by taskloom's handlers."""
         return [
-            MethodBinding(method, params_type, partial(self._handle, method))
+            MethodBinding(
+                method,
+                params_type,
+                self._create if method == CREATE_TASK_METHOD else partial(self._handle, method),
+            )
             for method, params_type in TASK_METHOD_PARAMS.items()
         ]
 
     async def intercept_tool_call(
         self, params: types.CallToolRequestParams, ctx: Context, call_next: CallNext
     ) -> HandlerResult:
-        """A call of a taskloom tool is taskloom's; any other is the host's."""
+        """A call of a taskloom tool is taskloom's (a 2025-11-25 task-augmented one
+        creates its task); any other is the host's."""
         if not self.serves_tool(params.name):
             return await call_next(ctx)
-        return await self._handle("tools/call", ctx, params)
+        return await self._handle(
+            CREATE_TASK_METHOD if creates_task(ctx) else "tools/call", ctx, params
+        )
+
+    async def _create(self, ctx: Context, params: types.CallToolRequestParams) -> HandlerResult:
+        """``taskloom/createTask``: the host's ``tools/call`` handler, so that every
+        interceptor before this extension's sees the call as it came (``tools/call``)."""
+        running = self._running
+        if running is None:
+            raise RuntimeError(
+                "taskloom's engine is not open: pass lifespan=tasks.lifespan to MCPServer"
+            )
+        return await running.host_tool_call(replace(ctx, method="tools/call"), params)
 
     async def route(self, ctx: Context, call_next: CallNext) -> HandlerResult:
         """The ``Server.middleware``: taskloom's requests inside taskloom's stack."""

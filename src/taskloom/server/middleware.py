@@ -1,7 +1,8 @@
 """Every server middleware of a connection, in the order they wrap its handlers.
 
-:func:`middleware_stack` is the order; it carries meaning, so it lives here and nowhere
-else. Outermost first (after the SDK's own OpenTelemetry middleware):
+:func:`middleware_chain` is the order; it carries meaning, so it is declared here, by
+name, and nowhere else (a test asserts it). Outermost first (after the SDK's own
+OpenTelemetry middleware):
 
 0. :func:`end_with_request`: a handler ends with the HTTP request it answers, when that
    request's bearer token is revoked or expires (``http.grant_watch``, ADR 0037): a
@@ -18,20 +19,29 @@ else. Outermost first (after the SDK's own OpenTelemetry middleware):
 4. :func:`check_task_routing`: over HTTP, an ``Mcp-Name`` header that disagrees with
    ``params.taskId`` is ``-32020``. It comes after the generation: a request that
    cannot use task methods at all hears that first, not that its header is wrong.
-5. :func:`limit_results`: a result over ``max_result_bytes`` of JSON is ``-32603``.
-6. :func:`advertise_tasks`: ``capabilities.tasks`` in a 2025-11-25 ``InitializeResult``
+5. :func:`limit_results` (with ``max_result_bytes``): a result over that many bytes of
+   JSON is ``-32603``.
+6. ``enforce_scopes`` (a connection whose scopes are restricted: ``scoped``, its scopes
+   and the workflows served to it, ``server.scopes.ConnectionScopes``): inside the error
+   boundary, so its ``-32030`` refusals pass as they are.
+7. :func:`advertise_tasks`: ``capabilities.tasks`` in a 2025-11-25 ``InitializeResult``
    (``Server.get_capabilities`` never announces it).
-7. :func:`task_bridge` (innermost): the SDK sieves every 2025-11-25 ``tools/call``
-   result through ``CallToolResult``, so a ``CreateTaskResult`` returned by the handler
-   would become ``-32603``; the handler raises :class:`TaskCreated` instead and this
-   middleware returns its payload, which the SDK sends unchecked. The SDK's init gate and
-   params validation have run by then (ADR 0007).
+8. :func:`route_task_creation` (innermost): the SDK sieves every 2025-11-25
+   ``tools/call`` result through ``CallToolResult``, so a ``CreateTaskResult`` returned
+   by the ``tools/call`` handler would become ``-32603``. A task-augmented 2025-11-25
+   call goes on, once its params pass the SDK's own check of ``tools/call``, as
+   :data:`CREATE_TASK_METHOD`: a method no spec names, whose handler returns the
+   ``CreateTaskResult``, which the SDK sends as it is. The SDK's init gate and params
+   validation run as for any request (ADR 0045; it replaced ADR 0007's bridge exception).
+   A notification passes as it is.
 
 ``Server.middleware`` is marked provisional in the SDK; ``mcp`` is pinned exactly and
 tests/server covers every seam.
 """
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import pydantic_core
@@ -39,6 +49,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+from mcp_types.methods import validate_client_request
 from pydantic import BaseModel, ValidationError
 
 from taskloom.engine.errors import TaskloomError
@@ -58,6 +69,7 @@ from taskloom.server.generation import (
     serves,
 )
 from taskloom.server.http.grant_watch import with_request
+from taskloom.server.scopes import ConnectionScopes, enforce_scopes
 from taskloom.server.wire import tasks_capability
 
 logger = logging.getLogger(__name__)
@@ -67,25 +79,42 @@ TASK_ID_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"}
 """The methods whose ``Mcp-Name`` header names the task (contract §3.10)."""
 
 
-def middleware_stack(
-    owner: str | None, *, max_result_bytes: int | None
-) -> list[ServerMiddleware[Any]]:
-    """The middlewares of a connection acting for *owner*, outermost first."""
-    stack: list[ServerMiddleware[Any]] = [end_with_request, audit_trail(owner), error_boundary]
-    stack.append(check_generation)
-    stack.append(check_task_routing)
-    if max_result_bytes is not None:
-        stack.append(limit_results(max_result_bytes))
-    stack += [advertise_tasks, task_bridge]
-    return stack
+CREATE_TASK_METHOD: Final = "taskloom/createTask"
+"""Where :func:`route_task_creation` sends a 2025-11-25 task-augmented ``tools/call``:
+no spec names it, so the SDK sends its handler's ``CreateTaskResult`` as it is. Not
+callable from the wire (``-32601``)."""
 
 
-class TaskCreated(Exception):  # a signal carrying a result, not an error
-    """Raised by the ``tools/call`` handler: answer with this ``CreateTaskResult``."""
+@dataclass(frozen=True)
+class Layer:
+    """One middleware of the chain, by name."""
 
-    def __init__(self, payload: dict[str, Any]) -> None:
-        super().__init__("task created")
-        self.payload = payload
+    name: str
+    middleware: ServerMiddleware[Any]
+
+
+def middleware_chain(
+    owner: str | None,
+    *,
+    max_result_bytes: int | None,
+    scoped: ConnectionScopes | None = None,
+) -> tuple[Layer, ...]:
+    """The middlewares of a connection acting for *owner*, outermost first (module
+    docstring); *scoped*: its scopes and the workflows served to it (``None``: every
+    scope)."""
+    scope_check = None if scoped is None or scoped.scopes.unrestricted else enforce_scopes(scoped)
+    declared: list[tuple[str, ServerMiddleware[Any] | None]] = [
+        ("end_with_request", end_with_request),
+        ("audit_trail", audit_trail(owner)),
+        ("error_boundary", error_boundary),
+        ("check_generation", check_generation),
+        ("check_task_routing", check_task_routing),
+        ("limit_results", None if max_result_bytes is None else limit_results(max_result_bytes)),
+        ("enforce_scopes", scope_check),
+        ("advertise_tasks", advertise_tasks),
+        ("route_task_creation", route_task_creation),
+    ]
+    return tuple(Layer(name, layer) for name, layer in declared if layer is not None)
 
 
 async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
@@ -218,9 +247,29 @@ async def advertise_tasks(ctx: Context, call_next: CallNext) -> HandlerResult:
     return result
 
 
-async def task_bridge(ctx: Context, call_next: CallNext) -> HandlerResult:
-    """Deliver a :class:`TaskCreated` payload unsieved."""
-    try:
+def creates_task(ctx: Context) -> bool:
+    """Whether *ctx* is a 2025-11-25 ``tools/call`` request that carries ``params.task``
+    (decided on raw params: exactly when the typed ``params.task`` is not ``None`` once
+    the params validate)."""
+    params: Mapping[str, Any] = ctx.params or {}
+    return (
+        ctx.request_id is not None
+        and ctx.method == "tools/call"
+        and params.get("task") is not None
+        and generation(ctx) is Generation.LEGACY
+    )
+
+
+async def route_task_creation(ctx: Context, call_next: CallNext) -> HandlerResult:
+    """Send a 2025-11-25 ``tools/call`` that carries ``params.task`` on as
+    :data:`CREATE_TASK_METHOD`, once its params pass the SDK's check of ``tools/call``
+    (the SDK checks only the methods a spec names); a direct call of it is ``-32601``.
+    A notification passes as it is (the SDK drops it: no handler)."""
+    if ctx.request_id is None:
         return await call_next(ctx)
-    except TaskCreated as created:
-        return created.payload
+    if ctx.method == CREATE_TASK_METHOD:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found")
+    if creates_task(ctx):
+        validate_client_request("tools/call", ctx.protocol_version, ctx.params)
+        return await call_next(replace(ctx, method=CREATE_TASK_METHOD))
+    return await call_next(ctx)

@@ -24,7 +24,7 @@ on it (SEP-2663).
 """
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
 import mcp_types as types
@@ -32,7 +32,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
-from pydantic import Field, JsonValue, PrivateAttr, ValidationError, model_serializer
+from pydantic import Field, PrivateAttr, ValidationError, model_serializer
 
 from taskloom.engine.dag import Workflow
 from taskloom.engine.errors import (
@@ -44,7 +44,6 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Task
-from taskloom.engine.submit import submit
 from taskloom.server import audit
 from taskloom.server.errors import missing_tasks_extension
 from taskloom.server.generation import declares_tasks_extension
@@ -81,34 +80,16 @@ def becomes_task(ctx: Context, workflow: Workflow[Any]) -> bool:
     return True
 
 
-async def start_directed(
-    manager: TaskManager,
-    workflow: Workflow[Any],
-    arguments: Mapping[str, Any] | None,
-    *,
-    owner: str | None,
-    answers: Mapping[str, JsonValue],
-    max_unfinished: int | None = None,
-    idempotency_key: str | None = None,
-) -> dict[str, Any]:
-    """The ``CreateTaskResult`` of a task committed for this call (or of the task holding
-    *idempotency_key*).
+async def start_directed(submission: Callable[[], Awaitable[Task]]) -> dict[str, Any]:
+    """The ``CreateTaskResult`` of the task *submission* commits for this call (or of the
+    task holding its idempotency key).
 
     Raises:
         InvalidRequestError: the arguments do not fit (``-32602``: no task was created).
         IdempotencyConflictError: the key holds another call's task (``-32602``).
-        QuotaExceededError: *owner* has *max_unfinished* unfinished tasks (``-32031``).
+        QuotaExceededError: the owner has its most unfinished tasks (``-32031``).
     """
-    task = await submit(
-        manager,
-        workflow,
-        arguments,
-        owner=owner,
-        answers=answers,
-        max_unfinished=max_unfinished,
-        idempotency_key=idempotency_key,
-    )
-    return modern_create_task_result(task)
+    return modern_create_task_result(await submission())
 
 
 class ModernTasks:

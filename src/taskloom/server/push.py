@@ -17,8 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
 import anyio
 import mcp_types as types
@@ -31,12 +30,13 @@ from mcp_types import JSONRPCError, JSONRPCResponse, RequestId
 from taskloom.engine.events import TaskSubscription
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
+from taskloom.server.streams import ClosesOnExit
 from taskloom.server.wire import WireStatus, legacy_task, wire_status
 
 logger = logging.getLogger(__name__)
 
 
-class Outbox:
+class Outbox(ClosesOnExit):
     """A write stream that signals when the response to a given request has gone out."""
 
     def __init__(self, inner: WriteStream[SessionMessage]) -> None:
@@ -61,17 +61,6 @@ class Outbox:
     async def aclose(self) -> None:
         """Close the underlying stream."""
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class ResponseWatch(Protocol):

@@ -8,6 +8,7 @@ exist). A ``read`` scope keeps the reading tools and methods and refuses, with
 leaves those tools out.
 """
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp_types as types
@@ -29,10 +30,20 @@ def forbidden(what: str) -> MCPError:
     )
 
 
-def enforce_scopes(scopes: Scopes, workflows: frozenset[str]) -> ServerMiddleware[Any]:
-    """Refuse what a read-only connection may not do, and list only what it may call;
-    *workflows* are the names of the workflows served to it."""
-    changing = CHANGING_TOOLS | workflows
+@dataclass(frozen=True)
+class ConnectionScopes:
+    """A connection's *scopes* and the names of the *workflows* served to it, as one
+    value: a read-only connection's refusals need both (a call of a workflow starts a
+    task, so it is refused), and one without the other would let such calls pass."""
+
+    scopes: Scopes
+    workflows: frozenset[str]
+
+
+def enforce_scopes(connection: ConnectionScopes) -> ServerMiddleware[Any]:
+    """Refuse what a read-only *connection* may not do, and list only what it may call."""
+    scopes = connection.scopes
+    changing = CHANGING_TOOLS | connection.workflows
 
     async def scoped(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if not scopes.read_only:

@@ -100,18 +100,7 @@ def related_task_meta(task_id: str) -> dict[str, dict[str, str]]:
 
 def legacy_task(task: Task) -> dict[str, Any]:
     """The flat Task object of ``tasks/get``, ``tasks/cancel`` and status notifications."""
-    wire: dict[str, Any] = {
-        "taskId": task.id,
-        "status": wire_status(task.state),
-        "createdAt": timestamp(task.created_at),
-        "lastUpdatedAt": timestamp(task.updated_at),
-        "ttl": task.ttl_ms,
-    }
-    if task.status_message is not None:
-        wire["statusMessage"] = task.status_message
-    if task.poll_interval_ms is not None:
-        wire["pollInterval"] = task.poll_interval_ms
-    return _with_parent(wire, task)
+    return _task_object(task, wire_status(task.state), ttl="ttl", poll="pollInterval")
 
 
 def legacy_create_task_result(task: Task) -> dict[str, Any]:
@@ -132,17 +121,23 @@ def task_page(tasks: tuple[Task, ...], next_cursor: str | None) -> dict[str, Any
 
 def modern_task(task: Task) -> dict[str, Any]:
     """The Task fields shared by ``CreateTaskResult`` and ``tasks/get``."""
+    return _task_object(task, modern_status(task), ttl="ttlMs", poll="pollIntervalMs")
+
+
+def _task_object(task: Task, status: str, *, ttl: str, poll: str) -> dict[str, Any]:
+    """The Task object both generations share, with their *status*, and their names
+    for the time to live (*ttl*) and the poll interval (*poll*)."""
     wire: dict[str, Any] = {
         "taskId": task.id,
-        "status": modern_status(task),
+        "status": status,
         "createdAt": timestamp(task.created_at),
         "lastUpdatedAt": timestamp(task.updated_at),
-        "ttlMs": task.ttl_ms,
+        ttl: task.ttl_ms,
     }
     if task.status_message is not None:
         wire["statusMessage"] = task.status_message
     if task.poll_interval_ms is not None:
-        wire["pollIntervalMs"] = task.poll_interval_ms
+        wire[poll] = task.poll_interval_ms
     return _with_parent(wire, task)
 
 

@@ -12,6 +12,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskloom.engine.errors import StoreUnavailableError, TaskNotFoundError
+from taskloom.engine.manager import ANY_OWNER
 from taskloom.server.audit import ANONYMOUS
 from taskloom.server.audit import write as audit
 from taskloom.server.dashboard import actions
@@ -19,7 +20,7 @@ from taskloom.server.dashboard.access import COOKIE, Viewer
 from taskloom.server.dashboard.context import PREFIX, Dashboard, page, too_many
 from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.listing import SINCE, BadFilter, Filters, exact_match, listing
-from taskloom.server.dashboard.live import event_stream
+from taskloom.server.dashboard.live import Fingerprint, event_stream
 from taskloom.server.dashboard.versions import versions_shown
 from taskloom.server.errors import retry_after
 from taskloom.server.http.authentication import Refusal
@@ -164,18 +165,7 @@ async def _list_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
     async def read() -> tuple[tuple[object, ...], bool]:
         return (await listing(dashboard, viewer, filters)).fingerprint(), False
 
-    if (slot := dashboard.streams.take(viewer.name)) is None:
-        return _too_many_streams(dashboard, viewer)
-    return event_stream(
-        dashboard.hub,
-        None,
-        read,
-        dashboard.recheck_s,
-        owner=viewer.owner,
-        slot=slot,
-        watch=dashboard.access.watch,
-        live=viewer.live,
-    )
+    return _live(dashboard, viewer, None, read)
 
 
 async def _task_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
@@ -203,6 +193,12 @@ async def _task_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
             return (), True
         return shown.fingerprint(), shown.task.is_terminal
 
+    return _live(dashboard, viewer, task_id, read)
+
+
+def _live(dashboard: Dashboard, viewer: Viewer, task_id: str | None, read: Fingerprint) -> Response:
+    """The change events of a page (*task_id*'s, or ``None``: the list of the viewer's
+    tasks), unless the viewer has as many streams open as it may."""
     if (slot := dashboard.streams.take(viewer.name)) is None:
         return _too_many_streams(dashboard, viewer)
     return event_stream(
@@ -210,6 +206,7 @@ async def _task_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
         task_id,
         read,
         dashboard.recheck_s,
+        owner=viewer.owner if task_id is None else ANY_OWNER,
         slot=slot,
         watch=dashboard.access.watch,
         live=viewer.live,

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from taskloom.engine.manager import ANY_OWNER, OwnerScope, TaskManager
-from taskloom.engine.observe import AttemptInfo, NullObserver, RunInfo
-from taskloom.engine.runs import AttemptOutcome, ErrorInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, NullObserver, RunInfo
 
 
 @dataclass(eq=False)
@@ -91,14 +90,6 @@ class ChangeHub(NullObserver):
         """A node started: its task's page shows it."""
         self.node_changed(attempt.task_id)
 
-    def attempt_ended(
-        self,
-        attempt: AttemptInfo,
-        outcome: AttemptOutcome,
-        *,
-        retrying: bool,
-        duration_s: float,
-        error: ErrorInfo | None,
-    ) -> None:
+    def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """A node attempt ended: its task's page shows it."""
         self.node_changed(attempt.task_id)

@@ -24,8 +24,9 @@ bodies are bounded as the MCP endpoint's.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
+from typing import TypedDict, Unpack
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
@@ -49,32 +50,53 @@ METRICS_PATH = "/metrics"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+class EndpointParts(TypedDict, total=False):
+    """What an endpoint (and the service that runs it) may be given, each optional:
+    *metrics* renders the Prometheus text served at ``/metrics``; *stored_tokens* checks
+    the database's tokens (then every request must present a token, static or stored);
+    *ui* is the dashboard served under ``/ui``; *limiter* is the per-principal rate
+    limiter the dashboard shares (else one is made from the settings); *authenticator*
+    is the one the dashboard shares (else one is made from the settings and
+    *stored_tokens*)."""
+
+    metrics: Callable[[], str] | None
+    stored_tokens: StoredTokens | None
+    ui: ASGIApp | None
+    limiter: RateLimiter | None
+    authenticator: Authenticator | None
+
+
+def check_parts(callee: str, parts: Mapping[str, object]) -> None:
+    """Refuse a keyword that is none of :class:`EndpointParts`, as Python refuses an
+    unknown keyword argument (``**parts`` would otherwise take a misspelled one
+    silently).
+
+    Raises:
+        TypeError: a key of *parts* is not one of ``EndpointParts``.
+    """
+    unknown = sorted(set(parts) - EndpointParts.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{callee}() got an unexpected keyword argument {unknown[0]!r}")
+
+
 class HttpEndpoint:
     """The Streamable HTTP endpoint of a TaskServer, as an ASGI app (``http`` scopes)."""
 
     def __init__(
-        self,
-        sessions: HttpSessions,
-        settings: HttpSettings,
-        *,
-        metrics: Callable[[], str] | None = None,
-        stored_tokens: StoredTokens | None = None,
-        ui: ASGIApp | None = None,
-        limiter: RateLimiter | None = None,
-        authenticator: Authenticator | None = None,
+        self, sessions: HttpSessions, settings: HttpSettings, **parts: Unpack[EndpointParts]
     ) -> None:
-        """*stored_tokens*, if given, checks the database's tokens (then every request
-        must present a token, static or stored); *ui*, if given, serves ``/ui``;
-        *limiter*, if given, is the per-principal rate limiter (shared with the
-        dashboard), else one is made from *settings*; *authenticator*, if given, is
-        the one the dashboard shares (else one is made from *settings* and
-        *stored_tokens*)."""
+        """The endpoint of *sessions*, with the optional *parts*."""
+        check_parts("HttpEndpoint", parts)
+        ui, limiter = parts.get("ui"), parts.get("limiter")
+        authenticator = parts.get("authenticator")
         self._sessions = sessions
         self._ui = BodyLimit(ui, settings.max_body_bytes) if ui is not None else None
-        self._metrics = metrics
+        self._metrics = parts.get("metrics")
         self._path = settings.path
         self._auth = (
-            authenticator if authenticator is not None else Authenticator(settings, stored_tokens)
+            authenticator
+            if authenticator is not None
+            else Authenticator(settings, parts.get("stored_tokens"))
         )
         self._well_known: ASGIApp | None = None
         if settings.oauth is not None:

@@ -12,12 +12,13 @@ id, before the transport sees it. The server's streams are wrapped to see both e
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, Self
 
 from mcp.shared._stream_protocols import ReadStream, WriteStream  # the SDK's protocols
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
+
+from taskloom.server.streams import ClosesOnExit
 
 
 class InFlight:
@@ -81,7 +82,7 @@ class InFlight:
             self._ids.pop(str(answer.id), None)
 
 
-class _Reads:
+class _Reads(ClosesOnExit):
     """A read stream that tells its :class:`InFlight` of each request received."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], ids: InFlight) -> None:
@@ -107,20 +108,8 @@ class _Reads:
         item = await self._inner.__anext__()
         return self._ids._received(item) if isinstance(item, SessionMessage) else item
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
-
-class _Writes:
+class _Writes(ClosesOnExit):
     """A write stream that tells its :class:`InFlight` of each answer sent."""
 
     def __init__(self, inner: WriteStream[SessionMessage], ids: InFlight) -> None:
@@ -133,15 +122,3 @@ class _Writes:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None

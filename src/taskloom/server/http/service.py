@@ -8,23 +8,20 @@ once, each closed properly, and lets other requests finish for a few seconds
 
 import logging
 import socket
-from collections.abc import Callable
+from typing import Unpack
 
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
-from starlette.types import ASGIApp
 
 from taskloom.engine.errors import TaskloomError
 from taskloom.server.app import TaskServer
 from taskloom.server.http.authentication import Authenticator
-from taskloom.server.http.endpoint import HttpEndpoint
+from taskloom.server.http.endpoint import EndpointParts, HttpEndpoint, check_parts
 from taskloom.server.http.grant_watch import GrantWatch
 from taskloom.server.http.header_timeout import with_header_timeout
-from taskloom.server.http.limits import RateLimiter
 from taskloom.server.http.sessions import HttpSessions
 from taskloom.server.http.settings import HttpSettings
-from taskloom.server.http.tokens import StoredTokens
 
 logger = logging.getLogger(__name__)
 GRACEFUL_SHUTDOWN_S = 5
@@ -44,39 +41,25 @@ class HttpService:
         task_server: TaskServer,
         settings: HttpSettings,
         *,
-        metrics: Callable[[], str] | None = None,
-        stored_tokens: StoredTokens | None = None,
-        ui: ASGIApp | None = None,
-        limiter: RateLimiter | None = None,
-        authenticator: Authenticator | None = None,
         store_wait_s: float = 5.0,
+        **parts: Unpack[EndpointParts],
     ) -> None:
-        """*metrics*, if given, renders the Prometheus text served at ``/metrics``;
-        *stored_tokens*, if given, checks the database's tokens (every caller then needs
-        a token); *ui*, if given, is the dashboard served under ``/ui``; *limiter*, the
-        per-principal rate limiter the dashboard shares (else made from *settings*);
-        *authenticator*, the one the dashboard shares (else made from *settings* and
-        *stored_tokens*): its ``watch`` runs while serving; *store_wait_s*, the store's
-        wait (see ``HttpSessions``)."""
-        self._stored = stored_tokens
+        """*task_server* served with *settings* and the endpoint's optional *parts*
+        (``EndpointParts``; the authenticator's ``watch`` runs while serving);
+        *store_wait_s*, the store's wait (see ``HttpSessions``)."""
+        check_parts("HttpService", parts)
+        self._stored = parts.get("stored_tokens")
         self.settings = settings
-        auth = (
-            authenticator if authenticator is not None else Authenticator(settings, stored_tokens)
-        )
+        auth = parts.get("authenticator")
+        if auth is None:  # not `or`: an Authenticator that checks nothing is falsy
+            auth = Authenticator(settings, self._stored)
+        endpoint_parts: EndpointParts = {**parts, "authenticator": auth}
         self.watch = auth.watch
         self.sessions = HttpSessions(task_server, settings, self.watch, store_wait_s=store_wait_s)
         self._uvicorn = _Uvicorn(
             self.watch,
             uvicorn.Config(
-                HttpEndpoint(
-                    self.sessions,
-                    settings,
-                    metrics=metrics,
-                    stored_tokens=stored_tokens,
-                    ui=ui,
-                    limiter=limiter,
-                    authenticator=auth,
-                ),
+                HttpEndpoint(self.sessions, settings, **endpoint_parts),
                 host=settings.host,
                 port=settings.port,
                 http=with_header_timeout(settings.header_timeout_s),

@@ -23,8 +23,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from uuid import uuid4
 
 import anyio
@@ -51,6 +50,7 @@ from taskloom.server.http.outage_status import store_outage_status
 from taskloom.server.http.responses import refusal
 from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.server.push import Outbox, TaskFollowers
+from taskloom.server.streams import ClosesOnExit
 
 logger = logging.getLogger(__name__)
 
@@ -295,22 +295,11 @@ def _security(host: str) -> TransportSecuritySettings | None:
     )
 
 
-class _Nowhere:
+class _Nowhere(ClosesOnExit):
     """A write stream that drops everything (for servers with no stream to push on)."""
-
-    async def send(self, item: SessionMessage, /) -> None:
-        """Drop *item*."""
 
     async def aclose(self) -> None:
         """Nothing to close."""
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
+    async def send(self, item: SessionMessage, /) -> None:
+        """Drop *item*."""
