@@ -180,7 +180,8 @@ class RunExecution:
                 try:
                     await self._execute()
                 except* LeaseLostError:
-                    self.end = RunEnd.LEASE_LOST
+                    if self.end is None or not self.end.is_written:  # not a write racing
+                        self.end = RunEnd.LEASE_LOST  # the outcome that dropped the lease
                 except* (TaskStateError, TaskNotFoundError):
                     pass  # the task ended or vanished under us: its state says why
         finally:
@@ -533,6 +534,7 @@ class RunExecution:
         cancelled meanwhile keeps its cancellation and the end is recorded alone, as when
         the two were separate writes."""
         self.end = RunEnd.INTERRUPTED  # until the write says otherwise (it may never return)
+        self.progress.stop()  # the outcome carries the last word: no progress write races it
         with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
             try:
                 result = self.workflow.build_result({**self._outputs, node.name: end.output})
