@@ -205,34 +205,37 @@ async def start_node(
 ) -> NodeRun:
     """See :meth:`taskloom.engine.runs.RunStore.start_node`.
 
-    Two statements: the fence and the task's state, then every write in one.
+    One statement: the fence and the task's state (the lease row share-locked first),
+    and every write only if they allow it (ADR 0047).
     """
     cursor = await connection.execute(
-        "SELECT l.token, t.state FROM leases l JOIN tasks t ON t.id = l.task_id"
-        " WHERE l.task_id = %s FOR SHARE OF l",
-        (lease.task_id,),
-    )
-    found = await cursor.fetchone()
-    if found is None or found[0] != lease.token:
-        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
-    if TaskState(found[1]) in TERMINAL_STATES:
-        raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
-    cursor = await connection.execute(
-        "WITH interrupted AS ("
+        "WITH fence AS MATERIALIZED ("
+        "  SELECT l.token, t.state FROM leases l JOIN tasks t ON t.id = l.task_id"
+        "  WHERE l.task_id = %(task)s FOR SHARE OF l),"
+        " allowed AS MATERIALIZED ("
+        "  SELECT 1 FROM fence WHERE token = %(token)s AND NOT state = ANY(%(ended)s)),"
+        " interrupted AS ("
         "  UPDATE node_attempts SET ended_at = %(now)s, outcome = 'interrupted'"
         "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(interrupted)s"
-        "  AND ended_at IS NULL),"
+        "  AND ended_at IS NULL AND EXISTS (SELECT FROM allowed)),"
         " opened AS ("
         "  INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
-        "  VALUES (%(task)s, %(node)s, %(attempt)s, %(worker)s, %(now)s))"
-        " INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
-        " VALUES (%(task)s, %(node)s, 'running', %(attempt)s, %(interruptions)s, %(now)s)"
-        " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
-        " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
-        f" RETURNING {_NODE_COLUMNS}",
+        "  SELECT %(task)s, %(node)s, %(attempt)s, %(worker)s, %(now)s"
+        "  WHERE EXISTS (SELECT FROM allowed)),"
+        " started AS ("
+        "  INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
+        "  SELECT %(task)s, %(node)s, 'running', %(attempt)s, %(interruptions)s, %(now)s"
+        "  WHERE EXISTS (SELECT FROM allowed)"
+        "  ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+        "  attempt = excluded.attempt, interruptions = excluded.interruptions,"
+        "  not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
+        f"  RETURNING {_NODE_COLUMNS})"
+        " SELECT f.token, f.state, s.* FROM (SELECT) AS one"
+        " LEFT JOIN fence f ON true LEFT JOIN started s ON true",
         {
             "task": lease.task_id,
+            "token": lease.token,
+            "ended": [state.value for state in TERMINAL_STATES],
             "node": start.node,
             "attempt": start.attempt,
             "interruptions": start.interruptions,
@@ -242,30 +245,38 @@ async def start_node(
         },
     )
     row = await cursor.fetchone()
-    assert row is not None  # an upsert always returns its row
-    return _node_run(row)
+    assert row is not None  # one row, whatever the fence says
+    if row[0] is None or row[0] != lease.token:
+        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+    if TaskState(row[1]) in TERMINAL_STATES:
+        raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
+    return _node_run(row[2:])
 
 
 async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
     """See :meth:`taskloom.engine.runs.RunStore.end_node`.
 
-    Two statements: the fence, then the checkpoint and the attempt's end in one.
+    One statement: the fence (the lease row share-locked first), then the checkpoint and
+    the attempt's end only if it holds (ADR 0047).
     """
-    await check_fence(connection, lease)
     error = end.error.model_dump_json() if end.error is not None else None
     cursor = await connection.execute(
-        "WITH ended AS ("
+        "WITH fence AS MATERIALIZED ("
+        "  SELECT token FROM leases WHERE task_id = %(task)s FOR SHARE),"
+        " ended AS ("
         "  UPDATE node_runs SET state = %(state)s, failures = failures + %(failed)s,"
         "  output = %(output)s, error = %(error)s, not_before = %(not_before)s,"
         "  waiting_for = %(waiting_for)s,"
         "  interruptions = coalesce(%(interruptions)s, interruptions), updated_at = %(now)s"
         "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(attempt)s"
-        f"  AND state = 'running' RETURNING {_NODE_COLUMNS}),"
+        "  AND state = 'running' AND EXISTS (SELECT FROM fence WHERE token = %(token)s)"
+        f"  RETURNING {_NODE_COLUMNS}),"
         " closed AS ("
         "  UPDATE node_attempts SET ended_at = %(now)s, outcome = %(outcome)s, error = %(error)s"
         "  WHERE task_id = %(task)s AND node = %(node)s AND attempt = %(attempt)s"
         "  AND EXISTS (SELECT FROM ended))"
-        " SELECT * FROM ended",
+        " SELECT f.token, e.* FROM (SELECT) AS one"
+        " LEFT JOIN fence f ON true LEFT JOIN ended e ON true",
         {
             "state": end.state.value,
             "failed": int(end.outcome in FAILURE_OUTCOMES),
@@ -276,15 +287,19 @@ async def end_node(connection: Connection, lease: Lease, end: NodeEnd, now: date
             "interruptions": end.interruptions,
             "now": now,
             "task": lease.task_id,
+            "token": lease.token,
             "node": end.node,
             "attempt": end.attempt,
             "outcome": end.outcome.value,
         },
     )
     row = await cursor.fetchone()
-    if row is None:
+    assert row is not None  # one row, whatever the fence says
+    if row[0] is None or row[0] != lease.token:
+        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+    if row[1] is None:
         raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
-    return _node_run(row)
+    return _node_run(row[1:])
 
 
 async def fork_run(
