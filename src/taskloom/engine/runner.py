@@ -14,7 +14,7 @@ their next await, and no further node starts.
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -180,7 +180,8 @@ class RunExecution:
                 try:
                     await self._execute()
                 except* LeaseLostError:
-                    self.end = RunEnd.LEASE_LOST
+                    if self.end is None or not self.end.is_written:  # not a write racing
+                        self.end = RunEnd.LEASE_LOST  # the outcome that dropped the lease
                 except* (TaskStateError, TaskNotFoundError):
                     pass  # the task ended or vanished under us: its state says why
         finally:
@@ -388,36 +389,45 @@ class RunExecution:
         ended.put(name)
 
     async def _run_step(self, step: _Step, workflow_input: Any) -> None:
-        if self._limiter is None:
+        limiter = self._limiter
+        if limiter is None:
             await self._attempts(step, workflow_input)
-        else:
-            async with self._limiter:
-                await self._attempts(step, workflow_input)
+            return
+        try:  # a free slot is taken at once: no checkpoint, no turn of the event loop
+            limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await limiter.acquire()
+        try:
+            await self._attempts(step, workflow_input)
+        finally:
+            limiter.release()
 
     # -- dynamic fan-out (ADR 0024) -------------------------------------------------------
 
     async def _run_map(self, node: MapNode[Any], workflow_input: Any) -> None:
-        """Run every item of *node* not settled yet, at most its concurrency at once
-        (tasks are started only as slots free up, so 10,000 items cost 32 tasks, not
-        10,000); once every item has settled, put the map's output together."""
+        """Run every item of *node* not settled yet, at most its concurrency at once:
+        that many tasks take the items in order, one after another (10,000 items cost
+        64 tasks, not 10,000); once every item has settled, put the map's output
+        together."""
         items = self._items_of(node)
         self.progress.items_planned(node, len(items))
-        slots = anyio.Semaphore(min(node.concurrency or self._run_limit, self._run_limit))
+        lanes = min(node.concurrency or self._run_limit, self._run_limit, len(items))
+        pending = self._pending_items(node, items)
         async with anyio.create_task_group() as task_group:
-            for index, item in enumerate(items):
-                key = item_key(node.name, index)
-                if self._item_settled(node, key):
-                    continue
-                await slots.acquire()
-                step = _Step(node, key, index, item)
-                task_group.start_soon(self._run_item, step, workflow_input, slots)
+            for _ in range(lanes):
+                task_group.start_soon(self._run_items, pending, workflow_input)
         self._settle_map(node, len(items))
 
-    async def _run_item(self, step: _Step, workflow_input: Any, slots: anyio.Semaphore) -> None:
-        try:
+    def _pending_items(self, node: MapNode[Any], items: list[Any]) -> Iterator[_Step]:
+        """The items of *node* not settled yet, in order (shared by the map's tasks)."""
+        for index, item in enumerate(items):
+            key = item_key(node.name, index)
+            if not self._item_settled(node, key):
+                yield _Step(node, key, index, item)
+
+    async def _run_items(self, pending: Iterator[_Step], workflow_input: Any) -> None:
+        for step in pending:
             await self._run_step(step, workflow_input)
-        finally:
-            slots.release()
 
     def _items_of(self, node: MapNode[Any]) -> list[Any]:
         """The items of *node*: the stored output of the node it maps over, as its type
@@ -533,6 +543,7 @@ class RunExecution:
         cancelled meanwhile keeps its cancellation and the end is recorded alone, as when
         the two were separate writes."""
         self.end = RunEnd.INTERRUPTED  # until the write says otherwise (it may never return)
+        self.progress.stop()  # the outcome carries the last word: no progress write races it
         with anyio.move_on_after(_FINAL_WRITE_S, shield=True):
             try:
                 result = self.workflow.build_result({**self._outputs, node.name: end.output})

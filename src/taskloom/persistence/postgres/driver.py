@@ -29,6 +29,7 @@ from taskloom.persistence.outage import Outage
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
 
+logger = logging.getLogger(__name__)
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 """psycopg_pool logs a multi-line WARNING for every failed reconnection attempt (several
 a second during an outage); the store's own two lines say what happened (ADR 0038)."""
@@ -140,6 +141,27 @@ async def connect(settings: PostgresSettings, database: str, *, origin: str) -> 
         raise DatabaseUnavailableError(
             f"cannot connect to PostgreSQL {database}: {one_line(error)}"
         ) from error
+
+
+_BEGIN: Final = "BEGIN"
+_BEGIN_BOOKKEEPING: Final = "BEGIN; SET LOCAL synchronous_commit = off"
+"""One round trip: with no parameters psycopg sends the simple protocol, which takes
+several statements (ADR 0047)."""
+
+
+async def _roll_back(connection: Connection) -> None:
+    """End the open transaction of *connection* with a rollback; a connection too broken
+    for it is left to the pool, which discards it (the caller's error is what counts)."""
+    if connection.pgconn.transaction_status in _OPEN:
+        try:
+            await connection.execute("ROLLBACK")
+        except psycopg.Error as error:
+            logger.debug("a rollback failed: %s", one_line(error))
+
+
+_OPEN: Final = frozenset(
+    {psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR}
+)
 
 
 class _Progress:
@@ -325,11 +347,14 @@ class Database:
         if not write:
             return await work(connection)
         try:
-            async with connection.transaction():
-                if not durable:
-                    await connection.execute("SET LOCAL synchronous_commit = off")
+            await connection.execute(_BEGIN if durable else _BEGIN_BOOKKEEPING)
+            try:
                 value = await work(connection)
-                progress.committing = True
+            except BaseException:
+                await _roll_back(connection)
+                raise
+            progress.committing = True
+            await connection.execute("COMMIT")
         except psycopg.OperationalError as error:
             if progress.committing:
                 raise OutcomeUnknownError(
