@@ -1,5 +1,7 @@
 """The engine's exceptions: one root, typed arguments, messages built here."""
 
+import importlib
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -174,3 +176,18 @@ class MissingExtraError(TaskloomError, ImportError):
     def __init__(self, message: str, *, extra: str) -> None:
         super().__init__(message)
         self.extra = extra
+
+
+def require_extra(extra: str, modules: Sequence[str], message: str) -> None:
+    """Import *modules*, or raise :class:`MissingExtraError` naming *extra*.
+
+    A ``ModuleNotFoundError`` of one of *modules* (its ``__cause__``) becomes the one
+    line *message*; one raised inside them for another module is not hidden.
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] not in modules:
+                raise
+            raise MissingExtraError(message, extra=extra) from error

@@ -1,9 +1,8 @@
 """Whether the ``postgres`` extra (psycopg and psycopg-pool) is installed."""
 
-import importlib
 from typing import Final
 
-from taskloom.engine.errors import MissingExtraError
+from taskloom.engine.errors import require_extra
 
 EXTRA: Final = "postgres"
 MISSING: Final = (
@@ -19,10 +18,4 @@ def require_driver() -> None:
         MissingExtraError: psycopg or psycopg-pool is not installed (the original
             ``ModuleNotFoundError`` is its ``__cause__``).
     """
-    for module in _DRIVER:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if (error.name or "").split(".")[0] not in _DRIVER:
-                raise
-            raise MissingExtraError(MISSING, extra=EXTRA) from error
+    require_extra(EXTRA, _DRIVER, MISSING)

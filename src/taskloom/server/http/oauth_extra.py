@@ -1,9 +1,8 @@
 """Whether the ``oauth`` extra (PyJWT with its cryptography, and httpx2) is installed."""
 
-import importlib
 from typing import Final
 
-from taskloom.engine.errors import MissingExtraError
+from taskloom.engine.errors import require_extra
 
 EXTRA: Final = "oauth"
 MISSING: Final = "OAuth needs the oauth extra: pip install 'taskloom[oauth]'"
@@ -17,10 +16,4 @@ def require_oauth() -> None:
         MissingExtraError: one of its modules is not installed (the original
             ``ModuleNotFoundError`` is its ``__cause__``).
     """
-    for module in _MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if (error.name or "").split(".")[0] not in _MODULES:
-                raise
-            raise MissingExtraError(MISSING, extra=EXTRA) from error
+    require_extra(EXTRA, _MODULES, MISSING)
