@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, Final, Literal, Union, get_args, get_origin
 
 import annotated_types
+import click
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from taskloom.cli import app
 from taskloom.commands.setting import Setting
 from taskloom.commands.setting_table import SETTINGS, filling
 from taskloom.config import TaskloomSettings
@@ -77,14 +79,54 @@ FLAGS: Final[dict[tuple[type[BaseModel], str], str]] = {
 """The ways in that are not a setting of the table (a test checks them against the help)."""
 
 
+def command_paths(command: click.Command, path: str = "") -> Iterator[tuple[str, click.Command]]:
+    """Each command of the tree under *command* that runs (``tasks list``), by its path."""
+    if isinstance(command, click.Group):
+        for name, child in command.commands.items():
+            yield from command_paths(child, f"{path} {name}".strip())
+    else:
+        yield path, command
+
+
+def commands_of(setting: Setting[Any]) -> list[str]:
+    """The commands that take *setting*'s flag, as the command tree declares them."""
+    return [
+        path
+        for path, command in command_paths(app)
+        if any(setting.flag in getattr(param, "opts", ()) for param in command.params)
+    ]
+
+
+def commands_text(setting: Setting[Any]) -> str:
+    """The commands that take *setting*'s flag: listed, or every command but a few (a
+    whole group as ``db ...``)."""
+    every = [path for path, _ in command_paths(app)]
+    taking = commands_of(setting)
+    listed, prefix = taking, ""
+    if len(taking) > len(every) / 2:
+        listed, prefix = [path for path in every if path not in taking], "every command except "
+    groups = {path.split()[0] for path in listed if " " in path}
+    whole = {
+        group for group in groups if all(p in listed for p in every if p.startswith(group + " "))
+    }
+    names = [f"{group} ..." for group in sorted(whole)]
+    names += [path for path in listed if path.split()[0] not in whole]
+    if not names:
+        return "every command"
+    return prefix + ", ".join(f"`{name}`" for name in names)
+
+
 def flag_text(setting: Setting[Any]) -> str:
-    """How *setting* is given: flag, variable, project-file key, and what 0 means."""
-    flag = setting.flag if setting.kind is not bool else f"{setting.flag}/--no-{setting.flag[2:]}"
-    flag += f" {setting.metavar}" if setting.metavar else ""
+    """How *setting* is given: flag, variable, project-file key, what 0 means; where its
+    key is at the top level, the commands that take it."""
+    flag = setting.flags + (f" {setting.metavar}" if setting.metavar else "")
     key = setting.project_key
     text = f"`{flag}`{' (repeatable)' if setting.repeatable else ''}, `{setting.variable}`, "
     text += f"the project file's `{key}`"
-    return text + (f" (0: {setting.zero})" if setting.zero else "")
+    notes = [f"0: {setting.zero}"] if setting.zero else []
+    notes += [setting.note] if setting.note else []
+    notes += [commands_text(setting)] if not setting.section else []
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _flag_cell(model: type[BaseModel], name: str) -> str:
@@ -189,8 +231,8 @@ def setting_rows() -> Iterator[str]:
         key = setting.project_key
         fills = ", ".join(f"`{fill}`" for fill in setting.fills) or "(the process itself)"
         yield (
-            f"| `{setting.flag}` | `{setting.variable}` | `{key}` "
-            f"| {', '.join(setting.commands)} | {fills} | {_cell(setting.help)} |"
+            f"| `{setting.flags}` | `{setting.variable}` | `{key}` "
+            f"| {commands_text(setting)} | {fills} | {_cell(setting.help)} |"
         )
 
 
@@ -240,9 +282,10 @@ def render() -> str:
         "",
         "Each is declared once (`taskloom.commands.setting_table`, ADR 0044): its flag, its",
         "variable, its key in the project file (the flag without its dashes, in `[serve]`,",
-        "`[worker]` or at the top level) and the fields it fills. A flag wins over its",
-        "variable, and both over the project file; what none of them gives is the field's",
-        "default.",
+        "`[worker]` or at the top level), the commands that take it (`db`, `workflows` and",
+        "`settings` are flags of other commands too) and the fields it fills. A flag wins",
+        "over its variable, and both over the project file; what none of them gives is the",
+        "field's default.",
         "",
         "| flag | variable | project file | commands | fills | meaning |",
         "|---|---|---|---|---|---|",

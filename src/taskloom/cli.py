@@ -15,7 +15,8 @@ import click
 
 from taskloom import __version__
 from taskloom.commands.app import COMMANDS, NAMES
-from taskloom.commands.base import EXIT_CANCELLED, EXIT_USAGE, first_taskloom_error
+from taskloom.commands.base import EXIT_CANCELLED, EXIT_USAGE, CommandError, first_taskloom_error
+from taskloom.commands.options import FromProject
 
 USAGE_ERROR: Final = EXIT_USAGE
 CONTEXT: Final = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -84,9 +85,20 @@ def _where(error: click.UsageError) -> str:
         source = ctx.get_parameter_source(param.name)
         if source is click.core.ParameterSource.ENVIRONMENT and param.envvar:
             return f" (from {param.envvar})"
-        if source is click.core.ParameterSource.DEFAULT:
+        if source is click.core.ParameterSource.DEFAULT and _from_project_file(param):
             return " (from the project file)"
     return f" (see: {ctx.command_path} --help)" if ctx.command is not app else ""
+
+
+def _from_project_file(param: click.Option) -> bool:
+    """Whether *param*'s default came from the project file (not taskloom's own)."""
+    default = param.default
+    if not isinstance(default, FromProject):
+        return False
+    try:
+        return default.given()
+    except CommandError:  # a project file that does not load: it said so itself
+        return False
 
 
 def _mistake(message: str) -> NoReturn:

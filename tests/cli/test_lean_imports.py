@@ -117,21 +117,35 @@ def test_help_loads_no_database_driver(argv: list[str], tmp_path: Path) -> None:
     assert (code, heavy, drivers) == (0, [], [])
 
 
-def test_help_loads_no_engine_model(tmp_path: Path) -> None:
+MODELS = (
+    "pydantic",
+    "taskloom.engine.models",
+    "taskloom.config",
+    "taskloom.server",
+    "taskloom.engine.worker",
+)
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["serve", "--help"], ["worker", "--help"]], ids=" ".join
+)
+def test_help_loads_no_engine_model(argv: list[str], tmp_path: Path) -> None:
     """``taskloom --help`` answers without the engine's pydantic models (issue 25, ADR
-    0041: ``taskloom`` and ``taskloom.engine`` load their names on first use)."""
+    0041: ``taskloom`` and ``taskloom.engine`` load their names on first use); the help
+    of ``serve`` and ``worker`` states their defaults without the settings models that
+    hold them (ADR 0044)."""
     probe = (
         "import json, sys\n"
         "from taskloom.cli import main\n"
         "try:\n"
-        "    main(['--help'])\n"
+        "    main(sys.argv[1:])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "found = [m for m in ('pydantic', 'taskloom.engine.models') if m in sys.modules]\n"
+        f"found = [m for m in {MODELS!r} if m in sys.modules]\n"
         "print(json.dumps(found), file=sys.stderr)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", probe, *argv],
         capture_output=True,
         text=True,
         cwd=tmp_path,

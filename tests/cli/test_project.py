@@ -197,3 +197,49 @@ def test_taskloom_config_names_the_file(
     )
     monkeypatch.setenv("TASKLOOM_CONFIG", str(tmp_path / "none.toml"))
     assert "TASKLOOM_CONFIG names" in mistake(capsys, "db", "migrate")
+
+
+def test_a_bad_top_level_key_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The top-level keys are the setting table's, with the flags' choices and bounds
+    (issue 27): a bad one is refused where the file is read, naming the key."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TASKLOOM_CONFIG", raising=False)
+    config = tmp_path / "taskloom.toml"
+    config.write_text('log_level = "loud"\n')
+    assert mistake(capsys, "worker", "--db", str(tmp_path / "w.db")) == (
+        f"taskloom: error: {config}: log_level: "
+        "Input should be 'debug', 'info', 'warning' or 'error'\n"
+    )
+    config.write_text('log_format = "yaml"\n')
+    assert f"{config}: log_format: Input should be 'text' or 'json'" in mistake(
+        capsys, "tasks", "list"
+    )
+    config.write_text("store_wait_s = 0\n")
+    assert f"{config}: store_wait_s: Input should be greater than 0" in mistake(
+        capsys, "tasks", "list"
+    )
+    config.write_text('log_level = "DEBUG"\nlog_format = "JSON"\n')  # any case, as the flag
+    loaded = load_project(config)
+    assert (loaded.value("log_level"), loaded.value("log_format")) == ("debug", "json")
+
+
+def test_a_missing_option_is_not_blamed_on_the_project_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a value the project file gave is said to come from it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TASKLOOM_CONFIG", raising=False)
+    monkeypatch.delenv("TASKLOOM_PRINCIPAL", raising=False)
+    db = str(tmp_path / "t.db")
+    assert mistake(capsys, "tokens", "create", "--db", db) == (
+        "taskloom: error: Missing option '--principal'. (see: taskloom tokens create --help)\n"
+    )
+    (tmp_path / "taskloom.toml").write_text('ttl = "soon"\n')
+    assert mistake(capsys, "tokens", "create", "--db", db) == (
+        "taskloom: error: Missing option '--principal'. (see: taskloom tokens create --help)\n"
+    )
+    assert mistake(capsys, "run", "countdown", "{}", "--db", db).endswith(
+        "(from the project file)\n"
+    )

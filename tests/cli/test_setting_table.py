@@ -5,6 +5,7 @@ dashes" is checked against the command itself (ADR 0044)."""
 
 import ast
 import dataclasses
+import importlib
 import inspect
 import re
 import textwrap
@@ -13,17 +14,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import click
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from taskloom.commands import project_model, setting_table
+from taskloom.commands import serve as serve_command
+from taskloom.commands import worker as worker_command
 from taskloom.commands.app import serve, worker
+from taskloom.commands.common import operator_settings
 from taskloom.commands.project_model import ProjectConfig, ServeConfig, WorkerConfig
 from taskloom.commands.serve import process_settings
-from taskloom.commands.setting import Setting, Values
-from taskloom.commands.setting_table import BY_NAME, SETTINGS
+from taskloom.commands.setting import MODELS, Setting, Values
+from taskloom.commands.setting_table import (
+    BY_NAME,
+    DB,
+    HTTP,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    METRICS,
+    SETTINGS,
+    STORE_WAIT_S,
+)
 from taskloom.commands.worker import worker_settings
-from taskloom.config import DEFAULT_DATABASE, TaskloomSettings
+from taskloom.config import BUILTIN_WORKFLOWS, DEFAULT_DATABASE, TaskloomSettings
+from taskloom.observability.logs import LOG_FORMATS, LOG_LEVELS
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.server.http import HttpSettings
 
@@ -33,6 +49,9 @@ AUDIENCE = "https://mcp.example.com/mcp"
 SECRET = "s3cret-token-of-ann-1234"
 
 Settings = tuple[TaskloomSettings, HttpSettings | None]
+Used = dict[str, Any]
+"""What the handler of ``serve`` or ``worker`` handed to what uses a setting that fills no
+field: ``setup_logging`` (``log_format``, ``log_level``), ``metrics_endpoint``."""
 
 
 def _oauth(settings: Settings) -> Any:
@@ -53,68 +72,69 @@ def _http(settings: Settings) -> HttpSettings:
     return settings[1]
 
 
-EXAMPLES: dict[str, tuple[str, Any, Callable[[Settings, Values], Any], Any]] = {
-    # name: (flag and variable text, project-file value, what it reached, expected)
-    "db": ("{tmp}/x.db", "{tmp}/x.db", lambda s, v: _path(s), "{tmp}/x.db"),
-    "store_wait_s": ("2.5", 2.5, lambda s, v: s[0].database.store_wait_s, 2.5),
+EXAMPLES: dict[str, tuple[str, Any, Callable[[Settings, Used], Any], Any]] = {
+    # name: (flag and variable text, project-file value, what it reached, expected): what
+    # it reached is read from the settings built, or from what the handler handed on
+    "db": ("{tmp}/x.db", "{tmp}/x.db", lambda s, u: _path(s), "{tmp}/x.db"),
+    "store_wait_s": ("2.5", 2.5, lambda s, u: s[0].database.store_wait_s, 2.5),
     "workflows": (
         "my.flows",
         ["my.flows"],
-        lambda s, v: s[0].workflow_modules[-1],
+        lambda s, u: s[0].workflow_modules[-1],
         "my.flows",
     ),
     "settings": (
         '{"repo_audit": {"reports_dir": "r"}}',
         {"repo_audit": {"reports_dir": "r"}},
-        lambda s, v: s[0].workflow_settings,
+        lambda s, u: s[0].workflow_settings,
         {"repo_audit": {"reports_dir": "r"}},
     ),
-    "http": ("127.0.0.1:9999", "127.0.0.1:9999", lambda s, v: _http(s).port, 9999),
-    "tokens_file": ("{tmp}/tokens.txt", "{tmp}/tokens.txt", lambda s, v: _http(s).tokens, None),
-    "max_body_bytes": ("123", 123, lambda s, v: _http(s).max_body_bytes, 123),
-    "max_result_bytes": ("0", 0, lambda s, v: s[0].server.max_result_bytes, None),
-    "plain_wait_s": ("12.5", 12.5, lambda s, v: s[0].server.plain_wait_s, 12.5),
-    "linger": ("0", False, lambda s, v: s[0].server.linger, False),
-    "rate_limit": ("7", 7, lambda s, v: _http(s).rate_per_minute, 7),
+    "http": ("127.0.0.1:9999", "127.0.0.1:9999", lambda s, u: _http(s).port, 9999),
+    "tokens_file": ("{tmp}/tokens.txt", "{tmp}/tokens.txt", lambda s, u: _http(s).tokens, None),
+    "max_body_bytes": ("123", 123, lambda s, u: _http(s).max_body_bytes, 123),
+    "max_result_bytes": ("0", 0, lambda s, u: s[0].server.max_result_bytes, None),
+    "plain_wait_s": ("12.5", 12.5, lambda s, u: s[0].server.plain_wait_s, 12.5),
+    "linger": ("0", False, lambda s, u: s[0].server.linger, False),
+    "rate_limit": ("7", 7, lambda s, u: _http(s).rate_per_minute, 7),
     "max_unfinished_per_principal": (
         "3",
         3,
-        lambda s, v: s[0].server.max_unfinished_per_principal,
+        lambda s, u: s[0].server.max_unfinished_per_principal,
         3,
     ),
     "max_sessions_per_principal": (
         "4",
         4,
-        lambda s, v: _http(s).max_sessions_per_principal,
+        lambda s, u: _http(s).max_sessions_per_principal,
         4,
     ),
-    "session_idle_s": ("60", 60, lambda s, v: _http(s).session_idle_s, 60),
-    "header_timeout_s": ("2.5", 2.5, lambda s, v: _http(s).header_timeout_s, 2.5),
+    "session_idle_s": ("60", 60, lambda s, u: _http(s).session_idle_s, 60),
+    "header_timeout_s": ("2.5", 2.5, lambda s, u: _http(s).header_timeout_s, 2.5),
     "oauth_issuer": (
         "https://other.example",
         "https://other.example",
-        lambda s, v: _oauth(s).issuer,
+        lambda s, u: _oauth(s).issuer,
         "https://other.example",
     ),
     "oauth_audience": (
         "https://b.example/mcp",
         "https://b.example/mcp",
-        lambda s, v: _oauth(s).audience,
+        lambda s, u: _oauth(s).audience,
         "https://b.example/mcp",
     ),
     "oauth_jwks_url": (
         "https://id.example.com/k",
         "https://id.example.com/k",
-        lambda s, v: _oauth(s).jwks_url,
+        lambda s, u: _oauth(s).jwks_url,
         "https://id.example.com/k",
     ),
-    "oauth_algorithms": ("ES256", "ES256", lambda s, v: _oauth(s).algorithms, ("ES256",)),
-    "oauth_leeway_s": ("5", 5, lambda s, v: _oauth(s).leeway_s, 5),
-    "oauth_scopes": ("a,b", "a b", lambda s, v: _oauth(s).scopes, ("a", "b")),
-    "max_runs": ("7", 7, lambda s, v: s[0].worker.max_runs, 7),
-    "metrics": ("127.0.0.1:9464", "127.0.0.1:9464", lambda s, v: v["metrics"], "127.0.0.1:9464"),
-    "log_format": ("json", "json", lambda s, v: v["log_format"], "json"),
-    "log_level": ("debug", "debug", lambda s, v: v["log_level"], "debug"),
+    "oauth_algorithms": ("ES256", "ES256", lambda s, u: _oauth(s).algorithms, ("ES256",)),
+    "oauth_leeway_s": ("5", 5, lambda s, u: _oauth(s).leeway_s, 5),
+    "oauth_scopes": ("a,b", "a b", lambda s, u: _oauth(s).scopes, ("a", "b")),
+    "max_runs": ("7", 7, lambda s, u: s[0].worker.max_runs, 7),
+    "metrics": ("127.0.0.1:9464", "127.0.0.1:9464", lambda s, u: u["metrics"], "127.0.0.1:9464"),
+    "log_format": ("JSON", "json", lambda s, u: u["log_format"], "json"),
+    "log_level": ("debug", "DEBUG", lambda s, u: u["log_level"], "debug"),
 }
 """One example per setting: a new setting without one fails the first test."""
 
@@ -163,6 +183,40 @@ def _parse(command: click.Command, argv: list[str]) -> Values:
         return Values(ctx.params)
 
 
+class _Stopped(Exception):
+    """Raised where the worker's handler would start serving metrics."""
+
+
+def _handed(command: click.Command, values: Values, monkeypatch: pytest.MonkeyPatch) -> Used:
+    """Run the handler of *command* (``serve``, ``worker``) on *values* up to where it
+    would start serving; what it handed to the logging set-up and the metrics endpoint."""
+    used: Used = {}
+
+    def logging_set_up(log_format: str, log_level: str) -> None:
+        used.update(log_format=log_format, log_level=log_level)
+
+    if command is serve:
+
+        async def serve_until_stopped(*_args: Any, **_kwargs: Any) -> None:
+            used["served"] = True
+
+        monkeypatch.setattr(serve_command, "setup_logging", logging_set_up)
+        monkeypatch.setattr(serve_command, "serve_until_stopped", serve_until_stopped)
+        assert anyio.run(serve_command.serve, values) == 0
+        assert used.pop("served")
+        return used
+
+    def metrics_endpoint(address: str | None) -> None:
+        used["metrics"] = address
+        raise _Stopped
+
+    monkeypatch.setattr(worker_command, "setup_logging", logging_set_up)
+    monkeypatch.setattr(worker_command, "metrics_endpoint", metrics_endpoint)
+    with pytest.raises(_Stopped):
+        anyio.run(worker_command.run_worker, values)
+    return used
+
+
 @pytest.mark.parametrize("way", ["flag", "variable", "project file"])
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_each_setting_reaches_its_field_by_flag_variable_and_project_file(
@@ -196,31 +250,160 @@ def test_each_setting_reaches_its_field_by_flag_variable_and_project_file(
     settings: Settings = (
         process_settings(values) if command is serve else (worker_settings(values), None)
     )
-    assert reached(settings, values) == expected
+    assert reached(settings, _handed(command, values, monkeypatch)) == expected
+
+
+def _commands(command: click.Command, path: str = "") -> dict[str, click.Command]:
+    """Each command of the tree that runs, by its path (``tasks list``)."""
+    if not isinstance(command, click.Group):
+        return {path: command}
+    found: dict[str, click.Command] = {}
+    for name, child in command.commands.items():
+        found |= _commands(child, f"{path} {name}".strip())
+    return found
+
+
+def _listed(cell: str, every: list[str]) -> set[str]:
+    """The commands a cell of the docs table names: ``every command except `db ...`, `x y```
+    or `` `serve`, `worker` `` (``db ...``: every command of ``db``)."""
+    rest = cell.removeprefix("every command except ")
+    names = {
+        path
+        for name in re.findall(r"`([^`]+)`", rest)
+        for path in every
+        if path == name or (name.endswith(" ...") and path.startswith(name[:-3]))
+    }
+    return set(every) - names if rest != cell else names
 
 
 def test_each_setting_is_a_row_of_the_docs_table_and_of_its_fields() -> None:
+    """Each row names the flag, variable and key; its commands column names exactly the
+    commands that take the flag, as the command tree has them."""
+    from taskloom.cli import app
+
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    tree = _commands(app)
+    every = list(tree)
     for setting in SETTINGS:
         key = setting.project_key
-        row = f"| `{setting.flag}` | `{setting.variable}` | `{key}` |"
-        assert row in page, row
+        row = f"| `{setting.flags}` | `{setting.variable}` | `{key}` |"
+        (line,) = [line for line in page.splitlines() if line.startswith(row)]
+        taking = {
+            path
+            for path, command in tree.items()
+            if any(setting.flag in param.opts for param in command.params)
+        }
+        assert _listed(line.split(" | ")[3], every) == taking, line
+        assert {"serve", "worker"} & taking == set(setting.commands)
         for fill in setting.fills:
             field = fill.partition(".")[2]
             rows = [line for line in page.splitlines() if line.startswith(f"| `{field}` |")]
-            assert any(setting.flag in line and setting.variable in line for line in rows), fill
+            assert any(setting.flags in line and setting.variable in line for line in rows), fill
 
 
-def test_a_stated_default_is_the_fields_own() -> None:
-    """Where the table states a default (the model is costly to import for ``--help``),
-    it is the model's."""
-    from taskloom.persistence.postgres import PostgresSettings
-    from taskloom.persistence.sqlite import SqliteSettings
+def test_the_commands_of_the_shared_flags() -> None:
+    """The docs once said ``serve, worker`` for ``--db``: they are on other commands too."""
+    from taskloom.cli import app
 
-    wait = BY_NAME["store_wait_s"].default
-    assert wait == SqliteSettings.model_fields["store_wait_s"].default
-    assert wait == PostgresSettings.model_fields["store_wait_s"].default
-    assert Path(BY_NAME["db"].default) == DEFAULT_DATABASE
+    every = list(_commands(app))
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in page.splitlines() if line.startswith("| `--")]
+    cells = {row[0]: row[3] for row in rows}
+    assert _listed(cells["| `--db`"], every) == set(every) - {"workflows show"}
+    assert {"run", "tasks list", "ui"} <= _listed(cells["| `--workflows`"], every)
+    assert _listed(cells["| `--settings`"], every) == {"serve", "worker", "run", "tasks resume"}
+    assert _listed(cells["| `--store-wait-s`"], every) == {"serve", "worker"}
+
+
+def _model(name: str) -> type[BaseModel]:
+    model: type[BaseModel] = getattr(importlib.import_module(MODELS[name]), name)
+    return model
+
+
+OTHER_DEFAULTS: dict[str, Callable[[], bool]] = {
+    # a setting that fills no one field as it is: its stated default against what it gives
+    "db": lambda: (
+        Path(DB.default) == DEFAULT_DATABASE
+        and TaskloomSettings().database == SqliteSettings(path=DEFAULT_DATABASE)
+    ),
+    "store_wait_s": lambda: (
+        STORE_WAIT_S.default
+        == _model("SqliteSettings").model_fields["store_wait_s"].default
+        == _model("PostgresSettings").model_fields["store_wait_s"].default
+    ),
+    "workflows": lambda: (
+        BY_NAME["workflows"].default is None
+        and TaskloomSettings().workflow_modules == BUILTIN_WORKFLOWS
+    ),
+    "settings": lambda: (
+        BY_NAME["settings"].default is None
+        and operator_settings(None) == TaskloomSettings().workflow_settings == {}
+    ),
+    "http": lambda: HTTP.default is None,  # stdio
+    "tokens_file": lambda: (
+        BY_NAME["tokens_file"].default is None
+        and _model("HttpSettings").model_fields["tokens"].get_default(call_default_factory=True)
+        == {}
+    ),
+    "metrics": lambda: METRICS.default is None,  # no endpoint
+    "log_format": lambda: LOG_FORMAT.default == "text" and LOG_FORMAT.choices == LOG_FORMATS,
+    "log_level": lambda: LOG_LEVEL.default == "warning" and LOG_LEVEL.choices == LOG_LEVELS,
+}
+
+
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_a_stated_default_is_the_fields_own(name: str) -> None:
+    """Every default is stated in the table, so that ``--help`` imports no model; the
+    field it fills has the same one (through :meth:`Setting.value`: ``0`` is ``None``,
+    ``"a,b"`` a tuple)."""
+    setting = BY_NAME[name]
+    if setting.field is None:
+        assert OTHER_DEFAULTS[name]()
+        return
+    model, field_name = setting.field
+    field = _model(model).model_fields[field_name]
+    expected = None if field.is_required() else field.get_default(call_default_factory=True)
+    assert setting.value(setting.default) == expected
+    assert setting.default is None or isinstance(setting.default, setting.kind)  # the flag's
+
+
+def test_every_setting_without_one_field_has_its_default_checked() -> None:
+    assert {s.name for s in SETTINGS if s.field is None} == set(OTHER_DEFAULTS)
+
+
+PRECEDENCE: dict[str, tuple[Callable[[Settings], Any], Any]] = {
+    # name: (what it reached, its default)
+    "plain_wait_s": (lambda s: s[0].server.plain_wait_s, 45.0),
+    "store_wait_s": (lambda s: s[0].database.store_wait_s, 5.0),
+    "max_runs": (lambda s: s[0].worker.max_runs, 100),
+}
+
+
+@pytest.mark.parametrize("name", list(PRECEDENCE))
+def test_a_flag_wins_over_its_variable_which_wins_over_the_project_file(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/configuration.md: flag > variable > project file > the field's default."""
+    setting = BY_NAME[name]
+    reached, default = PRECEDENCE[name]
+    command = serve if "serve" in setting.commands else worker
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TASKLOOM_CONFIG", raising=False)
+    for other in SETTINGS:
+        monkeypatch.delenv(other.variable, raising=False)
+
+    def reach(*argv: str) -> Any:
+        values = _parse(command, list(argv))
+        return reached(
+            process_settings(values) if command is serve else (worker_settings(values), None)
+        )
+
+    assert reach() == default
+    (tmp_path / "taskloom.toml").write_text(_project_file(setting, 3, {}))
+    assert reach() == 3
+    monkeypatch.setenv(setting.variable, "2")
+    assert reach() == 2
+    assert reach(setting.flag, "1") == 1
 
 
 def _keys(model: type[BaseModel]) -> set[str]:
@@ -246,16 +429,18 @@ def test_every_serve_and_worker_flag_is_a_project_file_key() -> None:
     assert unreachable(worker, ProjectConfig, WorkerConfig) == []
 
 
-def test_a_key_removed_from_the_project_model_is_found() -> None:
-    fields = {
-        name: (field.annotation, field)
-        for name, field in ServeConfig.model_fields.items()
-        if name != "plain_wait_s"
-    }
-    from pydantic import create_model
-
-    without = create_model("WithoutPlainWait", **fields)  # type: ignore[call-overload]
+def test_a_key_removed_from_the_project_model_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The product's ``[serve]`` model, built as it is (``section_model``) from a table
+    that lacks ``plain_wait_s`` while the command keeps its flag: the check above finds
+    the flag, and the project file refuses the key."""
+    monkeypatch.setattr(
+        setting_table, "SETTINGS", tuple(s for s in SETTINGS if s.name != "plain_wait_s")
+    )
+    without = project_model.section_model("ServeConfig", "serve", "[serve]", project_model.Table)
     assert unreachable(serve, ProjectConfig, without) == ["plain_wait_s"]
+    with pytest.raises(ValidationError) as raised:
+        without.model_validate({"plain_wait_s": 12.5})
+    assert [error["type"] for error in raised.value.errors()] == ["extra_forbidden"]
 
 
 def _documented_flags(page: str) -> set[str]:

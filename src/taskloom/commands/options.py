@@ -23,14 +23,25 @@ LOG_LEVELS: Final = LOG_LEVEL.choices
 fast)."""
 
 
-def from_project(name: str, fallback: Any = None) -> Callable[[], Any]:
+class FromProject:
+    """A flag's default: the project file's *key*, else *fallback*."""
+
+    def __init__(self, key: str, fallback: Any = None) -> None:
+        self.key = key
+        self.fallback = fallback
+
+    def __call__(self) -> Any:
+        value = project.configured(self.key)
+        return self.fallback if value is None else value
+
+    def given(self) -> bool:
+        """Whether the project file gives the key (else the fallback is the default)."""
+        return project.configured(self.key) is not None
+
+
+def from_project(name: str, fallback: Any = None) -> FromProject:
     """A default that reads the project file's *name*, else *fallback*."""
-
-    def default() -> Any:
-        value = project.configured(name)
-        return fallback if value is None else value
-
-    return default
+    return FromProject(name, fallback)
 
 
 def split_values(_ctx: click.Context, _param: click.Parameter, values: Iterable[str]) -> list[str]:
@@ -71,8 +82,8 @@ def states(variable: str, choices: Sequence[str], help: str, more: str = "") -> 
 
 
 class SettingOption(click.Option):
-    """A flag declared in :mod:`taskloom.commands.setting_table`; its help (which may
-    read a default from a settings model) is written only when it is shown."""
+    """A flag declared in :mod:`taskloom.commands.setting_table`; its help is written
+    when it is shown."""
 
     def __init__(self, *args: Any, setting: Setting[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,9 +106,8 @@ def _click_type(setting: Setting[Any]) -> Any:
 def option(setting: Setting[Any]) -> Callable[[F], F]:
     """The click option of *setting*: its flag, its variable, and its project-file key
     (then the setting's own default) where neither is given."""
-    names = [f"{setting.flag}/--no-{setting.flag[2:]}"] if setting.kind is bool else [setting.flag]
     return click.option(
-        *names,
+        setting.flags,
         setting.name,
         cls=SettingOption,
         setting=setting,

@@ -1,60 +1,94 @@
 """What a project file (``taskloom.toml``, ``[tool.taskloom]``) may say, and its values
-for the flags. Its ``[serve]`` and ``[worker]`` tables are made from the setting table
-(:mod:`taskloom.commands.setting_table`): every such flag is a key, without its dashes."""
+for the flags. Its top level and its ``[serve]`` and ``[worker]`` tables are made from
+the setting table (:mod:`taskloom.commands.setting_table`): every flag of ``serve`` and
+``worker`` is a key, without its dashes, of the type, choices and bounds the flag takes."""
 
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, create_model
 
-from taskloom.commands.setting import Section
+from taskloom.commands.setting import Section, Setting
 from taskloom.commands.setting_table import in_section
 
 PATHS: Final = frozenset({"db", "tokens_file"})
 """Keys whose value is a path, relative to the file's folder."""
 
 
-class _Section(BaseModel):
+class Table(BaseModel):
+    """A table of the project file: frozen, and an unknown key is refused."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _section(name: str, section: Section, doc: str) -> type[_Section]:
-    """The table of the project file whose keys the setting table puts in *section*."""
+M = TypeVar("M", bound=Table)
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _annotation(setting: Setting[Any]) -> Any:
+    """The type of *setting*'s key: its choices (any case, as the flag takes them), a
+    positive number, a list of strings, or its kind."""
+    if setting.choices:
+        return Annotated[Literal[setting.choices], BeforeValidator(_lower)]
+    if setting.positive:
+        return Annotated[setting.kind, Field(gt=0)]
+    return list[str] if setting.repeatable else setting.kind
+
+
+def section_model(name: str, section: Section, doc: str, base: type[M]) -> type[M]:
+    """The table of the project file whose keys the setting table puts in *section* (a
+    setting whose key has another shape, ``[settings.NAME]``, is *base*'s)."""
     fields: dict[str, Any] = {
-        setting.name: (setting.kind | None, Field(default=None, description=setting.help))
+        setting.name: (_annotation(setting) | None, Field(default=None, description=setting.help))
         for setting in in_section(section)
+        if setting.project_default
     }
-    model: type[_Section] = create_model(name, __base__=_Section, __doc__=doc, **fields)
+    model: type[M] = create_model(name, __base__=base, __doc__=doc, **fields)
     return model
 
 
-ServeConfig = _section("ServeConfig", "serve", "``[serve]``: the ``serve`` flags.")
-WorkerConfig = _section("WorkerConfig", "worker", "``[worker]``: the ``worker`` flags.")
+if TYPE_CHECKING:  # made at run time: mypy knows the models they are made on
+    ServeConfig = Table
+    WorkerConfig = Table
+else:
+    ServeConfig = section_model("ServeConfig", "serve", "``[serve]``: the serve flags.", Table)
+    WorkerConfig = section_model("WorkerConfig", "worker", "``[worker]``: the worker flags.", Table)
 
 
-class UiConfig(_Section):
+class UiConfig(Table):
     """``[ui]``: the ``ui`` flags."""
 
     host: str | None = None
     port: int | None = None
 
 
-class ProjectConfig(_Section):
-    """What a project file may say; every key is optional."""
+class _Tables(Table):
+    """The keys of the project file that are not a flag of ``serve`` or ``worker``, and
+    its tables."""
 
-    db: str | None = None
-    store_wait_s: float | None = Field(default=None, gt=0)
-    """The store's wait (``serve`` and ``worker``: ``--store-wait-s``)."""
-    workflows: list[str] = Field(default_factory=list)
-    """Modules (``mypkg.flows``) or ``.py`` files whose workflows to load."""
     ttl: str | None = None
-    log_format: str | None = None
-    log_level: str | None = None
+    """``run --ttl``."""
     settings: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
-    """Operator settings by workflow: ``[settings.repo_audit]``."""
-    serve: ServeConfig = Field(default_factory=ServeConfig)  # type: ignore[valid-type]
-    worker: WorkerConfig = Field(default_factory=WorkerConfig)  # type: ignore[valid-type]
+    """Operator settings by workflow: ``[settings.repo_audit]`` (``--settings``)."""
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    worker: WorkerConfig = Field(default_factory=WorkerConfig)
     ui: UiConfig = UiConfig()
+
+
+if TYPE_CHECKING:
+    ProjectConfig = _Tables
+else:
+    ProjectConfig = section_model(
+        "ProjectConfig",
+        "",
+        "What a project file may say; every key is optional. Its top-level keys (``db``, "
+        "``workflows``, ``store_wait_s``, ``log_format``, ``log_level``) are the setting "
+        "table's.",
+        _Tables,
+    )
 
 
 class Project(BaseModel):

@@ -1,9 +1,10 @@
 """The settings ``taskloom serve`` builds from its flags (see docs/server.md).
 
-Which flag fills which field is in :mod:`taskloom.commands.setting_table`; a flag that is
-not given (``None``) leaves the field at its model's default. Tokens are read from
-``TASKLOOM_TOKENS`` or a file (``principal:token`` entries), never from the command line,
-where other users could see them. ``--oauth-issuer`` and ``--oauth-audience`` accept JWT
+Which flag fills which field is in :mod:`taskloom.commands.setting_table`; a setting that
+neither its flag, nor its variable, nor the project file gives has the table's default,
+which is the field's (a ``None`` leaves the field at its model's default). Tokens are
+read from ``TASKLOOM_TOKENS`` or a file (``principal:token`` entries), never from the
+command line, where other users could see them. ``--oauth-issuer`` and ``--oauth-audience`` accept JWT
 access tokens of an OAuth authorization server as well.
 """
 
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 
 
 def given_fields(model: str, values: Values) -> dict[str, Any]:
-    """The fields of *model* (``ServerSettings``) that the given flag *values* set
-    directly (a flag not given, ``None``, sets none)."""
+    """The fields of *model* (``ServerSettings``) that the flag *values* set directly
+    (a ``None`` sets none)."""
     fields: dict[str, Any] = {}
     for setting, _ in filling(model):
         field = setting.field

@@ -1,9 +1,10 @@
 """A setting of ``taskloom serve`` or ``taskloom worker``, as the setting table declares
 it (:mod:`taskloom.commands.setting_table`, ADR 0044), and the values click parsed for
-them. Only the standard library is imported here: ``--help`` stays fast.
+them. Only the standard library is imported here, and the help reads nothing else: each
+default is stated in the table (a test keeps it equal to its model field's), so
+``serve --help`` imports no settings model.
 """
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, cast
 
@@ -20,7 +21,8 @@ MODELS: Final = {
     "SqliteSettings": "taskloom.persistence.sqlite.settings",
     "PostgresSettings": "taskloom.persistence.postgres.settings",
 }
-"""Where each settings model a setting fills is defined (imported only when needed)."""
+"""Where each settings model a setting fills is defined (by name: the command line imports
+a model only when it builds the settings)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,10 +48,13 @@ class Setting(Generic[T_co]):
     list_of_names: bool = False
     """A comma- or space-separated list (a tuple in the field)."""
     default: Any = None
-    """The default, where no model field holds it (or its model is costly to import; a
-    test checks it equals the fields')."""
+    """The value when neither the flag, nor its variable, nor the project file gives one,
+    as the flag would give it (``None``: none); :meth:`value` of it is the default of the
+    field it fills (``tests/cli/test_setting_table.py`` checks each)."""
     shown_default: str | None = None
     """How the help says the default, where the value alone would not."""
+    note: str | None = None
+    """What the docs add to its flag, e.g. ``added to the built-ins``."""
     choices: tuple[str, ...] = ()
     """The values it may take (any case), if only some."""
     positive: bool = False
@@ -67,6 +72,11 @@ class Setting(Generic[T_co]):
     def flag(self) -> str:
         """``--plain-wait-s``."""
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def flags(self) -> str:
+        """The flag as click declares it: ``--linger/--no-linger`` for a switch."""
+        return f"{self.flag}/--no-{self.flag[2:]}" if self.kind is bool else self.flag
 
     @property
     def variable(self) -> str:
@@ -94,12 +104,6 @@ class Setting(Generic[T_co]):
             return tuple(part for part in given.replace(",", " ").split() if part)
         return given
 
-    def model_default(self) -> Any:
-        """The default of the first field it fills (imports that model)."""
-        model, _, name = self.fills[0].partition(".")
-        field = getattr(importlib.import_module(MODELS[model]), model).model_fields[name]
-        return None if field.is_required() else field.get_default(call_default_factory=True)
-
     @property
     def project_key(self) -> str:
         """The key as the project file shows it: ``[serve] plain_wait_s``, ``db``."""
@@ -109,12 +113,7 @@ class Setting(Generic[T_co]):
 
     def help_text(self) -> str:
         """The help line: what it does, its variable, its project-file key, its default."""
-        default = self.shown_default
-        if default is None:
-            value = self.default if self.default is not None or not self.fills else None
-            if value is None and self.fills:
-                value = self.model_default()
-            default = _shown(value)
+        default = self.shown_default if self.shown_default is not None else _shown(self.default)
         where = f"env {self.variable}; project file {self.project_key}"
         return f"{self.help} ({where}" + (f"; default {default}" if default else "") + ")"
 

@@ -3,10 +3,12 @@
 One :class:`~taskloom.commands.setting.Setting` gives a setting's flag
 (``--plain-wait-s``), its variable (``TASKLOOM_PLAIN_WAIT_S``), its project-file key
 (``[serve] plain_wait_s``), the settings field it fills (``ServerSettings.plain_wait_s``)
-and its line in the docs (``scripts/docs_config.py`` writes docs/configuration.md from
-it). The field's default, bounds and meaning stay in its pydantic model; the help reads
-the default from there when it is shown. The settings models never import the command
-line (docs/adr/0002): the table names them, and imports them only then.
+its default, and its line in the docs (``scripts/docs_config.py`` writes
+docs/configuration.md from it). The field's bounds and meaning stay in its pydantic
+model; its default is stated here as well, so that ``--help`` imports no model, and
+``tests/cli/test_setting_table.py`` checks that the two agree. The settings models never
+import the command line (docs/adr/0002): the table names them, and the command line
+imports them only when it builds the settings.
 """
 
 from collections.abc import Iterator
@@ -53,6 +55,7 @@ WORKFLOWS: Final[Setting[list[str]]] = Setting(
     fills=("TaskloomSettings.workflow_modules",),
     to_field=False,
     shown_default="none",
+    note="added to the built-ins",
 )
 
 OPERATOR_SETTINGS: Final = Setting(
@@ -68,6 +71,7 @@ OPERATOR_SETTINGS: Final = Setting(
     to_field=False,
     project_default=False,
     shown_default="none",
+    note="`@FILE.toml`: a TOML file, a table per workflow",
 )
 
 HTTP: Final = Setting(
@@ -99,6 +103,7 @@ MAX_RUNS: Final = Setting(
     kind=int,
     metavar="N",
     fills=("WorkerSettings.max_runs",),
+    default=100,
 )
 
 METRICS: Final = Setting(
@@ -143,6 +148,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=int,
         metavar="N",
         fills=("HttpSettings.max_body_bytes",),
+        default=1_048_576,
     ),
     Setting(
         name="max_result_bytes",
@@ -150,6 +156,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=int,
         metavar="N",
         fills=("ServerSettings.max_result_bytes",),
+        default=16_777_216,
         zero="no limit",
     ),
     Setting(
@@ -159,6 +166,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=float,
         metavar="SECONDS",
         fills=("ServerSettings.plain_wait_s",),
+        default=45.0,
         zero="until the task ends",
     ),
     Setting(
@@ -166,6 +174,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         help="when a stdio server's host leaves, a background worker finishes its unfinished tasks",
         kind=bool,
         fills=("ServerSettings.linger",),
+        default=True,
     ),
     Setting(
         name="rate_limit",
@@ -173,6 +182,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=float,
         metavar="PER_MINUTE",
         fills=("HttpSettings.rate_per_minute",),
+        default=600.0,
         zero="no limit",
     ),
     Setting(
@@ -182,6 +192,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=int,
         metavar="N",
         fills=("ServerSettings.max_unfinished_per_principal",),
+        default=1000,
         zero="no limit",
     ),
     Setting(
@@ -190,6 +201,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=int,
         metavar="N",
         fills=("HttpSettings.max_sessions_per_principal",),
+        default=100,
     ),
     Setting(
         name="session_idle_s",
@@ -197,6 +209,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=float,
         metavar="SECONDS",
         fills=("HttpSettings.session_idle_s",),
+        default=300.0,
     ),
     Setting(
         name="header_timeout_s",
@@ -204,6 +217,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=float,
         metavar="SECONDS",
         fills=("HttpSettings.header_timeout_s",),
+        default=10.0,
     ),
     Setting(
         name="oauth_issuer",
@@ -234,6 +248,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         help="signature algorithms accepted, public-key ones only",
         metavar="ALG,...",
         fills=("OAuthSettings.algorithms",),
+        default="RS256,ES256",
         list_of_names=True,
     ),
     Setting(
@@ -242,6 +257,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         kind=float,
         metavar="SECONDS",
         fills=("OAuthSettings.leeway_s",),
+        default=30.0,
     ),
     Setting(
         name="oauth_scopes",
@@ -249,6 +265,7 @@ SETTINGS: Final[tuple[Setting[Any], ...]] = (
         help="scopes every token must carry",
         metavar="SCOPE,...",
         fills=("OAuthSettings.scopes",),
+        default="",
         list_of_names=True,
         shown_default="none",
     ),
