@@ -59,10 +59,11 @@ def fenced(
     writes: Callable[[Guard], tuple[Statement, ...]],
     parameters: Mapping[str, Any],
 ) -> Script[Result]:
-    """Run *writes* (which bind *parameters*, as the fence does) if *fence* allows them; *check* raises on the fence's row (``None``
-    when it finds none) when it does not. Returns the result of the last write, which
-    returns at most one row, its first column never NULL. One round trip where the dialect
-    folds the fence, two where it fuses writes, one per statement elsewhere."""
+    """Run *writes* if *fence* allows them; *check* raises on the fence's row (``None``
+    when it finds none) when it does not. The fence and the writes bind *parameters*.
+    Returns the result of the last write, which returns at most one row, its first column
+    never NULL. One round trip where the dialect folds the fence, two where it only fuses
+    writes, one per statement elsewhere."""
     if not d.folds_fence:
         found = yield from ask(Statement(fence.read, parameters))
         check(found.one())
