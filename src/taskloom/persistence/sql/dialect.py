@@ -54,6 +54,12 @@ class Dialect:
     recorded_version: str = "t.workflow_version"
     """The version a task recorded, as an SQL expression (the column schema 8 added)."""
 
+    @property
+    def folds_fence(self) -> bool:
+        """Whether a lease fence and the writes it allows may be one statement (a writable
+        ``WITH`` and a share-locking read; see :mod:`.fence`)."""
+        return self.fuses and self.share_lock
+
     def stored(self, moment: datetime | None) -> Any:
         """*moment* as a column stores it (``None`` stays ``None``)."""
         return None if moment is None else self.time(moment)

@@ -6,6 +6,7 @@ in-memory store applies directly; the contract suite holds the three stores toge
 """
 
 import json
+from typing import Any
 
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
 from taskloom.engine.models import Task, TaskId
@@ -22,7 +23,12 @@ from taskloom.engine.runs import (
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.sql import history, rows
 from taskloom.persistence.sql.dialect import Dialect, in_list
+from taskloom.persistence.sql.fence import Fence, Guard, fenced
 from taskloom.persistence.sql.script import Script, Statement, ask
+
+
+def _lease_lost(lease: Lease) -> LeaseLostError:
+    return LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
 
 
 def check_fence(d: Dialect, lease: Lease) -> Script[None]:
@@ -37,7 +43,7 @@ def check_fence(d: Dialect, lease: Lease) -> Script[None]:
     )
     row = found.one()
     if row is None or row[0] != lease.token:
-        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
+        raise _lease_lost(lease)
 
 
 def _release(d: Dialect, lease: Lease) -> Statement:
@@ -77,23 +83,12 @@ def end_run(d: Dialect, lease: Lease, now: object) -> Script[None]:
 def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Script[NodeRun]:
     """See :meth:`taskloom.engine.runs.RunStore.start_node` (``engine.runs.node_started``).
 
-    Two round trips where the dialect fuses writes: the fence and the task's state, then
-    every write."""
+    Behind the fence and the task's state (:mod:`.fence`): one round trip where the
+    dialect folds the fence, two where it only fuses writes."""
     p = d.parameter
-    found = yield from ask(
-        Statement(
-            "SELECT l.token, t.state FROM leases l JOIN tasks t ON t.id = l.task_id"
-            f" WHERE l.task_id = {p('task')}{d.shared('l')}",
-            {"task": lease.task_id},
-        )
-    )
-    row = found.one()
-    if row is None or row[0] != lease.token:
-        raise LeaseLostError(f"the lease of worker {lease.worker} on task {lease.task_id} is gone")
-    if TaskState(row[1]) in TERMINAL_STATES:
-        raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
-    parameters = {
+    parameters: dict[str, object] = {
         "task": lease.task_id,
+        "token": lease.token,
         "node": start.node,
         "attempt": start.attempt,
         "interruptions": start.interruptions,
@@ -101,40 +96,58 @@ def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Scrip
         "worker": lease.worker,
         "now": now,
     }
-    written = yield from ask(
-        (
+    ended = in_list(d, "e", sorted(state.value for state in TERMINAL_STATES), parameters)
+
+    def check(row: tuple[Any, ...] | None) -> None:
+        if row is None or row[0] != lease.token:
+            raise _lease_lost(lease)
+        if TaskState(row[1]) in TERMINAL_STATES:
+            raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
+
+    def writes(guard: Guard) -> tuple[Statement, ...]:
+        return (
             Statement(
                 f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
-                f" WHERE task_id = {p('task')} AND node = {p('node')}"
-                f" AND attempt = {p('interrupted')} AND ended_at IS NULL",
+                + guard.where(
+                    f" WHERE task_id = {p('task')} AND node = {p('node')}"
+                    f" AND attempt = {p('interrupted')} AND ended_at IS NULL"
+                ),
                 parameters,
             ),
             Statement(
-                "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
-                f" VALUES ({p('task')}, {p('node')}, {p('attempt')}, {p('worker')}, {p('now')})",
+                "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at) "
+                + guard.values(p("task"), p("node"), p("attempt"), p("worker"), p("now")),
                 parameters,
             ),
             Statement(
-                "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
-                f" VALUES ({p('task')}, {p('node')}, 'running', {p('attempt')},"
-                f" {p('interruptions')}, {p('now')})"
-                " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+                "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at) "
+                + guard.values(
+                    p("task"), p("node"), "'running'", p("attempt"), p("interruptions"), p("now")
+                )
+                + " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
                 " attempt = excluded.attempt, interruptions = excluded.interruptions,"
                 " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
                 f" RETURNING {rows.NODE_COLUMNS}",
                 parameters,
             ),
         )
+
+    fence = Fence(
+        columns=("l.token", "t.state"),
+        source="leases l JOIN tasks t ON t.id = l.task_id"
+        f" WHERE l.task_id = {p('task')}{d.shared('l')}",
+        allows=f"token = {p('token')} AND state NOT IN {ended}",
     )
+    written = yield from fenced(d, fence, check, writes, parameters)
     return rows.node_run(d, written.rows[0])  # an upsert always returns its row
 
 
 def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[NodeRun]:
     """See :meth:`taskloom.engine.runs.RunStore.end_node` (``engine.runs.node_ended``).
 
-    Two round trips where the dialect fuses writes: the fence, then the checkpoint and
-    the attempt's end. A node not running this attempt raises, undoing both."""
-    yield from check_fence(d, lease)
+    Behind the fence (:mod:`.fence`), the attempt's end and the checkpoint: one round
+    trip where the dialect folds the fence, two where it only fuses writes. A node not
+    running this attempt raises, undoing both."""
     p = d.parameter
     parameters = {
         "state": end.state.value,
@@ -146,16 +159,24 @@ def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[Node
         "interruptions": end.interruptions,
         "now": now,
         "task": lease.task_id,
+        "token": lease.token,
         "node": end.node,
         "attempt": end.attempt,
         "outcome": end.outcome.value,
     }
-    this_attempt = f"task_id = {p('task')} AND node = {p('node')} AND attempt = {p('attempt')}"
-    ended = yield from ask(
-        (
+    this_attempt = (
+        f" WHERE task_id = {p('task')} AND node = {p('node')} AND attempt = {p('attempt')}"
+    )
+
+    def check(row: tuple[Any, ...] | None) -> None:
+        if row is None or row[0] != lease.token:
+            raise _lease_lost(lease)
+
+    def writes(guard: Guard) -> tuple[Statement, ...]:
+        return (
             Statement(
                 f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = {p('outcome')},"
-                f" error = {p('error')} WHERE {this_attempt}",
+                f" error = {p('error')}" + guard.where(this_attempt),
                 parameters,
             ),
             Statement(
@@ -163,12 +184,19 @@ def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[Node
                 f" output = {p('output')}, error = {p('error')}, not_before = {p('not_before')},"
                 f" waiting_for = {p('waiting_for')},"
                 f" interruptions = coalesce({p('interruptions')}, interruptions),"
-                f" updated_at = {p('now')} WHERE {this_attempt} AND state = 'running'"
-                f" RETURNING {rows.NODE_COLUMNS}",
+                f" updated_at = {p('now')}"
+                + guard.where(f"{this_attempt} AND state = 'running'")
+                + f" RETURNING {rows.NODE_COLUMNS}",
                 parameters,
             ),
         )
+
+    fence = Fence(
+        columns=("token",),
+        source=f"leases WHERE task_id = {p('task')}{d.shared()}",
+        allows=f"token = {p('token')}",
     )
+    ended = yield from fenced(d, fence, check, writes, parameters)
     row = ended.one()
     if row is None:
         raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
