@@ -68,6 +68,16 @@ async def test_delete_by_id_deletes_only_finished_tasks(
     assert await store.delete_finished(task_ids=[], limit=10) == 0
 
 
+async def test_delete_by_a_long_list_of_ids(store: TaskStore, manager: TaskManager) -> None:
+    """More ids than a statement may have parameters (65,535 on PostgreSQL's wire, 32,766
+    in SQLite): one call, the finished ones deleted, the store still answering."""
+    done = await _ended(manager, TaskState.COMPLETED)
+    queued = await manager.create("job")
+    ids = [f"no-such-task-{index}" for index in range(70_000)] + [done.id, queued.id]
+    assert await store.delete_finished(task_ids=ids, limit=10) == 1
+    assert {task.id for task in (await manager.list()).tasks} == {queued.id}
+
+
 class Empty(BaseModel):
     pass
 

@@ -3,6 +3,7 @@ checkpoints that ``node_started``, ``node_ended`` and ``node_interrupted`` (the 
 store's) compute, on every combination of what they look at."""
 
 import itertools
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -55,6 +56,14 @@ PREVIOUS = (
         attempt=1,
         waiting_for="answer",
         not_before=NOW,
+        updated_at=BEFORE,
+    ),
+    NodeRun(
+        node="n",
+        state=NodeState.COMPLETED,
+        attempt=1,
+        failures=1,
+        output={"x": 1},
         updated_at=BEFORE,
     ),
 )
@@ -114,7 +123,7 @@ def _database(previous: NodeRun | None) -> Iterator[sqlite3.Connection]:
             raw.execute(
                 "INSERT INTO node_runs (task_id, node, state, attempt, failures, interruptions,"
                 " not_before, waiting_for, output, error, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     LEASE.task_id,
                     previous.node,
@@ -124,6 +133,7 @@ def _database(previous: NodeRun | None) -> Iterator[sqlite3.Connection]:
                     previous.interruptions,
                     micros(previous.not_before) if previous.not_before else None,
                     previous.waiting_for,
+                    json.dumps(previous.output) if previous.output is not None else None,
                     previous.error.model_dump_json() if previous.error else None,
                     micros(previous.updated_at),
                 ),
@@ -149,8 +159,19 @@ def test_an_end_writes_what_node_ended_computes(previous: NodeRun | None, end: N
     expected = node_ended(previous, end, NOW)
     with _database(previous) as raw:
         if expected is None:
+            raw.execute(
+                "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (LEASE.task_id, end.node, end.attempt, LEASE.worker, micros(BEFORE)),
+            )
             with pytest.raises(LeaseLostError, match="is not running"):
                 _run(raw, runs.end_node(SQLITE, LEASE, end, micros(NOW)))
+            # The script itself leaves the attempt open: no rollback needed to undo it.
+            (open_attempt,) = raw.execute(
+                "SELECT ended_at IS NULL FROM node_attempts WHERE node = ? AND attempt = ?",
+                (end.node, end.attempt),
+            ).fetchone()
+            assert open_attempt == 1
         else:
             assert _run(raw, runs.end_node(SQLITE, LEASE, end, micros(NOW))) == expected
 
@@ -172,5 +193,5 @@ def test_fused_statements_share_one_set_of_parameters() -> None:
         " RETURNING y"
     )
     assert together.parameters == {"x": 1, "y": 2}
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match="'x' to different values"):
         fused((first, Statement("SELECT %(x)s", {"x": 2})))

@@ -151,8 +151,9 @@ class NodeEnd(_Frozen):
 
 
 def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> NodeRun:
-    """A node's checkpoint as an attempt starts: running, its failures and the last
-    attempt's error kept (until this one ends), the wait and retry time cleared."""
+    """A node's checkpoint as an attempt starts: running, its failures, the last
+    attempt's error and a completed node's output kept (until this one ends), the wait
+    and retry time cleared."""
     return NodeRun(
         node=start.node,
         state=NodeState.RUNNING,
@@ -160,6 +161,7 @@ def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> N
         failures=previous.failures if previous is not None else 0,
         interruptions=start.interruptions,
         error=previous.error if previous is not None else None,
+        output=previous.output if previous is not None else None,
         updated_at=now,
     )
 

@@ -1,5 +1,6 @@
 """What differs between the two SQL stores in the text of the shared statements."""
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -51,6 +52,8 @@ class Dialect:
     """Appended to a choice of rows to delete (rows another writer holds are left)."""
     fuses: bool = False
     """Whether writing statements may be fused into one (writable ``WITH`` clauses)."""
+    arrays: bool = False
+    """Whether a list is bound as one array parameter (``= ANY``; else one JSON text)."""
     recorded_version: str = "t.workflow_version"
     """The version a task recorded, as an SQL expression (the column schema 8 added)."""
 
@@ -105,14 +108,20 @@ POSTGRES: Final = Dialect(
     share_lock=True,
     skip_locked=" FOR UPDATE SKIP LOCKED",
     fuses=True,
+    arrays=True,
 )
 """Writers lock task rows (``FOR NO KEY UPDATE``, which leaves the foreign-key checks of
 checkpoint inserts alone) before lease rows; each statement is a round trip."""
 
 
-def in_list(d: Dialect, prefix: str, values: list[Any], parameters: dict[str, Any]) -> str:
-    """``(p0, p1, ...)`` binding *values* into *parameters* (``(NULL)`` when empty: a
-    condition no row meets)."""
-    names = [f"{prefix}{index}" for index in range(len(values))]
-    parameters.update(zip(names, values, strict=True))
-    return f"({', '.join(d.parameter(name) for name in names) or 'NULL'})"
+def is_in(d: Dialect, column: str, name: str, values: list[Any], parameters: dict[str, Any]) -> str:
+    """The condition "*column* is one of *values*", binding them as one parameter *name*,
+    whatever their number: an array (``= ANY``) where the dialect has arrays, else a JSON
+    list read by ``json_each`` (a list of placeholders would meet the drivers' limits:
+    65,535 parameters on PostgreSQL's wire, 32,766 in SQLite)."""
+    texts = [str(value) for value in values]
+    if d.arrays:
+        parameters[name] = texts
+        return f"{column} = ANY({d.parameter(name)}::text[])"
+    parameters[name] = json.dumps(texts)
+    return f"{column} IN (SELECT value FROM json_each({d.parameter(name)}))"

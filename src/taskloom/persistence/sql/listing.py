@@ -7,7 +7,7 @@ from taskloom.engine.models import StorePage, TaskQuery
 from taskloom.engine.ports import Finished, finished_states
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sql import rows
-from taskloom.persistence.sql.dialect import Dialect, in_list
+from taskloom.persistence.sql.dialect import Dialect, is_in
 from taskloom.persistence.sql.script import Script, Statement, ask
 
 _LAST_CHARACTER: Final = "\U0010ffff"
@@ -54,12 +54,12 @@ def _matching(
         where.append(rows.owned(d, query.owner, parameters))
     if query.states is not None:
         states = sorted(state.value for state in query.states)
-        where.append(f"state IN {in_list(d, 's', states, parameters)}")
+        where.append(is_in(d, "state", "s", states, parameters))
     if query.parent_id is not None:
         where.append(f"parent_id = {p('parent')}")
         parameters["parent"] = query.parent_id
     if query.names is not None:
-        where.append(f"name IN {in_list(d, 'n', sorted(query.names), parameters)}")
+        where.append(is_in(d, "name", "n", sorted(query.names), parameters))
     if query.id_prefix is not None:
         where.append(f"id >= {p('prefix')} AND id < {p('prefix_end')}")
         parameters.update(prefix=query.id_prefix, prefix_end=query.id_prefix + _LAST_CHARACTER)
@@ -140,10 +140,10 @@ def delete_finished(d: Dialect, which: Finished) -> Script[int]:
     p = d.parameter
     parameters: dict[str, object] = {"limit": which["limit"]}
     ended = sorted(state.value for state in finished_states(which))
-    where = [f"state IN {in_list(d, 's', ended, parameters)}"]
+    where = [is_in(d, "state", "s", ended, parameters)]
     task_ids, finished_before = which.get("task_ids"), which.get("finished_before")
     if task_ids is not None:
-        where.append(f"id IN {in_list(d, 'i', [str(each) for each in task_ids], parameters)}")
+        where.append(is_in(d, "id", "i", [str(each) for each in task_ids], parameters))
     if finished_before is not None:
         where.append(f"updated_at < {p('before')}")
         parameters["before"] = d.time(finished_before)

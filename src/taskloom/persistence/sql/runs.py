@@ -22,7 +22,7 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.persistence.sql import history, rows
-from taskloom.persistence.sql.dialect import Dialect, in_list
+from taskloom.persistence.sql.dialect import Dialect, is_in
 from taskloom.persistence.sql.fence import Fence, Guard, fenced
 from taskloom.persistence.sql.script import Script, Statement, ask
 
@@ -96,7 +96,9 @@ def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Scrip
         "worker": lease.worker,
         "now": now,
     }
-    ended = in_list(d, "e", sorted(state.value for state in TERMINAL_STATES), parameters)
+    live = "NOT " + is_in(
+        d, "state", "e", sorted(state.value for state in TERMINAL_STATES), parameters
+    )
 
     def check(row: tuple[Any, ...] | None) -> None:
         if row is None or row[0] != lease.token:
@@ -136,7 +138,7 @@ def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Scrip
         columns=("l.token", "t.state"),
         source="leases l JOIN tasks t ON t.id = l.task_id"
         f" WHERE l.task_id = {p('task')}{d.shared('l')}",
-        allows=f"token = {p('token')} AND state NOT IN {ended}",
+        allows=f"token = {p('token')} AND {live}",
     )
     written = yield from fenced(d, fence, check, writes, parameters)
     return rows.node_run(d, written.rows[0])  # an upsert always returns its row
@@ -176,7 +178,11 @@ def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[Node
         return (
             Statement(
                 f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = {p('outcome')},"
-                f" error = {p('error')}" + guard.where(this_attempt),
+                f" error = {p('error')}"
+                + guard.where(
+                    f"{this_attempt} AND EXISTS (SELECT 1 FROM node_runs{this_attempt}"
+                    " AND state = 'running')"
+                ),
                 parameters,
             ),
             Statement(
@@ -220,13 +226,13 @@ def fork_run(
     yield from history.record(d, None, task)
     if nodes:
         parameters: dict[str, object] = {"task": task.id, "source": source}
-        names = in_list(d, "n", sorted(nodes), parameters)
+        names = is_in(d, "node", "n", sorted(nodes), parameters)
         yield Statement(
             "INSERT INTO node_runs (task_id, node, state, attempt, failures, interruptions,"
             " not_before, output, error, updated_at)"
             f" SELECT {p('task')}, node, state, attempt, failures, interruptions, NULL, output,"
             f" error, updated_at FROM node_runs WHERE task_id = {p('source')}"
-            f" AND state = 'completed' AND node IN {names}",
+            f" AND state = 'completed' AND {names}",
             parameters,
         )
     return (yield from node_runs(d, task.id))
@@ -258,8 +264,10 @@ def attempts(d: Dialect, task_id: TaskId) -> Script[list[NodeAttempt]]:
 def failed_attempts(d: Dialect, query: FailureQuery, now: object) -> Script[list[NodeAttempt]]:
     """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
     parameters: dict[str, object] = {"now": now, "limit": query.limit}
-    outcomes = in_list(d, "o", sorted(outcome.value for outcome in FAILURE_OUTCOMES), parameters)
-    where = [f"a.outcome IN {outcomes}", "a.ended_at IS NOT NULL", rows.live(d, "t")]
+    outcomes = is_in(
+        d, "a.outcome", "o", sorted(outcome.value for outcome in FAILURE_OUTCOMES), parameters
+    )
+    where = [outcomes, "a.ended_at IS NOT NULL", rows.live(d, "t")]
     if query.match_owner:
         where.append(rows.owned(d, query.owner, parameters, "t"))
     columns = ", ".join(f"a.{column}" for column in rows.ATTEMPT_COLUMNS.split(", "))

@@ -41,13 +41,21 @@ Script = Generator[Query, Result, _T]
 
 def fused(statements: tuple[Statement, ...]) -> Statement:
     """*statements* as one: every one but the last in a writable ``WITH`` clause, all on
-    one snapshot. They must bind named parameters, equal where the names are."""
+    one snapshot. They must bind named parameters, equal where the names are.
+
+    Raises:
+        TypeError: a statement binds positional parameters.
+        ValueError: two bind one name to different values (fusing would silently bind
+            one of them).
+    """
     *first, last = statements
     parameters: dict[str, Any] = {}
     for statement in statements:
-        assert isinstance(statement.parameters, Mapping)
+        if not isinstance(statement.parameters, Mapping):
+            raise TypeError("only statements with named parameters can be fused")
         for name, value in statement.parameters.items():
-            assert parameters.setdefault(name, value) == value, name
+            if parameters.setdefault(name, value) != value:
+                raise ValueError(f"fused statements bind {name!r} to different values")
     clauses = ", ".join(f"s{index} AS ({each.text})" for index, each in enumerate(first))
     return Statement(f"WITH {clauses} {last.text}" if first else last.text, parameters)
 

@@ -11,7 +11,7 @@ from taskloom.engine.runs import Lease, NodeEnd, NodeRun
 from taskloom.engine.states import TERMINAL_STATES
 from taskloom.engine.versions import RunMove, running_now
 from taskloom.persistence.sql import history, rows, runs
-from taskloom.persistence.sql.dialect import Dialect, in_list
+from taskloom.persistence.sql.dialect import Dialect, is_in
 from taskloom.persistence.sql.script import Script, Statement, ask
 
 
@@ -118,11 +118,11 @@ def _open_children(d: Dialect, task_id: TaskId, now: datetime) -> Script[list[Ta
     by a child's end; a deadlock between the two is broken by the database and the loser
     retried (a transient error)."""
     parameters: dict[str, object] = {"parent": task_id, "now": d.time(now)}
-    ended = in_list(d, "s", sorted(state.value for state in TERMINAL_STATES), parameters)
+    ended = is_in(d, "state", "s", sorted(state.value for state in TERMINAL_STATES), parameters)
     found = yield from ask(
         Statement(
             f"SELECT body FROM tasks WHERE parent_id = {d.parameter('parent')}"
-            f" AND {rows.live(d)} AND state NOT IN {ended} ORDER BY id{d.row_lock}",
+            f" AND {rows.live(d)} AND NOT {ended} ORDER BY id{d.row_lock}",
             parameters,
         )
     )
