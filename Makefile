@@ -24,7 +24,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 # The suite's processes (ADR 0048): most slow tests wait on other processes, so more than the
-# cores. TEST_WORKERS=0 runs it in this one process.
+# cores; each test module runs whole on one of them. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 4
 
 unit: $(STAMP)
@@ -32,7 +32,7 @@ unit: $(STAMP)
 	scripts/ensure-chromium.sh
 	scripts/ensure-tmux.sh
 	scripts/ensure-ts-host.sh
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit bench-quick
 

@@ -17,7 +17,6 @@ PAGES = [page for page in [README, *pages()] if command_blocks(page)]
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.xdist_group("docs-pages")  # pages serve on fixed ports (8765, 8780): one at a time
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(DOCS.parent)))
 async def test_every_command_runs(page: Path, tmp_path: Path) -> None:
     failure = ""

@@ -26,8 +26,7 @@ from tests.helpers import until_http_listening
 from tests.server.client import open_client
 from tests.server.http_support import ANN, bearer, http_client
 
-# One worker runs them all (ADR 0048): the module's virtualenv is built once, not once a worker.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.xdist_group("core-install")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 OFFLINE = (
     "NewConnectionError",
