@@ -23,12 +23,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# The suite's processes (ADR 0048): most slow tests wait on other processes, so more than the
+# cores; each test module runs whole on one of them. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 4
+
 unit: $(STAMP)
 	scripts/ensure-postgres.sh
 	scripts/ensure-chromium.sh
 	scripts/ensure-tmux.sh
 	scripts/ensure-ts-host.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit bench-quick
 

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -114,6 +115,17 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
         terminal.stop()
 
 
+@pytest.fixture
+def db() -> Iterator[str]:
+    """A database path short enough for an 80-column line, wherever pytest keeps its
+    temporary folders (a path is never wrapped: a longer one could not fit)."""
+    folder = tempfile.mkdtemp(prefix="tl-")
+    try:
+        yield f"{folder}/t.db"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def taskloom(*argv: str) -> str:
     return shlex.join([sys.executable, "-m", "taskloom", *argv])
 
@@ -132,9 +144,8 @@ def _starting(screen: list[str], word: str) -> list[str]:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_live_run_draws_each_phase_once_and_fits_the_width(
-    tmux: Tmux, tmp_path: Path, width: int
+    tmux: Tmux, tmp_path: Path, db: str, width: int
 ) -> None:
-    db = str(tmp_path / "t.db")
     arguments = json.dumps({"start": 600, "tick_s": 0.01})  # 1.5 s per lane
     tmux.start(taskloom("run", "countdown", arguments, "--db", db), cwd=tmp_path, width=width)
 
@@ -168,9 +179,8 @@ def test_a_live_run_draws_each_phase_once_and_fits_the_width(
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_failed_run_and_tasks_show_name_only_the_failed_node(
-    tmux: Tmux, tmp_path: Path, width: int
+    tmux: Tmux, tmp_path: Path, db: str, width: int
 ) -> None:
-    db = str(tmp_path / "t.db")
     failing = json.dumps({"start": 400, "tick_s": 0.002, "fail_at": 250})
     tmux.start(taskloom("run", "countdown", failing, "--db", db), cwd=tmp_path, width=width)
     done = tmux.until(lambda screen: "EXIT 1" in screen)
@@ -231,11 +241,10 @@ def _prompted(text: str) -> Callable[[list[str]], bool]:
 
 
 def test_a_question_is_a_form_of_one_prompt_per_field_at_80_columns(
-    tmux: Tmux, tmp_path: Path
+    tmux: Tmux, tmp_path: Path, db: str
 ) -> None:
     """Issue 26, item 3: each field with its type, choices and default; ``yes`` is a yes;
     a wrong choice is asked again; the schema is never printed; nothing wider than 80."""
-    db = str(tmp_path / "t.db")
     command = taskloom("run", "launch", "--db", db, "--workflows", "tests.cli.flows")
     tmux.start(command, cwd=tmp_path, width=80)
     asked = tmux.until(_prompted("Pilot (text):"))
@@ -280,10 +289,11 @@ def _only_task(db: str) -> str:
     return str(task["id"])
 
 
-def test_the_end_messages_wrap_at_word_boundaries_at_80_columns(tmux: Tmux, tmp_path: Path) -> None:
+def test_the_end_messages_wrap_at_word_boundaries_at_80_columns(
+    tmux: Tmux, tmp_path: Path, db: str
+) -> None:
     """Issue 26, item 4: the lines a cancelled run ends with are wrapped at spaces, never
     in a word (``Ctrl-`` at the end of one line, ``C`` on the next)."""
-    db = str(tmp_path / "t.db")
     arguments = json.dumps({"start": 6000, "tick_s": 0.01})
     command = taskloom("run", "countdown", arguments, "--db", db)
     tmux.start(f"trap true INT; {command}", cwd=tmp_path, width=80)  # the shell outlives C-c

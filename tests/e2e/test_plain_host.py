@@ -15,8 +15,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-THIRTY_SECONDS = {"start": 120, "tick_s": 1.0}
-"""countdown: four lanes of 30 numbers at one a second."""
+HOST_TIMEOUT_S = 5.0
+"""The plain host's timeout on a call: scaled down from Cursor's and Claude Desktop's."""
+THREE_TIMEOUTS = {"start": 60, "tick_s": 1.0}
+"""countdown: four lanes of 15 numbers at one a second, three times the host's timeout."""
 TASK_META = "taskloom/task"
 
 
@@ -73,9 +75,9 @@ async def _finish(session: ClientSession, task_id: str, wait_s: float) -> types.
 async def test_a_plain_host_gets_the_deferred_answer_in_time_then_the_result(
     tmp_path: Path,
 ) -> None:
-    async with plain_host(tmp_path, timeout_s=10, plain_wait_s=3) as session:
+    async with plain_host(tmp_path, timeout_s=HOST_TIMEOUT_S, plain_wait_s=3) as session:
         started = anyio.current_time()
-        deferred = await session.call_tool("countdown", THIRTY_SECONDS)
+        deferred = await session.call_tool("countdown", THREE_TIMEOUTS)
         answered_s = anyio.current_time() - started
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert listed["countdown"].output_schema is None  # nothing a deferral could fail
@@ -85,10 +87,10 @@ async def test_a_plain_host_gets_the_deferred_answer_in_time_then_the_result(
         assert task["deferred"] is True
         assert task["status"] == "working"
         assert f'task_result with task_id "{task["taskId"]}"' in _text(deferred)
-        result = await _finish(session, task["taskId"], wait_s=5)
-    assert answered_s < 10  # before the host gives up
+        result = await _finish(session, task["taskId"], wait_s=3)
+    assert answered_s < HOST_TIMEOUT_S  # before the host gives up
     assert result.is_error is False
-    assert result.structured_content == {"counted": 120, "lanes": 4}
+    assert result.structured_content == {"counted": 60, "lanes": 4}
     assert "Traceback" not in (tmp_path / "stderr.log").read_text()
 
 
@@ -96,13 +98,13 @@ async def test_a_plain_host_gets_the_deferred_answer_in_time_then_the_result(
 async def test_a_host_that_gives_up_before_the_deferral_loses_no_work(tmp_path: Path) -> None:
     async with plain_host(tmp_path, timeout_s=10, plain_wait_s=20) as session:
         with pytest.raises(MCPError) as raised:  # a host with a 2 s timeout on its calls
-            await session.call_tool("countdown", THIRTY_SECONDS, read_timeout_seconds=2)
+            await session.call_tool("countdown", THREE_TIMEOUTS, read_timeout_seconds=2)
         assert raised.value.error.code == types.REQUEST_TIMEOUT  # and notifications/cancelled
         listed = _text(await session.call_tool("task_list", {}))
         task_id = listed.split()[0]
         assert " working  countdown " in listed
         result = await _finish(session, task_id, wait_s=5)
-    assert result.structured_content == {"counted": 120, "lanes": 4}
+    assert result.structured_content == {"counted": 60, "lanes": 4}
 
 
 @pytest.mark.slow

@@ -119,9 +119,12 @@ class Server:
         (vflow,) = [tool for tool in tools if tool["name"] == "vflow"]
         return set(vflow["inputSchema"]["properties"])
 
-    async def call(self, n: int, work_s: float = WORK_S) -> str:
-        """Start a ``vflow`` run (a task) here; its id, once acknowledged."""
-        arguments = {"n": n, "work_s": work_s}
+    async def call(self, n: int, work_s: float = WORK_S, until: Path | None = None) -> str:
+        """Start a ``vflow`` run (a task) here; its id, once acknowledged. With *until*,
+        its middle node works until that file exists."""
+        arguments: dict[str, Any] = {"n": n, "work_s": work_s}
+        if until is not None:
+            arguments["until"] = str(until)
         result = await self.request(
             "tools/call", {"name": "vflow", "arguments": arguments}, "vflow"
         )
@@ -178,7 +181,8 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
             stack.push_async_callback(b.stop)
             await a.start()
             assert "since_2" not in await a.offered_fields()
-            ones = [await a.call(n, work_s=8) for n in range(3)]  # only A runs: A holds them
+            killed_a, killed_b = tmp_path / "killed-a", tmp_path / "killed-b"
+            ones = [await a.call(n, until=killed_a) for n in range(3)]  # only A: A holds them
             await _when(manager, ones, TaskState.RUNNING)
 
             await b.start()  # the rolling deploy begins: B has both versions
@@ -187,11 +191,13 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
             await _when(manager, twos, TaskState.RUNNING)  # only B can run them
 
             await a.kill()  # kill -9 of the old server in the middle of version-1 runs
+            killed_a.touch()  # their middle nodes, run again elsewhere, can end
             await a.start()
             more_ones = [await a.call(n) for n in range(3, 5)]
-            more_twos = [await b.call(n) for n in range(3, 5)]
+            more_twos = [await b.call(n, until=killed_b) for n in range(3, 5)]
             await _when(manager, more_twos, TaskState.RUNNING)
             await b.kill()  # kill -9 of the new server in the middle of version-2 runs
+            killed_b.touch()
             for task_id in [*twos, *more_twos]:  # none fails while no live server has it
                 assert (await manager.get(task_id)).state is not TaskState.FAILED
             await b.start()

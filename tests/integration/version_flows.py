@@ -1,7 +1,9 @@
 """The source of ``vflow`` at a version, for ``taskloom serve --workflows FILE.py`` (ADR
 0039): each node returns ``<version>@<pid>``, so a run's result names the code and the
-process that ran each of its nodes. Version 2's input has a field version 1's has not
-(``tools/list`` shows which version a server offers)."""
+process that ran each of its nodes. The middle node works ``work_s``, or, given
+``until`` (a file), until the file exists: a test creates it once it has killed the
+process holding the run, whatever the time that took. Version 2's input has a field
+version 1's has not (``tools/list`` shows which version a server offers)."""
 
 SOURCE = '''"""vflow version {version} (written by tests/integration/version_flows.py)."""
 
@@ -16,6 +18,7 @@ from taskloom import NodeContext, Workflow
 class Job(BaseModel):
     n: int = 0
     work_s: float = 0.0
+    until: str = ""  # a file: the middle node works until it exists (instead of work_s)
 {extra}
 
 vflow = Workflow("vflow", version="{version}", input=Job)
@@ -32,7 +35,11 @@ async def start(ctx: NodeContext[Job]) -> str:
 
 @vflow.node(deps=[start])
 async def work(ctx: NodeContext[Job]) -> str:
-    await anyio.sleep(ctx.input.work_s)
+    if ctx.input.until:  # the test creates the file once the run must go on
+        while not os.path.exists(ctx.input.until):
+            await anyio.sleep(0.05)
+    else:
+        await anyio.sleep(ctx.input.work_s)
     return _ran()
 
 

@@ -27,6 +27,7 @@ def _mistake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 def test_http_flag_mistakes_are_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the 0.0.0.0 refusal looks for stored tokens in ./taskloom.db
     assert _mistake(capsys, "--http", "8765").startswith("--http wants HOST:PORT")
     assert _mistake(capsys, "--http", "0.0.0.0:8765").startswith(
         "refusing to serve HTTP on 0.0.0.0 without tokens"
