@@ -1,6 +1,5 @@
 """The in-memory TaskStore: the reference model for every other store, and a test fake."""
 
-import secrets
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -10,7 +9,7 @@ from typing import Any
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
-from taskloom.engine.claims import ClaimRule, WorkflowKey
+from taskloom.engine.claims import ClaimAtCreate, ClaimRule, WorkflowKey, new_token, take
 from taskloom.engine.errors import (
     LeaseLostError,
     TaskNotFoundError,
@@ -311,23 +310,30 @@ class InMemoryTaskStore:
         for _, position in sorted(ready)[:limit]:
             task = self._tasks[position]
             lease = self._leases.get(task.id)
-            started = task
-            if task.state is TaskState.QUEUED or task.parked:
-                started = start(task)
-                ensure_successor(task, started)
+            started, new_lease = take(
+                task, worker=worker, token=new_token(), expires_at=now + lease_for, start=start
+            )
+            if started is not task:
                 self._tasks[position] = started
                 self._record(task, started)
-            new_lease = Lease(
-                task_id=task.id,
-                worker=worker,
-                token=secrets.token_hex(16),
-                expires_at=now + lease_for,
-            )
             self._leases[task.id] = new_lease
             nodes = dict(self._nodes.get(task.id, {}))
             resumed = lease is not None or bool(nodes) or task.state is not TaskState.QUEUED
             claimed.append(ClaimedRun(task=started, lease=new_lease, nodes=nodes, resumed=resumed))
         return claimed
+
+    async def create_claimed(
+        self, task: Task, claim: ClaimAtCreate, now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.create_claimed`."""
+        stored, created = await self.create(task, task.created_at)
+        if not created:  # nothing awaited since the create: one atomic step
+            return stored, None
+        run = claim.applied(task, at(now))
+        self._tasks[self._positions[task.id]] = run.task
+        self._record(task, run.task)
+        self._leases[task.id] = run.lease
+        return run.task, run
 
     async def renew_leases(
         self, *, worker: str, now: Instant, lease_for: timedelta

@@ -7,15 +7,14 @@ writes a checkpoint, is broken by PostgreSQL's deadlock detector and the loser r
 """
 
 import json
-import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import JsonValue
 
-from taskloom.engine.claims import ClaimRule
+from taskloom.engine.claims import ClaimRule, new_token, take
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
-from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
+from taskloom.engine.models import Task, TaskId, TaskMutation
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
@@ -112,8 +111,8 @@ async def claim_runs(
     # Leases are taken in task id order, as renew_leases locks them (no deadlock);
     # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
     for task, had_lease in sorted(candidates, key=lambda candidate: candidate[0].id):
-        lease = Lease(
-            task_id=task.id, worker=worker, token=secrets.token_hex(16), expires_at=expires
+        started, lease = take(
+            task, worker=worker, token=new_token(), expires_at=expires, start=start
         )
         taken = await connection.execute(
             "INSERT INTO leases (task_id, worker, token, expires_at)"
@@ -133,16 +132,21 @@ async def claim_runs(
         if taken.rowcount != 1:
             continue  # another worker took it since our snapshot
         nodes = await node_runs(connection, task.id)
-        started = task
-        if task.state is TaskState.QUEUED or task.parked:
-            started = start(task)
-            ensure_successor(task, started)
+        if started is not task:
             await connection.execute(rows.UPDATE_SQL, rows.update_row(started))
             await history.record(connection, task, started)
         resumed = bool(had_lease) or bool(nodes) or task.state is not TaskState.QUEUED
         claimed.append(ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed))
     oldest_first = {task.id: index for index, (task, _) in enumerate(candidates)}
     return sorted(claimed, key=lambda run: oldest_first[run.task.id])
+
+
+async def insert_lease(connection: Connection, lease: Lease) -> None:
+    """Store *lease* on a task that has none (a create that claims its run)."""
+    await connection.execute(
+        "INSERT INTO leases (task_id, worker, token, expires_at) VALUES (%s, %s, %s, %s)",
+        (lease.task_id, lease.worker, lease.token, lease.expires_at),
+    )
 
 
 async def renew_leases(

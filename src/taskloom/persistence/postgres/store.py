@@ -12,7 +12,7 @@ import psycopg
 from anyio.abc import TaskStatus
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
-from taskloom.engine.claims import WorkflowKey
+from taskloom.engine.claims import ClaimAtCreate, WorkflowKey
 from taskloom.engine.errors import (
     ConcurrencyError,
     TaskNotFoundError,
@@ -36,6 +36,7 @@ from taskloom.engine.runs import (
     NodeEnd,
     NodeRun,
     NodeStart,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -175,6 +176,12 @@ class PostgresTaskStore:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
         return await self._db.transaction(partial(_create, task, now))
 
+    async def create_claimed(
+        self, task: Task, claim: ClaimAtCreate, now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.create_claimed`."""
+        return await self._db.transaction(partial(_create_claimed, task, claim, now))
+
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
         return await self._db.read(partial(_get, task_id, now, lock=False))
@@ -307,20 +314,24 @@ class PostgresTaskStore:
 # -- transactions ------------------------------------------------------------------------
 
 
-async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Task, bool]:
+async def _create(
+    task: Task, now: datetime, connection: Connection, claimed: ClaimedRun | None = None
+) -> tuple[Task, bool]:
+    """Insert *task*, or as *claimed* leaves it (eager start), unless its key is held."""
+    stored = claimed.task if claimed is not None else task
     if task.idempotency_key is None:
-        await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
-        await history.record(connection, None, task)
-        return task, True
+        await connection.execute(rows.INSERT_SQL, rows.insert_row(stored))
+        await _created(connection, task, claimed)
+        return stored, True
     for _ in range(_CREATE_TRIES):
         inserted = await connection.execute(
             rows.INSERT_SQL + " ON CONFLICT (coalesce(owner, ''), idempotency_key)"
             " WHERE idempotency_key IS NOT NULL DO NOTHING",
-            rows.insert_row(task),
+            rows.insert_row(stored),
         )
         if inserted.rowcount == 1:
-            await history.record(connection, None, task)
-            return task, True
+            await _created(connection, task, claimed)
+            return stored, True
         cursor = await connection.execute(
             "SELECT position, expires_at, body FROM tasks"
             " WHERE coalesce(owner, '') = %s AND idempotency_key = %s FOR UPDATE",
@@ -336,6 +347,22 @@ async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Ta
     raise ConcurrencyError(
         f"idempotency key {task.idempotency_key!r} kept changing hands; try again"
     )
+
+
+async def _created(connection: Connection, task: Task, claimed: ClaimedRun | None) -> None:
+    """The history of *task*'s creation, and of its claim and its lease with *claimed*."""
+    await history.record(connection, None, task)
+    if claimed is not None:
+        await history.record(connection, task, claimed.task)
+        await runs.insert_lease(connection, claimed.lease)
+
+
+async def _create_claimed(
+    task: Task, claim: ClaimAtCreate, now: Instant, connection: Connection
+) -> tuple[Task, ClaimedRun | None]:
+    claimed = claim.applied(task, at(now))  # in this attempt: a retry never commits a stale lease
+    stored, created = await _create(task, task.created_at, connection, claimed)
+    return stored, claimed if created else None
 
 
 async def _get(

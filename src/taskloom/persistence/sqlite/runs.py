@@ -4,16 +4,15 @@ Each function runs in the writer's (or reader's) thread inside one transaction.
 """
 
 import json
-import secrets
 import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import JsonValue
 
-from taskloom.engine.claims import ClaimRule
+from taskloom.engine.claims import ClaimRule, new_token, take
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
-from taskloom.engine.models import Task, TaskId, TaskMutation, ensure_successor
+from taskloom.engine.models import Task, TaskId, TaskMutation
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
     AttemptOutcome,
@@ -88,16 +87,12 @@ def claim_runs(
     for task_id, body, had_lease in candidates:
         task = rows.task_from_body(body)
         nodes = node_runs(raw, task.id)
-        if task.state is TaskState.QUEUED or task.parked:
-            started = start(task)
-            ensure_successor(task, started)
+        started, lease = take(
+            task, worker=worker, token=new_token(), expires_at=expires, start=start
+        )
+        if started is not task:
             raw.execute(rows.UPDATE_SQL, rows.update_row(started))
             history.record(raw, task, started)
-        else:
-            started = task
-        lease = Lease(
-            task_id=task.id, worker=worker, token=secrets.token_hex(16), expires_at=expires
-        )
         raw.execute(
             "INSERT INTO leases (task_id, worker, token, expires_at) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (task_id) DO UPDATE SET"
@@ -107,6 +102,14 @@ def claim_runs(
         resumed = bool(had_lease) or bool(nodes) or task.state is not TaskState.QUEUED
         claimed.append(ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed))
     return claimed
+
+
+def insert_lease(raw: sqlite3.Connection, lease: Lease) -> None:
+    """Store *lease* on a task that has none (a create that claims its run)."""
+    raw.execute(
+        "INSERT INTO leases (task_id, worker, token, expires_at) VALUES (?, ?, ?, ?)",
+        (lease.task_id, lease.worker, lease.token, rows.micros(lease.expires_at)),
+    )
 
 
 def renew_leases(

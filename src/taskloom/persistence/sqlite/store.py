@@ -12,7 +12,7 @@ import aiosqlite
 import anyio
 
 from taskloom.engine.children import cancel_for_parent, record_child_end
-from taskloom.engine.claims import WorkflowKey
+from taskloom.engine.claims import ClaimAtCreate, WorkflowKey
 from taskloom.engine.errors import (
     PersistenceError,
     SchemaVersionError,
@@ -37,6 +37,7 @@ from taskloom.engine.runs import (
     NodeEnd,
     NodeRun,
     NodeStart,
+    at,
 )
 from taskloom.engine.states import TERMINAL_STATES, TaskState
 from taskloom.engine.tokens import TokenRecord
@@ -149,6 +150,12 @@ class SqliteTaskStore:
     async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
         """See :meth:`taskloom.engine.ports.TaskStore.create`."""
         return await self.writer.submit(partial(_create, task, rows.micros(now)))
+
+    async def create_claimed(
+        self, task: Task, claim: ClaimAtCreate, now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.create_claimed` (durable: fsynced)."""
+        return await self.writer.submit(partial(_create_claimed, task, claim, now))
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
@@ -475,7 +482,10 @@ def _prepare_reader(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
 # -- transactions (in the connection's thread) ------------------------------------------
 
 
-def _create(task: Task, now: int, raw: sqlite3.Connection) -> tuple[Task, bool]:
+def _create(
+    task: Task, now: int, raw: sqlite3.Connection, claimed: ClaimedRun | None = None
+) -> tuple[Task, bool]:
+    """Insert *task*, or as *claimed* leaves it (eager start), unless its key is held."""
     if task.idempotency_key is not None:
         holder = raw.execute(
             "SELECT seq, expires_at, body FROM tasks"
@@ -487,9 +497,22 @@ def _create(task: Task, now: int, raw: sqlite3.Connection) -> tuple[Task, bool]:
             if expires_at is None or expires_at > now:
                 return rows.task_from_body(body), False
             raw.execute("DELETE FROM tasks WHERE seq = ?", (seq,))  # expired: frees the key
-    raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    stored = claimed.task if claimed is not None else task
+    raw.execute(rows.INSERT_SQL, rows.insert_row(stored))
     history.record(raw, None, task)
-    return task, True
+    if claimed is not None:
+        history.record(raw, task, stored)
+        runs.insert_lease(raw, claimed.lease)
+    return stored, True
+
+
+def _create_claimed(
+    task: Task, claim: ClaimAtCreate, now: Instant, raw: sqlite3.Connection
+) -> tuple[Task, ClaimedRun | None]:
+    moment = at(now)  # in the writer's transaction: the time the claim commits at
+    claimed = claim.applied(task, moment)
+    stored, created = _create(task, rows.micros(task.created_at), raw, claimed)
+    return stored, claimed if created else None
 
 
 def _get(task_id: TaskId, now: int, raw: sqlite3.Connection) -> Task | None:
