@@ -69,11 +69,10 @@ class WorkerSettings(BaseModel):
     progress_interval_s: float = Field(default=0.1, ge=0)
     """Shortest time between two progress writes of one run."""
     eager_start: bool = True
-    """Run a task created in this process at once, claimed by the create's own
-    transaction, when this worker has a free slot, runs its workflow's version, its
-    owner is under ``max_runs_per_owner``, and no older run may be waiting for it
-    (its last claim found less work than free slots, and nothing woke it since);
-    otherwise the task is queued and claimed as any other (ADR 0046)."""
+    """Start a task created in this process at once, claimed by the create's own
+    transaction, when this worker has a free slot, loads its workflow's version, its
+    owner is under ``max_runs_per_owner`` and no older run waits for the slot;
+    otherwise the task is queued as any other (ADR 0046)."""
     input_recheck_s: float | None = Field(default=1.0, gt=0)
     """Unused since ADR 0021 (kept so existing configurations still load): no node waits
     in a worker; a parked run is claimed again when its answer arrives (this process's
