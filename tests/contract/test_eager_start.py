@@ -250,8 +250,7 @@ async def test_a_task_that_may_not_start_eagerly_is_queued(
         other = _flow(release, version="2") if refusal == "version" else flow
         seen = len(runs.log)
         task = await submit(manager, other, owner="ann" if refusal == "owner" else None)
-        assert task.state is TaskState.QUEUED
-        assert await _causes(manager, task) == [(1, TaskState.QUEUED, Cause.CREATED)]
+        assert (task.state, task.version) == (TaskState.QUEUED, 1)
         if refusal == "owner":  # once the worker looked, ann's cap holds no one else back
 
             async def looked_again() -> bool:
