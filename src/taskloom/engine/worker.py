@@ -166,10 +166,10 @@ class Worker:
             self._adopt(run, asked, self._task_group)
 
     def hand_back(self, lease: Lease) -> None:
-        """Give *lease* back once the store answers (a create that claimed its run may
-        have committed although it failed), then look for work."""
+        """Give *lease* back at the next heartbeat or claim that the store answers (a
+        create that claimed its run may have committed although it failed): not at
+        once, when a store that just failed is likely to fail again."""
         self._dropped[lease.task_id] = lease
-        self.wake()
 
     def _free_slots(self) -> int:
         return self.settings.max_runs - len(self._executions) - self._reserved.total()
