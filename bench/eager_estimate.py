@@ -17,6 +17,7 @@ every thread, the writer's included) per trivial one-node run:
 ``python bench/eager_estimate.py`` prints the table (not part of ``make bench``).
 """
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -125,8 +126,8 @@ async def whole_run(
     return spent, (manager.claims - claims) / count, (manager.eager - eagerly) / count
 
 
-def run(quick: bool) -> list[Row]:
-    count, rounds = (100, 1) if quick else (RUNS, ROUNDS)
+def run(quick: bool, runs: int | None = None, rounds: int | None = None) -> list[Row]:
+    count, rounds = (100, 1) if quick else (runs or RUNS, rounds or ROUNDS)
     found: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as folder:
         for number in range(rounds):
@@ -167,12 +168,17 @@ def run(quick: bool) -> list[Row]:
     return rows
 
 
-def main(argv: list[Any]) -> None:
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int, help=f"runs per measure (default {RUNS})")
+    parser.add_argument("--rounds", type=int, help=f"rounds (default {ROUNDS})")
+    args = parser.parse_args()
     from run import render
 
-    print(render(run("--quick" in argv)))
+    print(render(run(args.quick, args.runs, args.rounds)))
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    main(sys.argv[1:])
+    main()
