@@ -181,16 +181,17 @@ class Worker:
 
     @contextlib.contextmanager
     def _offering(self) -> Iterator[None]:
-        """Offer this worker for eager starts while it runs (if its settings say so)."""
-        if not self.settings.eager_start:
-            yield
-            return
-        with self.manager.eager_starts(self):
-            try:
+        """Offer this worker for eager starts while it runs (if its settings say so);
+        once it stops, a reservation still committing finds no task group to start in."""
+        try:
+            if self.settings.eager_start:
+                with self.manager.eager_starts(self):
+                    yield
+            else:
                 yield
-            finally:
-                self._idle = False
-                self._task_group = None
+        finally:
+            self._idle = False
+            self._task_group = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Claim and execute runs until cancelled (the runs in flight are then cancelled
