@@ -1,8 +1,7 @@
-"""What eager start would save: the share of a trivial run's CPU spent getting it claimed.
+"""What eager start saves: a trivial run's CPU with it on and off, and its claim's share.
 
 In-process, on SQLite (``synchronous=FULL``), one process's CPU (``time.process_time``:
-every thread, the writer's included) per trivial one-node run, split in three measured
-parts, each in its own phase of the same run:
+every thread, the writer's included) per trivial one-node run:
 
 - **create**: ``submit`` of the run, 16 creators at once, the worker off (the durable
   create: validation, the insert, its fsync, the change feed);
@@ -10,15 +9,15 @@ parts, each in its own phase of the same run:
   transaction, the writer's batch, the publish), after a create that is not timed: a
   short queue, as when a worker claims runs as they come (a deep queue costs more per
   claim: the fair claim ranks the queue);
-- **whole run**: create, then the worker claims it, runs its node and commits its end
-  with the result, 16 in flight; *execute and finish* is the whole minus the other two.
+- **whole run**: create, then the worker claims it (or the create claims it: eager
+  start, ADR 0046), runs its node and commits its end with the result; one at a time
+  and 16 in flight, with ``eager_start`` off and on, interleaved in each round, so the
+  ratio on/off is measured in one sitting.
 
-Eager start (ADR 0041) would commit the create and the claim in one transaction and hand
-the run to a free slot of the same process: it saves the claim part, less the few
-microseconds of writing the lease into the create's own row. ``python
-bench/eager_estimate.py`` prints the table (not part of ``make bench``).
+``python bench/eager_estimate.py`` prints the table (not part of ``make bench``).
 """
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -87,26 +86,35 @@ async def create_and_claim(path: Path, count: int) -> tuple[float, float]:
 
 
 class CountingManager(TaskManager):
-    """A manager that counts the worker's claim transactions (empty ones included)."""
+    """A manager that counts the worker's claim transactions (empty ones included) and
+    the creates that claimed their run (eager starts)."""
 
     claims = 0
+    eager = 0
 
     async def claim(self, **arguments: Any) -> Any:
         self.claims += 1
         return await super().claim(**arguments)
 
+    async def _create_claimed(self, *arguments: Any) -> Any:
+        self.eager += 1
+        return await super()._create_claimed(*arguments)
 
-async def whole_run(path: Path, count: int, sequential: bool) -> tuple[float, float]:
-    """CPU ms per run (created 16 at once, claimed, run and finished by a worker), and
-    the worker's claim transactions per run."""
+
+async def whole_run(
+    path: Path, count: int, sequential: bool, eager: bool = False
+) -> tuple[float, float, float]:
+    """CPU ms per run (created, claimed, run and finished by a worker), the worker's
+    claim transactions per run, and the share of runs started eagerly."""
     async with SqliteTaskStore.open(path) as store:
         manager = CountingManager(store, runs=store)
-        worker = Worker(manager, {noop.name: noop}, settings=WorkerSettings(max_runs=100))
+        settings = WorkerSettings(max_runs=100, eager_start=eager)
+        worker = Worker(manager, {noop.name: noop}, settings=settings)
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             for task_id in await _created(manager, 64):  # warm up
                 await manager.wait_until_terminal(task_id)
-            started, claims = time.process_time(), manager.claims
+            started, claims, eagerly = time.process_time(), manager.claims, manager.eager
             batches = [1] * count if sequential else [count]
             for size in batches:  # sequential: each run ends before the next is created
                 for task_id in await _created(manager, size, min(size, CONCURRENCY)):
@@ -115,11 +123,11 @@ async def whole_run(path: Path, count: int, sequential: bool) -> tuple[float, fl
                         raise RuntimeError(f"a run ended {done.state.value}")
             spent = (time.process_time() - started) * 1000 / count
             task_group.cancel_scope.cancel()
-    return spent, (manager.claims - claims) / count
+    return spent, (manager.claims - claims) / count, (manager.eager - eagerly) / count
 
 
-def run(quick: bool) -> list[Row]:
-    count, rounds = (100, 1) if quick else (RUNS, ROUNDS)
+def run(quick: bool, runs: int | None = None, rounds: int | None = None) -> list[Row]:
+    count, rounds = (100, 1) if quick else (runs or RUNS, rounds or ROUNDS)
     found: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as folder:
         for number in range(rounds):
@@ -127,10 +135,15 @@ def run(quick: bool) -> list[Row]:
             found["create"].append(create)
             found["claim"].append(claim)
             for mode in ("sequential", "concurrent"):
-                path = Path(folder) / f"{mode}{number}.db"
-                whole, claims = anyio.run(whole_run, path, count, mode == "sequential")
-                found[f"whole {mode}"].append(whole)
-                found[f"claims {mode}"].append(claims)
+                for eager in (False, True):
+                    key = f"{mode} eager" if eager else mode
+                    path = Path(folder) / f"{key.replace(' ', '-')}{number}.db"
+                    whole, claims, share = anyio.run(
+                        whole_run, path, count, mode == "sequential", eager
+                    )
+                    found[f"whole {key}"].append(whole)
+                    found[f"claims {key}"].append(claims)
+                    found[f"eager {key}"].append(share)
     rows = [
         figures.row("CPU per run: create (durable, worker off)", found["create"], "ms"),
         figures.row("CPU per claim transaction of one queued run", found["claim"], "ms"),
@@ -142,18 +155,30 @@ def run(quick: bool) -> list[Row]:
         rows.append(figures.row(f"CPU per run, whole: {title}", wholes, "ms"))
         rows.append(figures.row(f"claim transactions per run: {title}", per_run, ""))
         rows.append(figures.row(f"CPU per run in claims: {title}", saved, "ms"))
-        rows[-1]["note"] = f"{share:.0%} of the whole run: about what eager start would save"
+        rows[-1]["note"] = f"{share:.0%} of the whole run"
+        on, claims_on = found[f"whole {mode} eager"], found[f"claims {mode} eager"]
+        ratio = statistics.median(a / b for a, b in zip(on, wholes, strict=True))
+        started = statistics.median(found[f"eager {mode} eager"])
+        rows.append(figures.row(f"CPU per run, whole, eager start on: {title}", on, "ms"))
+        rows[-1]["note"] = f"{ratio:.2f}x of eager start off; {started:.0%} started eagerly"
+        rows.append(figures.row(f"claim transactions per run, eager on: {title}", claims_on, ""))
     load = Path("/proc/loadavg").read_text().split()[0]
-    rows[-1]["note"] += f"; {count} runs x {rounds} rounds; load average {load} (1 min)"
+    sizes = f"{count} runs x {rounds} rounds; load average {load} (1 min)"
+    rows[-1]["note"] = "; ".join(filter(None, [rows[-1].get("note"), sizes]))
     return rows
 
 
-def main(argv: list[Any]) -> None:
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int, help=f"runs per measure (default {RUNS})")
+    parser.add_argument("--rounds", type=int, help=f"rounds (default {ROUNDS})")
+    args = parser.parse_args()
     from run import render
 
-    print(render(run("--quick" in argv)))
+    print(render(run(args.quick, args.runs, args.rounds)))
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    main(sys.argv[1:])
+    main()

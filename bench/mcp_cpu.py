@@ -25,7 +25,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -47,6 +47,7 @@ class Sizes:
     rounds: int
     tasks: int
     warmup: int
+    concurrency: int = CONCURRENCY
 
 
 QUICK: Final = Sizes(1, 32, 16)
@@ -64,15 +65,25 @@ def baseline_spec(src: Path) -> Callable[[Path], ServerSpec]:
 
 async def measure(spec: ServerSpec, generation: str, sizes: Sizes, errlog: Path) -> work.CpuPerTask:
     async with serving(spec, generation, errlog) as client:
-        await work.cpu_per_task(client, sizes.warmup, CONCURRENCY)  # imports, caches, pages
-        return await work.cpu_per_task(client, sizes.tasks, CONCURRENCY)
+        await work.cpu_per_task(client, sizes.warmup, sizes.concurrency)  # imports, caches
+        return await work.cpu_per_task(client, sizes.tasks, sizes.concurrency)
 
 
-def run(quick: bool, baseline: Path | None = None, rounds: int | None = None) -> list[Row]:
+def run(
+    quick: bool,
+    baseline: Path | None = None,
+    rounds: int | None = None,
+    concurrency: int | None = None,
+    tasks: int | None = None,
+) -> list[Row]:
     """CPU per task of every server, both generations, interleaved rounds."""
     sizes = QUICK if quick else FULL
-    if rounds is not None:
-        sizes = Sizes(rounds, sizes.tasks, sizes.warmup)
+    sizes = replace(
+        sizes,
+        rounds=rounds or sizes.rounds,
+        tasks=tasks or sizes.tasks,
+        concurrency=concurrency or sizes.concurrency,
+    )
     servers: dict[str, Callable[[Path], ServerSpec]] = {FLOOR: floor_spec, TASKLOOM: taskloom_spec}
     if baseline is not None:
         servers[BASELINE] = baseline_spec(baseline)
@@ -92,7 +103,7 @@ def run(quick: bool, baseline: Path | None = None, rounds: int | None = None) ->
         log = (base / "err.log").read_text() if (base / "err.log").exists() else ""
     if "Traceback" in log:
         raise RuntimeError(f"a server wrote a traceback:\n{log[-3000:]}")
-    return _rows(servers, found, loads, generations)
+    return _rows(servers, found, loads, generations, sizes.concurrency)
 
 
 def _rows(
@@ -100,6 +111,7 @@ def _rows(
     found: dict[tuple[str, str], list[work.CpuPerTask]],
     loads: list[float],
     generations: tuple[str, ...],
+    concurrency: int = CONCURRENCY,
 ) -> list[Row]:
     rows: list[Row] = []
     for generation in generations:
@@ -111,6 +123,8 @@ def _rows(
             )
             extra = sum(m.extra_gets for m in mine)
             row["note"] = f"{mine[0].tasks} tasks x {len(mine)} rounds"
+            if concurrency != CONCURRENCY:
+                row["note"] += f", {concurrency} in flight"
             if extra:
                 row["note"] += f"; {extra} tasks needed more than one tasks/get"
             if name != FLOOR:
@@ -141,10 +155,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--baseline", type=Path, help="another checkout's src folder")
     parser.add_argument("--rounds", type=int, help="rounds (default 3)")
+    parser.add_argument("--concurrency", type=int, help=f"in flight (default {CONCURRENCY})")
+    parser.add_argument("--tasks", type=int, help="tasks per server per round (default 960)")
     args = parser.parse_args()
     from run import render  # only when run as a script
 
-    print(render(run(args.quick, args.baseline, rounds=args.rounds)))
+    found = run(args.quick, args.baseline, args.rounds, args.concurrency, args.tasks)
+    print(render(found))
 
 
 if __name__ == "__main__":

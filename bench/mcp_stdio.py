@@ -17,8 +17,13 @@ Measured: creations per second (sequential, and 16 requests in flight on the con
 and whether a task survives SIGKILL of the server. Targets (issue 6): taskloom creates at
 least 3x as fast as fastmcp-tasks in memory and at least 0.7x as fast as the floor; its
 ``tasks/get`` p50 is within 1.1x of the floor's (issue 25; issue 6 asked 1.2x).
+
+``python bench/mcp_stdio.py --baseline SRC --no-peers --rounds N`` adds another
+checkout's ``src`` as "taskloom before" on both generations in every round (before/after
+in one sitting) and leaves the peer out.
 """
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -26,7 +31,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,6 +48,7 @@ BENCH: Final = Path(__file__).resolve().parent
 Row = figures.Row
 FLOOR, TASKLOOM = "floor", "taskloom"
 QUEUE_ONLY = "taskloom, worker off"
+BASELINE = "taskloom before"
 PEER_MEMORY, PEER_REDIS = "fastmcp-tasks (memory)", "fastmcp-tasks (Redis)"
 
 
@@ -86,6 +92,17 @@ def taskloom_spec(folder: Path) -> ServerSpec:
     return ServerSpec(TASKLOOM, [*command, "--workflows", "flows"], env)
 
 
+def baseline_spec(src: Path) -> Callable[[Path], ServerSpec]:
+    """``taskloom serve`` from another checkout's *src* (first on ``PYTHONPATH``)."""
+
+    def spec(folder: Path) -> ServerSpec:
+        mine = taskloom_spec(folder)
+        env = {**mine.env, "PYTHONPATH": f"{src}:{mine.env['PYTHONPATH']}"}
+        return ServerSpec(BASELINE, mine.command, env)
+
+    return spec
+
+
 def queue_only_spec(folder: Path) -> ServerSpec:
     command = [sys.executable, str(BENCH / "queue_only_server.py"), str(folder / "bench.db")]
     return ServerSpec(QUEUE_ONLY, command, {"PYTHONPATH": str(BENCH)})
@@ -107,7 +124,9 @@ def peer_spec(python: Path, url: str) -> Callable[[Path], ServerSpec]:
     return spec
 
 
-def targets(quick: bool) -> tuple[list[Target], list[str]]:
+def targets(
+    quick: bool, baseline: Path | None = None, with_peers: bool = True
+) -> tuple[list[Target], list[str]]:
     """Every server measured, and notes on those that could not be."""
     found = [
         Target(FLOOR, LEGACY, floor_spec),
@@ -116,8 +135,11 @@ def targets(quick: bool) -> tuple[list[Target], list[str]]:
         Target(TASKLOOM, MODERN, taskloom_spec),
         Target(QUEUE_ONLY, MODERN, queue_only_spec, runs_tasks=False),
     ]
+    if baseline is not None:
+        found.insert(2, Target(BASELINE, LEGACY, baseline_spec(baseline)))
+        found.append(Target(BASELINE, MODERN, baseline_spec(baseline)))
     notes: list[str] = []
-    if quick:
+    if quick or not with_peers:
         return found, notes
     python = peers.peer_python()
     found.append(Target(PEER_MEMORY, MODERN, peer_spec(python, "memory://")))
@@ -187,10 +209,14 @@ async def measure_lists(sizes: Sizes, folder: Path) -> dict[str, tuple[list[floa
     return found
 
 
-def run(quick: bool) -> list[Row]:
+def run(
+    quick: bool, baseline: Path | None = None, rounds: int | None = None, with_peers: bool = True
+) -> list[Row]:
     """Every MCP benchmark; *quick* runs taskloom and the floor at tiny sizes only."""
     sizes = QUICK if quick else FULL
-    chosen, notes = targets(quick)
+    if rounds is not None:
+        sizes = replace(sizes, rounds=rounds)
+    chosen, notes = targets(quick, baseline, with_peers)
     samples: Samples = defaultdict(lambda: defaultdict(list))
     kills: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -202,7 +228,7 @@ def run(quick: bool) -> list[Row]:
                 anyio.run(measure_round, target, sizes, state, samples)
         for index, target in enumerate(chosen):
             wanted = target.generation == MODERN or (target.server == TASKLOOM and not quick)
-            if wanted and target.runs_tasks:
+            if wanted and target.runs_tasks and target.server != BASELINE:
                 state = base / f"kill{index}"
                 state.mkdir()
                 kills[target.label] = anyio.run(measure_kill, target, sizes, state)
@@ -244,7 +270,7 @@ def _creation_rows(chosen: list[Target], samples: Samples) -> list[Row]:
         for target in chosen:
             values = samples[target.label][measure]
             row = figures.row(f"{title}: {target.label}", values, "/s")
-            if target.server == TASKLOOM:
+            if target.server in (TASKLOOM, BASELINE):
                 _creation_target(row, target, samples)
             elif target.server == QUEUE_ONLY:
                 floor = samples[f"{FLOOR} {target.generation}"][measure]
@@ -268,7 +294,7 @@ def _latency_rows(chosen: list[Target], samples: Samples) -> list[Row]:
             row = figures.latency(
                 f"{title}: {target.label}", [v for values in mine for v in values]
             )
-            if target.server in (TASKLOOM, QUEUE_ONLY):
+            if target.server in (TASKLOOM, QUEUE_ONLY, BASELINE):
                 ratio = _paired(mine, samples[f"{FLOOR} {target.generation}"][measure], figures.p50)
                 row["note"] += f"; {ratio:.2f}x the floor"
                 if measure == "get" and target.server == TASKLOOM:
@@ -306,6 +332,18 @@ def _paired(mine: list[Any], theirs: list[Any], measure: Callable[[Any], float])
     return statistics.median(measure(a) / measure(b) for a, b in zip(mine, theirs, strict=True))
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="another checkout's src folder")
+    parser.add_argument("--rounds", type=int, help="rounds (default 3)")
+    parser.add_argument("--no-peers", action="store_true", help="leave fastmcp-tasks out")
+    args = parser.parse_args()
+    from run import render  # only when run as a script
+
+    found = run(args.quick, args.baseline, args.rounds, with_peers=not args.no_peers)
+    print(render(found))
+
+
 if __name__ == "__main__":
-    for result in run(quick="--quick" in sys.argv):
-        print(result)
+    main()

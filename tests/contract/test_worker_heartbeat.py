@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import anyio
+import pytest
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
@@ -36,15 +37,26 @@ class RenewalOverlappingAClaim:
         self.renewing = anyio.Event()
         self.claimed = anyio.Event()
         self.answered = anyio.Event()
+        self.looked = anyio.Event()
+        """The worker's first claim returned (it found the queue empty)."""
+        self.eager_claims = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     async def claim_runs(self, **arguments: Any) -> Sequence[ClaimedRun]:
         claimed = await self._store.claim_runs(**arguments)
+        self.looked.set()
         if claimed:
             self.claimed.set()
         return claimed
+
+    async def create_claimed(self, *arguments: Any) -> tuple[Task, ClaimedRun | None]:
+        stored, run = await self._store.create_claimed(*arguments)
+        if run is not None:  # eager start: the create claimed the run
+            self.eager_claims += 1
+            self.claimed.set()
+        return stored, run
 
     async def renew_leases(
         self, *, worker: str, now: datetime, lease_for: timedelta
@@ -57,9 +69,11 @@ class RenewalOverlappingAClaim:
         return held
 
 
+@pytest.mark.parametrize("eager", [False, True], ids=["queued", "eager"])
 async def test_a_run_claimed_during_a_renewal_keeps_running(
-    manager: TaskManager, store: TaskStore
+    manager: TaskManager, store: TaskStore, eager: bool
 ) -> None:
+    """Claimed from the queue, or by its own create (eager start, ADR 0046)."""
     release = anyio.Event()
     flow = Workflow("held", version="1", input=Empty)
 
@@ -73,11 +87,14 @@ async def test_a_run_claimed_during_a_renewal_keeps_running(
     worker = Worker(
         manager,
         {flow.name: flow},
-        settings=WorkerSettings(poll_s=60, heartbeat_s=0.01, progress_interval_s=0),
+        settings=WorkerSettings(
+            poll_s=60, heartbeat_s=0.01, progress_interval_s=0, eager_start=eager
+        ),
     )
     with anyio.fail_after(10):
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
+            await runs.looked.wait()
             await runs.renewing.wait()  # a renewal has read the leases (none yet)
             task = await submit(manager, flow, {})
             await runs.answered.wait()  # ... and answered after the claim of *task*
@@ -88,5 +105,6 @@ async def test_a_run_claimed_during_a_renewal_keeps_running(
             done = await manager.wait_until_terminal(task.id)
             task_group.cancel_scope.cancel()
     assert done.state is TaskState.COMPLETED
+    assert runs.eager_claims == (1 if eager else 0)
     attempts = await cast(RunStore, store).attempts(task.id)
     assert [a.outcome for a in attempts] == [AttemptOutcome.COMPLETED]

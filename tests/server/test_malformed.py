@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import anyio
 import pytest
 
 from taskloom.bootstrap import Engine
@@ -106,7 +107,10 @@ async def test_a_bad_answer_to_a_pending_question_is_32602_and_changes_nothing(
 ) -> None:
     task_id = await modern.start("ask", {})
     [key] = (await modern.until(task_id, {"input_required"}))["inputRequests"]
-    before = await engine.manager.get(task_id)
+    with anyio.fail_after(10), engine.manager.subscribe([task_id]) as changes:
+        before = await engine.manager.get(task_id)
+        while not before.parked:  # the question is written, then the run is handed back
+            before = await changes.receive()
     responses: list[Any] = [None, [], {"action": "accept", "content": "Ada"}, {"content": {}}]
     for response in responses:
         error = await modern.error(

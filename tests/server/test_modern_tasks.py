@@ -5,6 +5,8 @@ in each name); the HTTP-only rules (M31, M32) belong to the HTTP transport."""
 from datetime import datetime
 from typing import Any
 
+import anyio
+
 from taskloom.bootstrap import Engine
 from taskloom.engine.states import TaskState
 from taskloom.testing import FakeClock
@@ -294,7 +296,10 @@ async def test_m26_an_answer_that_does_not_fit_keeps_the_task_waiting(
 ) -> None:
     task_id = await modern.start("ask", {})
     [key] = (await modern.until(task_id, {"input_required"}))["inputRequests"]
-    before = await engine.manager.get(task_id)
+    with anyio.fail_after(10), engine.manager.subscribe([task_id]) as changes:
+        before = await engine.manager.get(task_id)
+        while not before.parked:  # the question is written, then the run is handed back
+            before = await changes.receive()
     for bad in ({"action": "accept", "content": {"nom": "Ada"}}, {"action": "maybe"}, "yes"):
         error = await modern.error(
             "tasks/update", {"taskId": task_id, "inputResponses": {key: bad}}

@@ -8,16 +8,20 @@ SQL stores render the same rule with ``taskloom.persistence.claims``; one contra
 and a test comparing both on the same rows keep them equal.
 
 Fairness across owners (ADR 0028) orders the claimable runs; it is not part of the rule.
+
+What a claim writes for one run is :func:`take`, the one function every store's claim
+and the claim a create makes for eager start (:class:`ClaimAtCreate`, ADR 0046) apply.
 """
 
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
-from taskloom.engine.models import Task
-from taskloom.engine.runs import Lease
-from taskloom.engine.states import ACTIVE_STATES
+from taskloom.engine.models import Task, TaskMutation, ensure_successor
+from taskloom.engine.runs import ClaimedRun, Lease
+from taskloom.engine.states import ACTIVE_STATES, TaskState
 
 WorkflowKey = tuple[str, str]
 """A workflow's (name, version)."""
@@ -82,3 +86,49 @@ class ClaimRule:
             and (lease is None or lease.expires_at <= now or lease.worker == self.reclaim_from)
             and (not task.parked or (task.wake_at is not None and task.wake_at <= now))
         )
+
+
+def new_token() -> str:
+    """A fresh lease token (the fence of every write of the run it leases)."""
+    return secrets.token_hex(16)
+
+
+def take(
+    task: Task, *, worker: str, token: str, expires_at: datetime, start: TaskMutation
+) -> tuple[Task, Lease]:
+    """What claiming *task* writes: the task as the claim leaves it (a queued or parked
+    run moved by *start*, checked as its successor; any other run unchanged) and
+    *worker*'s lease on it until *expires_at*. The store writes both, and the history
+    row of the task's change (``entry_for``), in the claim's transaction."""
+    started = task
+    if task.state is TaskState.QUEUED or task.parked:
+        started = start(task)
+        ensure_successor(task, started)
+    return started, Lease(task_id=task.id, worker=worker, token=token, expires_at=expires_at)
+
+
+@dataclass(frozen=True)
+class ClaimAtCreate:
+    """A claim made by the transaction that creates the run (eager start, ADR 0046):
+    the new task is stored already claimed by *worker*, exactly as :func:`take` leaves
+    it, with the history rows ``created`` then ``claimed``."""
+
+    worker: str
+    token: str
+    """Chosen before the commit, so the worker can hand the lease back if the commit's
+    outcome is unknown."""
+    lease_for: timedelta
+    start: TaskMutation
+    """The claim's change of the task (``claim_start``), as for a queued run."""
+
+    def applied(self, task: Task, now: datetime) -> ClaimedRun:
+        """*task* (new, queued) claimed at *now* (read inside the transaction attempt
+        that commits): the run to start, with its lease until *now* + ``lease_for``."""
+        started, lease = take(
+            task,
+            worker=self.worker,
+            token=self.token,
+            expires_at=now + self.lease_for,
+            start=self.start,
+        )
+        return ClaimedRun(task=started, lease=lease, nodes={}, resumed=False)

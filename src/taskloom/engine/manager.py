@@ -2,7 +2,7 @@
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final, Literal, TypeVar
@@ -18,8 +18,10 @@ from pydantic import (
     ValidationError,
 )
 
+from taskloom.engine.claims import ClaimAtCreate, new_token
 from taskloom.engine.clock import SystemClock
 from taskloom.engine.cursor import decode_cursor, encode_cursor
+from taskloom.engine.eager import EagerStarter, Reservation
 from taskloom.engine.errors import (
     IdempotencyConflictError,
     InputNotRequestedError,
@@ -127,6 +129,8 @@ class TaskManager:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self.settings = settings if settings is not None else TaskManagerSettings()
         self.feed = ChangeFeed()
+        self._starters: list[EagerStarter] = []
+        """Workers offered each task created here (eager start, ADR 0046)."""
 
     @property
     def clock(self) -> Clock:
@@ -168,6 +172,11 @@ class TaskManager:
     ) -> Task:
         """Create a queued task and return it once it is durably committed.
 
+        When a worker of this process may run it at once (eager start, ADR 0046), the
+        same transaction claims it for that worker, which starts it as the commit
+        returns: the task returned is then ``running`` (``created`` and ``claimed`` in
+        its history).
+
         With an *idempotency_key*, a second call by the same owner with the same name and
         arguments returns the first task instead of creating another. *input_responses*
         are answers the task starts with (given before it existed), by question key.
@@ -190,13 +199,66 @@ class TaskManager:
             parent_id=parent_id,
             shape=shape,
         )
-        stored, created = await self._store.create(task, task.created_at)
+        reservation = self._reserve(task)
+        if reservation is None:
+            stored, created = await self._store.create(task, task.created_at)
+        else:
+            stored, created = await self._create_claimed(task, reservation)
         if created:
             self.feed.publish(stored)
             self._observer.task_created(stored)
         elif stored.name != task.name or stored.arguments != task.arguments:
             raise IdempotencyConflictError(key=idempotency_key or "", existing_task_id=stored.id)
         return stored
+
+    @contextlib.contextmanager
+    def eager_starts(self, starter: EagerStarter) -> Iterator[None]:
+        """Offer *starter* every task created here until the block ends: a task it
+        reserves a slot for is committed already claimed by it and runs at once
+        (eager start, ADR 0046); any other is committed queued."""
+        self._starters.append(starter)
+        try:
+            yield
+        finally:
+            self._starters.remove(starter)
+
+    def _reserve(self, task: Task) -> Reservation | None:
+        for starter in self._starters:
+            reservation = starter.reserve(task)
+            if reservation is not None:
+                return reservation
+        return None
+
+    async def _create_claimed(self, task: Task, reservation: Reservation) -> tuple[Task, bool]:
+        """Create *task* claimed for *reservation*'s worker in one durable transaction,
+        then start it there (or free the slot)."""
+        claim = ClaimAtCreate(
+            worker=reservation.worker,
+            token=new_token(),
+            lease_for=reservation.lease_for,
+            start=lambda queued: claim_start(self._clock.now(), "started")(queued),
+        )
+        try:
+            # Shielded: once the commit is asked for, its outcome decides what the slot
+            # does; a cancelled caller is cancelled when it returns.
+            with anyio.CancelScope(shield=True):
+                stored, run = await self.runs.create_claimed(task, claim, self._clock.now)
+        except BaseException:
+            # It may have committed (an outage's unknown outcome): hand the lease back.
+            reservation.cancel(
+                Lease(
+                    task_id=task.id,
+                    worker=claim.worker,
+                    token=claim.token,
+                    expires_at=task.created_at,
+                )
+            )
+            raise
+        if run is None:  # the key's holder: nothing was written
+            reservation.cancel(None)
+            return stored, False
+        reservation.start(run)
+        return stored, True
 
     def draft(
         self,

@@ -3,11 +3,22 @@
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Final, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Final,
+    NotRequired,
+    Protocol,
+    TypedDict,
+    Unpack,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from taskloom.engine.models import Task, TaskId, TaskMutation, UtcDatetime
+
+if TYPE_CHECKING:
+    from taskloom.engine.claims import ClaimAtCreate
 
 Instant = datetime | Callable[[], datetime]
 """A time given to a run-store method: a fixed time, or a clock's ``now`` that the store
@@ -252,6 +263,18 @@ class RunStore(Protocol):
 
         Leases expire at *now* + *lease_for*, *now* read inside the transaction attempt
         that commits (see :data:`Instant`)."""
+        ...
+
+    async def create_claimed(
+        self, task: Task, claim: "ClaimAtCreate", now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        """``TaskStore.create`` of *task* (new, queued), claimed in the same transaction
+        (eager start, ADR 0046): the task is stored as ``claim.applied(task, now)``
+        leaves it, with its lease and the history rows ``created`` then ``claimed``
+        (*now* read inside the transaction attempt that commits). Returns the stored task
+        and the claimed run; or, when *task*'s owner already holds a live task with its
+        idempotency key, that task and ``None``, writing nothing. Returns only after the
+        write is committed, durably, as a create."""
         ...
 
     async def renew_leases(

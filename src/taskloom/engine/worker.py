@@ -14,7 +14,8 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -67,6 +68,11 @@ class WorkerSettings(BaseModel):
     processes' tasks, expired leases)."""
     progress_interval_s: float = Field(default=0.1, ge=0)
     """Shortest time between two progress writes of one run."""
+    eager_start: bool = True
+    """Start a task created in this process at once, claimed by the create's own
+    transaction, when this worker has a free slot, loads its workflow's version, its
+    owner is under ``max_runs_per_owner`` and no older run waits for the slot;
+    otherwise the task is queued as any other (ADR 0046)."""
     input_recheck_s: float | None = Field(default=1.0, gt=0)
     """Unused since ADR 0021 (kept so existing configurations still load): no node waits
     in a worker; a parked run is claimed again when its answer arrives (this process's
@@ -121,6 +127,11 @@ class Worker:
         self._dropped: dict[TaskId, Lease] = {}
         """Leases of runs stopped by an error, to hand back once the store answers."""
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._idle = False
+        """Its last claim found fewer runs than free slots, and nothing woke it since:
+        no older run can be waiting for it, so a new one may start eagerly (ADR 0046)."""
+        self._reserved: Counter[str | None] = Counter()
+        """Slots held, by owner, for tasks whose eager create is committing."""
 
     @property
     def active_runs(self) -> int:
@@ -129,7 +140,58 @@ class Worker:
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
+        self._idle = False  # work may be waiting: a new run must not overtake it
         self._wake.set()
+
+    def reserve(self, task: Task) -> "EagerSlot | None":
+        """A slot to run *task*, about to be created, at once (eager start: see
+        ``WorkerSettings.eager_start``), or ``None``: it goes through the queue."""
+        if not self._idle or self._task_group is None or self._free_slots() <= 0:
+            return None
+        if not self._rule.admits(task, None, self.manager.clock.now()):
+            return None  # the claim's own rule: a version this worker has loaded
+        if task.owner is not None and self._held_by(task.owner) >= per_owner_limit(self.settings):
+            return None
+        self._reserved[task.owner] += 1
+        return EagerSlot(self, task.owner)
+
+    def release_slot(self, owner: str | None) -> None:
+        """Free a slot :meth:`reserve` held for a task of *owner*."""
+        self._reserved[owner] -= 1
+
+    def start_eagerly(self, run: ClaimedRun, asked: float) -> None:
+        """Run *run* now: its create, begun at *asked*, claimed it for this worker. A
+        worker stopped meanwhile leaves it: its lease lapses and any worker resumes it."""
+        if self._task_group is not None:
+            self._adopt(run, asked, self._task_group)
+
+    def hand_back(self, lease: Lease) -> None:
+        """Give *lease* back at the next heartbeat or claim that the store answers (a
+        create that claimed its run may have committed although it failed): not at
+        once, when a store that just failed is likely to fail again."""
+        self._dropped[lease.task_id] = lease
+
+    def _free_slots(self) -> int:
+        return self.settings.max_runs - len(self._executions) - self._reserved.total()
+
+    def _held_by(self, owner: str) -> int:
+        """Slots *owner*'s runs hold here, reserved ones included."""
+        running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
+        return running + self._reserved[owner]
+
+    @contextlib.contextmanager
+    def _offering(self) -> Iterator[None]:
+        """Offer this worker for eager starts while it runs (if its settings say so);
+        once it stops, a reservation still committing finds no task group to start in."""
+        try:
+            if self.settings.eager_start:
+                with self.manager.eager_starts(self):
+                    yield
+            else:
+                yield
+        finally:
+            self._idle = False
+            self._task_group = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Claim and execute runs until cancelled (the runs in flight are then cancelled
@@ -142,19 +204,20 @@ class Worker:
             task_group.start_soon(self._fence)
             await task_group.start(self._watch)
             task_status.started()
-            while True:
-                try:
-                    await self._claim(task_group)
-                except Exception as error:  # noqa: BLE001  # never fatal: try at the next poll
-                    _log_failure(self.worker_id, "claim", error, self.settings.poll_s)
-                with anyio.move_on_after(self.settings.poll_s):
-                    await self._wake.wait()
-                self._wake = anyio.Event()
+            with self._offering():
+                while True:
+                    try:
+                        await self._claim(task_group)
+                    except Exception as error:  # noqa: BLE001  # never fatal: try next poll
+                        _log_failure(self.worker_id, "claim", error, self.settings.poll_s)
+                    with anyio.move_on_after(self.settings.poll_s):
+                        await self._wake.wait()
+                    self._wake = anyio.Event()
 
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
         with contextlib.suppress(Exception):  # the heartbeat hands back too, and logs it
             await self._hand_back()  # a dropped run is claimable again at once
-        free = self.settings.max_runs - len(self._executions)
+        free = self._free_slots()
         if free <= 0:
             self._saturated = True
             return
@@ -169,18 +232,25 @@ class Worker:
         )
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
-            execution = self._execution(run)
-            replaced = self._executions.get(run.task.id)
-            if replaced is not None:  # our lease had expired: its body must end first
-                replaced.stop(lost_lease=True)
-            self._executions[run.task.id] = execution
-            self._finished[execution] = anyio.Event()
-            self._held_until[execution] = asked + self.settings.lease_s
-            self._owners[run.task.id] = run.task.owner
-            task_group.start_soon(self._execute, execution, replaced)
+            self._adopt(run, asked, task_group)
         self._saturated = len(claimed) == free
         if self._saturated:
             self.wake()  # there may be more
+        else:  # the queue held nothing more for it, unless a wake came during the claim
+            self._idle = not self._wake.is_set()
+
+    def _adopt(self, run: ClaimedRun, asked: float, task_group: anyio.abc.TaskGroup) -> None:
+        """Put *run*, claimed by a transaction that began at *asked*, in the map of
+        executions (the heartbeat renews its lease from then on) and start it."""
+        execution = self._execution(run)
+        replaced = self._executions.get(run.task.id)
+        if replaced is not None:  # our lease had expired: its body must end first
+            replaced.stop(lost_lease=True)
+        self._executions[run.task.id] = execution
+        self._finished[execution] = anyio.Event()
+        self._held_until[execution] = asked + self.settings.lease_s
+        self._owners[run.task.id] = run.task.owner
+        task_group.start_soon(self._execute, execution, replaced)
 
     def _execution(self, claimed: ClaimedRun) -> RunExecution:
         return RunExecution(
@@ -381,6 +451,46 @@ class Worker:
                     len(doomed),
                     self.settings.lease_s - margin,
                 )
+
+
+class EagerSlot:
+    """A slot a worker holds for one task while its eager create commits
+    (:class:`taskloom.engine.eager.Reservation`); used once."""
+
+    def __init__(self, worker: Worker, owner: str | None) -> None:
+        self._worker = worker
+        self._owner = owner
+        self.asked = anyio.current_time()
+        """Before the commit: the lease it writes lasts at least until ``asked +
+        lease_s``, which the worker's fence counts from."""
+        self._used = False
+
+    @property
+    def worker(self) -> str:
+        """See :class:`taskloom.engine.eager.Reservation`."""
+        return self._worker.worker_id
+
+    @property
+    def lease_for(self) -> timedelta:
+        """See :class:`taskloom.engine.eager.Reservation`."""
+        return timedelta(seconds=self._worker.settings.lease_s)
+
+    def start(self, run: ClaimedRun) -> None:
+        """See :class:`taskloom.engine.eager.Reservation`."""
+        self._use()
+        self._worker.start_eagerly(run, self.asked)
+
+    def cancel(self, lease: Lease | None) -> None:
+        """See :class:`taskloom.engine.eager.Reservation`."""
+        self._use()
+        if lease is not None:
+            self._worker.hand_back(lease)
+
+    def _use(self) -> None:
+        if self._used:
+            raise RuntimeError("this eager slot was used already")
+        self._used = True
+        self._worker.release_slot(self._owner)
 
 
 def _is_store_failure(error: BaseException) -> bool:

@@ -1,6 +1,5 @@
 """The in-memory TaskStore: the reference model for every other store, and a test fake."""
 
-import secrets
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -11,7 +10,7 @@ from typing import Any, Unpack
 import anyio
 
 from taskloom.engine import cascade
-from taskloom.engine.claims import ClaimRule, WorkflowKey
+from taskloom.engine.claims import ClaimAtCreate, ClaimRule, WorkflowKey, new_token, take
 from taskloom.engine.errors import (
     LeaseLostError,
     TaskNotFoundError,
@@ -301,23 +300,37 @@ class InMemoryTaskStore:
         for _, position in sorted(ready)[: terms["limit"]]:
             task = self._tasks[position]
             lease = self._leases.get(task.id)
-            started = task
-            if task.state is TaskState.QUEUED or task.parked:
-                started = terms["start"](task)
-                ensure_successor(task, started)
-                self._tasks[position] = started
-                self._record(task, started)
-            new_lease = Lease(
-                task_id=task.id,
+            started, new_lease = take(
+                task,
                 worker=worker,
-                token=secrets.token_hex(16),
+                token=new_token(),
                 expires_at=now + terms["lease_for"],
+                start=terms["start"],
             )
-            self._leases[task.id] = new_lease
+            self._take(task, started, new_lease)
             nodes = dict(self._nodes.get(task.id, {}))
             resumed = lease is not None or bool(nodes) or task.state is not TaskState.QUEUED
             claimed.append(ClaimedRun(task=started, lease=new_lease, nodes=nodes, resumed=resumed))
         return claimed
+
+    async def create_claimed(
+        self, task: Task, claim: ClaimAtCreate, now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.create_claimed`."""
+        stored, created = await self.create(task, task.created_at)
+        if not created:  # nothing awaited since the create: one atomic step
+            return stored, None
+        run = claim.applied(task, at(now))
+        self._take(task, run.task, run.lease)
+        return run.task, run
+
+    def _take(self, task: Task, started: Task, lease: Lease) -> None:
+        """Write what claiming *task* writes (``claims.take`` gave *started* and
+        *lease*): *started* over *task* with its history row, and the lease."""
+        if started is not task:
+            self._tasks[self._positions[task.id]] = started
+            self._record(task, started)
+        self._leases[task.id] = lease
 
     async def renew_leases(
         self, *, worker: str, now: Instant, lease_for: timedelta

@@ -29,8 +29,9 @@ from taskloom.persistence.postgres.driver import (
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.sql import history as sql_history
+from taskloom.persistence.sql import tasks
 from taskloom.persistence.sql.dialect import POSTGRES
-from taskloom.persistence.sql.script import run_async
+from taskloom.persistence.sql.script import Script, Statement, ask, run_async
 from taskloom.persistence.sql.store import Make, SqlStore
 
 _T = TypeVar("_T")
@@ -162,9 +163,34 @@ class PostgresTaskStore(SqlStore):
         """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
         return await self._db.transaction(partial(tokens.revoke_token, token_id, now))
 
-    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
-        """See :meth:`taskloom.engine.ports.TaskStore.create`."""
-        return await self._db.transaction(partial(_create, task, now))
+    def _create(
+        self, task: Task, now: datetime, row: Task | None = None
+    ) -> Script[tuple[Task, bool]]:
+        """See :meth:`SqlStore._create`: an insert that leaves a held key alone, then a
+        look at the holder (locked), deleted if expired and the insert tried again."""
+        stored = task if row is None else row
+        if task.idempotency_key is None:
+            yield Statement(rows.INSERT_SQL, rows.insert_row(stored))
+            yield from sql_history.record(POSTGRES, None, task)
+            return stored, True
+        for _ in range(_CREATE_TRIES):
+            inserted = yield from ask(
+                Statement(
+                    rows.INSERT_SQL + " ON CONFLICT (coalesce(owner, ''), idempotency_key)"
+                    " WHERE idempotency_key IS NOT NULL DO NOTHING",
+                    rows.insert_row(stored),
+                )
+            )
+            if inserted.rowcount == 1:
+                yield from sql_history.record(POSTGRES, None, task)
+                return task, True
+            holder = yield from tasks.key_holder(POSTGRES, task, now)
+            if holder is not None:
+                return holder, False
+            # gone since the insert, or expired and deleted: try the insert again
+        raise ConcurrencyError(
+            f"idempotency key {task.idempotency_key!r} kept changing hands; try again"
+        )
 
     async def history(
         self, task_id: TaskId, now: datetime
@@ -174,37 +200,6 @@ class PostgresTaskStore(SqlStore):
 
 
 # -- transactions ------------------------------------------------------------------------
-
-
-async def _create(task: Task, now: datetime, connection: Connection) -> tuple[Task, bool]:
-    if task.idempotency_key is None:
-        await connection.execute(rows.INSERT_SQL, rows.insert_row(task))
-        await run_async(sql_history.record(POSTGRES, None, task), connection.execute)
-        return task, True
-    for _ in range(_CREATE_TRIES):
-        inserted = await connection.execute(
-            rows.INSERT_SQL + " ON CONFLICT (coalesce(owner, ''), idempotency_key)"
-            " WHERE idempotency_key IS NOT NULL DO NOTHING",
-            rows.insert_row(task),
-        )
-        if inserted.rowcount == 1:
-            await run_async(sql_history.record(POSTGRES, None, task), connection.execute)
-            return task, True
-        cursor = await connection.execute(
-            "SELECT position, expires_at, body FROM tasks"
-            " WHERE coalesce(owner, '') = %s AND idempotency_key = %s FOR UPDATE",
-            (task.owner or "", task.idempotency_key),
-        )
-        holder = await cursor.fetchone()
-        if holder is None:
-            continue  # the holder was deleted since: try the insert again
-        position, expires_at, body = holder
-        if expires_at is None or expires_at > now:
-            return rows.task_from_body(body), False
-        await connection.execute("DELETE FROM tasks WHERE position = %s", (position,))
-    raise ConcurrencyError(
-        f"idempotency key {task.idempotency_key!r} kept changing hands; try again"
-    )
 
 
 def _script(make: Make[_T]) -> Work[_T]:

@@ -48,6 +48,8 @@ class Dialect:
     """Appended to a read of task rows about to be written (writers queue on it)."""
     share_lock: bool = False
     """Whether a read of a lease row the transaction relies on locks it (:meth:`shared`)."""
+    delete_lock: str = ""
+    """Appended to a read of a row the transaction may delete (writers queue on it)."""
     skip_locked: str = ""
     """Appended to a choice of rows to delete (rows another writer holds are left)."""
     fuses: bool = False
@@ -106,6 +108,7 @@ POSTGRES: Final = Dialect(
     history_task="%(task)s",
     row_lock=" FOR NO KEY UPDATE",
     share_lock=True,
+    delete_lock=" FOR UPDATE",
     skip_locked=" FOR UPDATE SKIP LOCKED",
     fuses=True,
     arrays=True,

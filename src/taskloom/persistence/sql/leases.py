@@ -6,17 +6,22 @@ each lease by a conditional upsert: the verdict that settles a race with a claim
 read an older snapshot. Where rows are locked, candidates are held with ``SKIP LOCKED``
 (workers never queue behind each other) and leases are taken in task id order, the order
 in which :func:`renew_leases` locks them (no deadlock).
+
+What a claim writes for one run, :func:`take`, is written once: a claim applies it to
+each run it takes, and an eager start's create (ADR 0046, :func:`create_claimed`) to the
+run it has just inserted.
 """
 
-import secrets
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
-from taskloom.engine.claims import ClaimRule
-from taskloom.engine.models import Task, TaskId, ensure_successor
+from taskloom.engine import claims
+from taskloom.engine.claims import ClaimAtCreate, ClaimRule
+from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, at
 from taskloom.engine.states import TaskState
 from taskloom.persistence.claims import claimable
-from taskloom.persistence.sql import rows, runs, tasks
+from taskloom.persistence.sql import history, rows, runs, tasks
 from taskloom.persistence.sql.dialect import Dialect
 from taskloom.persistence.sql.script import Script, Statement, ask
 
@@ -70,37 +75,79 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
     expires = moment + terms["lease_for"]
     # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
     for task, had_lease in sorted(candidates, key=lambda candidate: candidate[0].id):
-        lease = Lease(
-            task_id=task.id, worker=worker, token=secrets.token_hex(16), expires_at=expires
+        started, lease = claims.take(
+            task, worker=worker, token=claims.new_token(), expires_at=expires, start=terms["start"]
         )
-        taken = yield from ask(
-            Statement(
-                "INSERT INTO leases (task_id, worker, token, expires_at)"
-                f" VALUES ({p('task')}, {p('worker')}, {p('token')}, {p('expires')})"
-                " ON CONFLICT (task_id) DO UPDATE SET worker = excluded.worker,"
-                " token = excluded.token, expires_at = excluded.expires_at"
-                f" WHERE leases.expires_at <= {p('now')} OR leases.worker = {p('reclaim')}",
-                {
-                    "task": task.id,
-                    "worker": worker,
-                    "token": lease.token,
-                    "expires": d.time(expires),
-                    "now": d.time(moment),
-                    "reclaim": reclaim_from,
-                },
-            )
-        )
-        if taken.rowcount != 1:
+        if not (yield from take(d, task, started, lease, now=moment, reclaim_from=reclaim_from)):
             continue  # another worker took it since our snapshot
         nodes = yield from runs.node_runs(d, task.id)
-        started = task
-        if task.state is TaskState.QUEUED or task.parked:
-            started = terms["start"](task)
-            ensure_successor(task, started)
-            yield from tasks.put(d, task, started)
         resumed = had_lease or bool(nodes) or task.state is not TaskState.QUEUED
         claimed[task.id] = ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed)
     return [claimed[task.id] for task, _ in candidates if task.id in claimed]
+
+
+def take(
+    d: Dialect,
+    task: Task,
+    started: Task,
+    lease: Lease,
+    *,
+    now: datetime,
+    reclaim_from: str | None = None,
+    inserted: bool = False,
+) -> Script[bool]:
+    """Write what claiming *task* writes (:func:`taskloom.engine.claims.take` gave
+    *started* and *lease*): the lease, inserted or taken over from one expired at *now*
+    (or *reclaim_from*'s), then, if taken, *started* over *task* with its history row
+    (*inserted*: the row was inserted as *started* by this transaction's create, so
+    only the history row). ``False``: the run's lease is another worker's (taken
+    since the claim's snapshot)."""
+    p = d.parameter
+    taken = yield from ask(
+        Statement(
+            "INSERT INTO leases (task_id, worker, token, expires_at)"
+            f" VALUES ({p('task')}, {p('worker')}, {p('token')}, {p('expires')})"
+            " ON CONFLICT (task_id) DO UPDATE SET worker = excluded.worker,"
+            " token = excluded.token, expires_at = excluded.expires_at"
+            f" WHERE leases.expires_at <= {p('now')} OR leases.worker = {p('reclaim')}",
+            {
+                "task": lease.task_id,
+                "worker": lease.worker,
+                "token": lease.token,
+                "expires": d.time(lease.expires_at),
+                "now": d.time(now),
+                "reclaim": reclaim_from,
+            },
+        )
+    )
+    if taken.rowcount != 1:
+        return False
+    if started is not task and inserted:
+        yield from history.record(d, task, started)
+    elif started is not task:
+        yield from tasks.put(d, task, started)
+    return True
+
+
+Create = Callable[[Task, datetime, Task], Script[tuple[Task, bool]]]
+"""A dialect's ``create`` script (``SqlStore._create``): the task, inserted as the
+third argument, unless its owner's live task holds its idempotency key."""
+
+
+def create_claimed(
+    d: Dialect, create: Create, task: Task, claim: ClaimAtCreate, now: Instant
+) -> Script[tuple[Task, ClaimedRun | None]]:
+    """See :meth:`taskloom.engine.runs.RunStore.create_claimed`: the dialect's *create*
+    of the row as the claim leaves it, then what a claim of the new run writes
+    (:func:`take`: its lease and its ``claimed`` history row), in one transaction."""
+    moment = at(now)  # in this transaction attempt: a retry never commits a stale lease
+    run = claim.applied(task, moment)
+    stored, created = yield from create(task, task.created_at, run.task)
+    if not created:
+        return stored, None
+    if not (yield from take(d, task, run.task, run.lease, now=moment, inserted=True)):
+        raise AssertionError(f"new task {task.id} already has a lease")
+    return run.task, run
 
 
 def renew_leases(

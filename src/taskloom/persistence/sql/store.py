@@ -2,7 +2,8 @@
 
 A dialect's store gives two things, how a script runs in a write transaction and how in
 a read (:meth:`SqlStore._transact`, :meth:`SqlStore._query`), and the methods only it
-has: opening, ``create``, ``history``, the version and token tables.
+has: opening, the script of ``create`` (:meth:`SqlStore._create`), ``history``, the
+version and token tables.
 """
 
 from abc import ABC, abstractmethod
@@ -11,6 +12,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import ClassVar, TypeVar, Unpack
 
+from taskloom.engine.claims import ClaimAtCreate
 from taskloom.engine.models import StorePage, Task, TaskId, TaskMutation, TaskQuery
 from taskloom.engine.ports import Finished
 from taskloom.engine.runs import (
@@ -50,7 +52,20 @@ class SqlStore(ABC):
     async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
         """Run the read script *make* builds (*point*: a primary-key lookup)."""
 
+    @abstractmethod
+    def _create(
+        self, task: Task, now: datetime, row: Task | None = None
+    ) -> Script[tuple[Task, bool]]:
+        """The script of :meth:`create`, the dialect's own (ADR 0043): *task* inserted
+        (as *row*, the task a claim at its create leaves, when given) with the history
+        row of its creation; or the live task of its owner holding its idempotency key
+        and ``False``, writing nothing."""
+
     # -- tasks (TaskStore) ----------------------------------------------------------------
+
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """See :meth:`taskloom.engine.ports.TaskStore.create`."""
+        return await self._transact(partial(self._create, task, now))
 
     async def get(self, task_id: TaskId, now: datetime) -> Task | None:
         """See :meth:`taskloom.engine.ports.TaskStore.get`."""
@@ -93,6 +108,13 @@ class SqlStore(ABC):
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         claim = partial(leases.claim_runs, self.dialect, terms)
         return await self._transact(claim, durable=False)  # a lost claim is claimed again
+
+    async def create_claimed(
+        self, task: Task, claim: ClaimAtCreate, now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        """See :meth:`taskloom.engine.runs.RunStore.create_claimed` (durable, as a create)."""
+        creating = partial(leases.create_claimed, self.dialect, self._create, task, claim, now)
+        return await self._transact(creating)
 
     async def renew_leases(
         self, *, worker: str, now: Instant, lease_for: timedelta

@@ -40,6 +40,30 @@ def current(d: Dialect, task_id: TaskId, now: datetime) -> Script[Task]:
     return task
 
 
+def key_holder(d: Dialect, task: Task, now: datetime) -> Script[Task | None]:
+    """The live task of *task*'s owner holding its idempotency key, or ``None``: an
+    expired holder is deleted (it frees the key), a missing one is left missing."""
+    p = d.parameter
+    found = yield from ask(
+        Statement(
+            f"SELECT {d.position}, expires_at, body FROM tasks"
+            f" WHERE coalesce(owner, '') = {p('owner')} AND idempotency_key = {p('key')}"
+            f"{d.delete_lock}",
+            {"owner": task.owner or "", "key": task.idempotency_key},
+        )
+    )
+    holder = found.one()
+    if holder is None:
+        return None
+    position, expires_at, body = holder
+    if expires_at is None or d.moment(expires_at) > now:
+        return rows.task_from_body(body)
+    yield Statement(
+        f"DELETE FROM tasks WHERE {d.position} = {p('position')}", {"position": position}
+    )
+    return None
+
+
 def put(d: Dialect, before: Task | None, after: Task) -> Script[None]:
     """Write *after* over its row, with its history row."""
     yield rows.update(d, after)

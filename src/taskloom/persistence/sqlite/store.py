@@ -21,7 +21,7 @@ from taskloom.persistence.outage import Outage
 from taskloom.persistence.sql import history as sql_history
 from taskloom.persistence.sql import tasks
 from taskloom.persistence.sql.dialect import SQLITE
-from taskloom.persistence.sql.script import run_sync
+from taskloom.persistence.sql.script import Script, Statement, run_sync
 from taskloom.persistence.sql.store import Make, SqlStore
 from taskloom.persistence.sqlite import history, rows, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
@@ -128,9 +128,19 @@ class SqliteTaskStore(SqlStore):
                     await reader_connection.close()
                 await writer_connection.close()
 
-    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
-        """See :meth:`taskloom.engine.ports.TaskStore.create`."""
-        return await self.writer.submit(partial(_create, task, rows.micros(now)))
+    def _create(
+        self, task: Task, now: datetime, row: Task | None = None
+    ) -> Script[tuple[Task, bool]]:
+        """See :meth:`SqlStore._create`: the holder of the key is read under the write
+        lock (one writer holds the database), an expired one deleted."""
+        stored = task if row is None else row
+        if task.idempotency_key is not None:
+            holder = yield from tasks.key_holder(SQLITE, task, now)
+            if holder is not None:
+                return holder, False
+        yield Statement(rows.INSERT_SQL, rows.insert_row(stored))
+        yield from sql_history.record(SQLITE, None, task)
+        return stored, True
 
     async def history(
         self, task_id: TaskId, now: datetime
@@ -311,23 +321,6 @@ def _prepare_reader(settings: SqliteSettings, raw: sqlite3.Connection) -> None:
 
 
 # -- transactions (in the connection's thread) ------------------------------------------
-
-
-def _create(task: Task, now: int, raw: sqlite3.Connection) -> tuple[Task, bool]:
-    if task.idempotency_key is not None:
-        holder = raw.execute(
-            "SELECT seq, expires_at, body FROM tasks"
-            " WHERE coalesce(owner, '') = ? AND idempotency_key = ?",
-            (task.owner or "", task.idempotency_key),
-        ).fetchone()
-        if holder is not None:
-            seq, expires_at, body = holder
-            if expires_at is None or expires_at > now:
-                return rows.task_from_body(body), False
-            raw.execute("DELETE FROM tasks WHERE seq = ?", (seq,))  # expired: frees the key
-    raw.execute(rows.INSERT_SQL, rows.insert_row(task))
-    run_sync(sql_history.record(SQLITE, None, task), raw.execute)
-    return task, True
 
 
 def _get(task_id: TaskId, now: datetime, raw: sqlite3.Connection) -> Task | None:

@@ -1,0 +1,173 @@
+"""Eager start on the in-memory store (ADR 0046): what the manager tells a reservation,
+and which tasks a worker reserves a slot for."""
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, cast
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from taskloom.engine.claims import ClaimAtCreate
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.errors import IdempotencyConflictError, StoreUnavailableError
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task
+from taskloom.engine.runs import ClaimedRun, Instant, Lease, RunStore
+from taskloom.engine.states import TaskState
+from taskloom.engine.worker import Worker, WorkerSettings
+from taskloom.testing import FakeClock, InMemoryTaskStore
+
+
+class Empty(BaseModel):
+    pass
+
+
+class Booking:
+    """A reservation that records what it was told."""
+
+    def __init__(self) -> None:
+        self.started: list[ClaimedRun] = []
+        self.cancelled: list[Lease | None] = []
+
+    @property
+    def worker(self) -> str:
+        return "w1"
+
+    @property
+    def lease_for(self) -> timedelta:
+        return timedelta(seconds=10)
+
+    def start(self, run: ClaimedRun) -> None:
+        self.started.append(run)
+
+    def cancel(self, lease: Lease | None) -> None:
+        self.cancelled.append(lease)
+
+
+class Starter:
+    """Reserves every task offered to it."""
+
+    def __init__(self) -> None:
+        self.bookings: list[Booking] = []
+
+    def reserve(self, task: Task) -> Booking:
+        self.bookings.append(Booking())
+        return self.bookings[-1]
+
+
+class FailingStore(InMemoryTaskStore):
+    """Its eager creates commit, then fail as if the answer were lost."""
+
+    async def create_claimed(
+        self, task: Task, claim: ClaimAtCreate, now: Instant
+    ) -> tuple[Task, ClaimedRun | None]:
+        await super().create_claimed(task, claim, now)
+        raise StoreUnavailableError("the connection broke")
+
+
+async def test_a_reserved_create_is_stored_claimed_and_started() -> None:
+    store, starter = InMemoryTaskStore(), Starter()
+    manager = TaskManager(store, clock=FakeClock())
+    with manager.eager_starts(starter):
+        task = await manager.create("job", {"n": 1})
+    [booking] = starter.bookings
+    [run] = booking.started
+    assert booking.cancelled == []
+    assert run.task == task == await manager.get(task.id)
+    assert (task.state, task.version, run.lease.worker) == (TaskState.RUNNING, 2, "w1")
+    assert run.lease.expires_at == task.created_at + timedelta(seconds=10)
+    # once the block ends, nothing is offered any more
+    assert (await manager.create("job", {"n": 2})).state is TaskState.QUEUED
+    assert len(starter.bookings) == 1
+
+
+async def test_a_held_key_frees_the_slot() -> None:
+    store, starter = InMemoryTaskStore(), Starter()
+    manager = TaskManager(store, clock=FakeClock())
+    holder = await manager.create("job", {"n": 1}, idempotency_key="k")
+    with manager.eager_starts(starter):
+        again = await manager.create("job", {"n": 1}, idempotency_key="k")
+        with pytest.raises(IdempotencyConflictError):
+            await manager.create("job", {"n": 2}, idempotency_key="k")
+    assert again == holder
+    assert [(b.started, b.cancelled) for b in starter.bookings] == [([], [None])] * 2
+
+
+async def test_a_failed_commit_hands_back_the_lease_it_may_have_written() -> None:
+    store, starter = FailingStore(), Starter()
+    manager = TaskManager(store, clock=FakeClock())
+    with manager.eager_starts(starter), pytest.raises(StoreUnavailableError):
+        await manager.create("job", {"n": 1})
+    [booking] = starter.bookings
+    [lease] = booking.cancelled
+    assert booking.started == []
+    assert lease is not None
+    [task] = (await manager.list()).tasks
+    held = await store.renew_leases(worker="w1", now=manager.clock.now, lease_for=timedelta(1))
+    assert set(held) == {task.id} == {lease.task_id}
+    await store.release_lease(lease)  # the token is the one the create wrote
+    assert (
+        await store.renew_leases(worker="w1", now=manager.clock.now, lease_for=timedelta(1)) == {}
+    )
+
+
+class LookingRuns:
+    """The run store; ``looked`` is set once a claim has returned."""
+
+    def __init__(self, runs: RunStore) -> None:
+        self._runs = runs
+        self.looked = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runs, name)
+
+    async def claim_runs(self, **arguments: Any) -> Sequence[ClaimedRun]:
+        claimed = await self._runs.claim_runs(**arguments)
+        self.looked.set()
+        return claimed
+
+
+def _noop() -> Workflow[Empty]:
+    flow = Workflow("noop", version="1", input=Empty)
+
+    @flow.node()
+    async def answer(ctx: NodeContext[Empty]) -> str:
+        return "ok"
+
+    return flow
+
+
+async def test_a_worker_reserves_free_slots_while_nothing_waits() -> None:
+    store, clock = InMemoryTaskStore(), FakeClock()
+    runs = LookingRuns(store)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(poll_s=3600, max_runs=3, max_runs_per_owner=1)
+    worker = Worker(manager, {"noop": _noop()}, settings=settings)
+
+    def task(owner: str | None = None, name: str = "noop", version: str = "1") -> Task:
+        return manager.draft(name, {}, owner=owner, workflow_version=version)
+
+    assert worker.reserve(task()) is None  # not running
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(worker.run)
+        await runs.looked.wait()
+        assert worker.reserve(task(name="other")) is None  # not loaded
+        assert worker.reserve(task(version="2")) is None
+        ann = worker.reserve(task("ann"))
+        assert ann is not None
+        assert worker.reserve(task("ann")) is None  # ann's one slot is reserved
+        local = worker.reserve(task())
+        assert local is not None
+        assert worker.reserve(task("bob")) is not None
+        assert worker.reserve(task()) is None  # three of three
+        local.cancel(None)
+        with pytest.raises(RuntimeError):
+            local.cancel(None)
+        assert worker.reserve(task()) is not None  # freed
+        ann.cancel(None)
+        worker.wake()  # something may wait: nothing is reserved until the worker looked
+        assert worker.reserve(task("ann")) is None
+        task_group.cancel_scope.cancel()
+    assert worker.reserve(task("ann")) is None  # stopped
