@@ -14,7 +14,6 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from taskloom.engine.errors import (
     DatabaseBusyError,
@@ -28,6 +27,7 @@ from taskloom.engine.errors import (
 from taskloom.persistence.outage import Outage
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
+from taskloom.persistence.retries import transient_retries
 
 logger = logging.getLogger(__name__)
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
@@ -254,12 +254,12 @@ class Database:
         else:
             self.outage.answered()
             return value
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(is_transient),
-            stop=stop_after_delay(self.settings.retry_window_s),
-            wait=wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.05),
-            sleep=anyio.sleep,
-            reraise=True,
+        retrying = transient_retries(
+            is_transient,
+            within_s=self.settings.retry_window_s,
+            first_s=0.01,
+            max_s=1.0,
+            jitter_s=0.05,
         )
         try:
             async for attempt in retrying:

@@ -9,12 +9,6 @@ from typing import Final, TypeVar
 
 import aiosqlite
 import anyio
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
 
 from taskloom.engine.errors import (
     CorruptDatabaseError,
@@ -24,6 +18,7 @@ from taskloom.engine.errors import (
     StoreUnavailableError,
 )
 from taskloom.persistence.outage import Outage
+from taskloom.persistence.retries import transient_retries
 
 _T = TypeVar("_T")
 
@@ -104,12 +99,8 @@ async def retry_transient(
         if told is not None:
             told.answered()
         return value
-    retrying = AsyncRetrying(
-        retry=retry_if_exception(is_transient),
-        stop=stop_after_delay(within_s),
-        wait=wait_exponential_jitter(multiplier=0.005, max=0.5, jitter=0.01),
-        sleep=anyio.sleep,
-        reraise=True,
+    retrying = transient_retries(
+        is_transient, within_s=within_s, first_s=0.005, max_s=0.5, jitter_s=0.01
     )
     try:
         async for try_ in retrying:
