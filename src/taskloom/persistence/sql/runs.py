@@ -250,13 +250,13 @@ def fork_run(
 
 def node_runs(d: Dialect, task_id: str) -> Script[dict[str, NodeRun]]:
     """The checkpoints of a run, by node name."""
-    found = yield from ask(
-        Statement(
-            f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = {d.parameter('task')}",
-            {"task": task_id},
-        )
-    )
+    found = yield Statement(_node_runs_sql(d), {"task": task_id})
     return {run.node: run for run in (rows.node_run(d, row) for row in found.rows)}
+
+
+@cache
+def _node_runs_sql(d: Dialect) -> str:
+    return f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = {d.parameter('task')}"
 
 
 def attempts(d: Dialect, task_id: TaskId) -> Script[list[NodeAttempt]]:
