@@ -24,9 +24,10 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Dialect:
-    """One SQL store's spelling of the shared statements."""
+    """One SQL store's spelling of the shared statements. Compared and hashed by
+    identity (there are two): statement texts are built once per dialect and cached."""
 
     parameter: Callable[[str], str]
     """The placeholder of a named parameter."""

@@ -1,5 +1,7 @@
 """The task history rows (ADR 0036), appended in the transaction of the task's write."""
 
+from functools import cache
+
 from taskloom.engine.history import MAX_STATUS_ROWS, entry_for
 from taskloom.engine.models import Task
 from taskloom.persistence.sql.dialect import Dialect
@@ -14,19 +16,8 @@ def record(d: Dialect, before: Task | None, after: Task) -> Script[None]:
     entry = entry_for(before, after)
     if entry is None:
         return
-    p = d.parameter
-    sql = (
-        f"INSERT INTO task_history ({d.history_key}, {_COLUMNS})"
-        f" SELECT {d.history_task}, {p('version')}, {p('at')}, {p('state')}, {p('message')},"
-        f" {p('cause')}, {'TRUE' if entry.state_changed else 'FALSE'}"
-    )
-    if not entry.state_changed:
-        sql += (
-            f" WHERE (SELECT count(*) FROM task_history WHERE {d.history_key} = {d.history_task}"
-            f" AND NOT state_changed) < {p('cap')}"
-        )
     yield Statement(
-        sql,
+        _insert_sql(d, entry.state_changed),
         {
             "task": entry.task_id,
             "version": entry.version,
@@ -37,3 +28,20 @@ def record(d: Dialect, before: Task | None, after: Task) -> Script[None]:
             "cap": MAX_STATUS_ROWS,
         },
     )
+
+
+@cache
+def _insert_sql(d: Dialect, state_changed: bool) -> str:
+    """The insert of a history row: a status change's only under the cap."""
+    p = d.parameter
+    sql = (
+        f"INSERT INTO task_history ({d.history_key}, {_COLUMNS})"
+        f" SELECT {d.history_task}, {p('version')}, {p('at')}, {p('state')}, {p('message')},"
+        f" {p('cause')}, {'TRUE' if state_changed else 'FALSE'}"
+    )
+    if not state_changed:
+        sql += (
+            f" WHERE (SELECT count(*) FROM task_history WHERE {d.history_key} = {d.history_task}"
+            f" AND NOT state_changed) < {p('cap')}"
+        )
+    return sql

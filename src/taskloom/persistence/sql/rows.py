@@ -2,6 +2,7 @@
 task as JSON; its other columns are indexed copies."""
 
 import json
+from functools import cache
 from typing import Any
 
 from pydantic import JsonValue, ValidationError
@@ -51,11 +52,8 @@ def insert_row(d: Dialect, task: Task) -> tuple[Any, ...]:
 
 def update(d: Dialect, new: Task) -> Statement:
     """Write *new* over its row (which the writing transaction holds: see ADR 0032)."""
-    p = d.parameter
     return Statement(
-        f"UPDATE tasks SET state = {p('state')}, version = {p('version')},"
-        f" updated_at = {p('updated_at')}, parked = {p('parked')}, wake_at = {p('wake_at')},"
-        f" body = {p('body')} WHERE id = {p('id')}",
+        _update_sql(d),
         {
             "state": new.state.value,
             "version": new.version,
@@ -68,6 +66,17 @@ def update(d: Dialect, new: Task) -> Statement:
     )
 
 
+@cache
+def _update_sql(d: Dialect) -> str:
+    p = d.parameter
+    return (
+        f"UPDATE tasks SET state = {p('state')}, version = {p('version')},"
+        f" updated_at = {p('updated_at')}, parked = {p('parked')}, wake_at = {p('wake_at')},"
+        f" body = {p('body')} WHERE id = {p('id')}"
+    )
+
+
+@cache
 def live(d: Dialect, table: str = "") -> str:
     """A condition that hides expired tasks (the parameter ``now``)."""
     column = f"{table}.expires_at" if table else "expires_at"

@@ -6,6 +6,7 @@ in-memory store applies directly; the contract suite holds the three stores toge
 """
 
 import json
+from functools import cache
 from typing import Any
 
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError, TaskStateError
@@ -35,23 +36,25 @@ def check_fence(d: Dialect, lease: Lease) -> Script[None]:
     """Raise :class:`LeaseLostError` unless *lease* is still the task's lease. Where rows
     are locked, the lease row stays share-locked until the transaction ends, so no claim
     can take the run over between this check and the fenced write."""
-    found = yield from ask(
-        Statement(
-            f"SELECT token FROM leases WHERE task_id = {d.parameter('task')}{d.shared()}",
-            {"task": lease.task_id},
-        )
-    )
+    found = yield Statement(_fence_sql(d), {"task": lease.task_id})
     row = found.one()
     if row is None or row[0] != lease.token:
         raise _lease_lost(lease)
 
 
+@cache
+def _fence_sql(d: Dialect) -> str:
+    return f"SELECT token FROM leases WHERE task_id = {d.parameter('task')}{d.shared()}"
+
+
 def _release(d: Dialect, lease: Lease) -> Statement:
+    return Statement(_release_sql(d), {"task": lease.task_id, "token": lease.token})
+
+
+@cache
+def _release_sql(d: Dialect) -> str:
     p = d.parameter
-    return Statement(
-        f"DELETE FROM leases WHERE task_id = {p('task')} AND token = {p('token')}",
-        {"task": lease.task_id, "token": lease.token},
-    )
+    return f"DELETE FROM leases WHERE task_id = {p('task')} AND token = {p('token')}"
 
 
 def release_lease(d: Dialect, lease: Lease) -> Script[None]:
@@ -63,21 +66,28 @@ def end_run(d: Dialect, lease: Lease, now: object) -> Script[None]:
     """Drop *lease* and end the attempts its run leaves open as it ends (see
     ``RunStore``): interrupted, their nodes ``retrying`` with one more interruption
     (``engine.runs.node_interrupted``). One round trip where the dialect fuses writes."""
-    p = d.parameter
     parameters = {"now": now, "task": lease.task_id, "token": lease.token}
+    attempts_sql, nodes_sql = _end_run_sql(d)
     yield (
         _release(d, lease),
-        Statement(
-            f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
-            f" WHERE task_id = {p('task')} AND ended_at IS NULL",
-            parameters,
-        ),
-        Statement(
-            "UPDATE node_runs SET state = 'retrying', interruptions = interruptions + 1,"
-            f" updated_at = {p('now')} WHERE task_id = {p('task')} AND state = 'running'",
-            parameters,
-        ),
+        Statement(attempts_sql, parameters),
+        Statement(nodes_sql, parameters),
     )
+
+
+@cache
+def _end_run_sql(d: Dialect) -> tuple[str, str]:
+    """The updates of :func:`end_run` after the lease's release."""
+    p = d.parameter
+    attempts = (
+        f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
+        f" WHERE task_id = {p('task')} AND ended_at IS NULL"
+    )
+    nodes = (
+        "UPDATE node_runs SET state = 'retrying', interruptions = interruptions + 1,"
+        f" updated_at = {p('now')} WHERE task_id = {p('task')} AND state = 'running'"
+    )
+    return attempts, nodes
 
 
 def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Script[NodeRun]:
@@ -240,13 +250,13 @@ def fork_run(
 
 def node_runs(d: Dialect, task_id: str) -> Script[dict[str, NodeRun]]:
     """The checkpoints of a run, by node name."""
-    found = yield from ask(
-        Statement(
-            f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = {d.parameter('task')}",
-            {"task": task_id},
-        )
-    )
+    found = yield Statement(_node_runs_sql(d), {"task": task_id})
     return {run.node: run for run in (rows.node_run(d, row) for row in found.rows)}
+
+
+@cache
+def _node_runs_sql(d: Dialect) -> str:
+    return f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = {d.parameter('task')}"
 
 
 def attempts(d: Dialect, task_id: TaskId) -> Script[list[NodeAttempt]]:

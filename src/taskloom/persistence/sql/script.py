@@ -15,7 +15,7 @@ _T = TypeVar("_T")
 Parameters = Mapping[str, Any] | Sequence[Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Statement:
     """One SQL statement and its parameters."""
 
@@ -23,7 +23,7 @@ class Statement:
     parameters: Parameters = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Result:
     """What a statement returned: its rows (if any) and the rows it changed."""
 
@@ -96,15 +96,27 @@ def _advance(script: Script[_T], result: Result | None) -> Query | _Done[_T]:
 
 def run_sync(script: Script[_T], execute: Callable[[str, Parameters], SyncCursor]) -> _T:
     """Run *script*, each statement through *execute* (a tuple one after another)."""
-    step = _advance(script, None)
-    while not isinstance(step, _Done):
-        result = Result()
-        for statement in step if isinstance(step, tuple) else (step,):
-            cursor = execute(statement.text, statement.parameters)
-            found = cursor.fetchall()  # before rowcount: a RETURNING statement ends here
-            result = Result(found, cursor.rowcount)
-        step = _advance(script, result)
-    return step.value
+    send = script.send  # the hot loop of every SQLite transaction: no step objects
+    try:
+        step = next(script)
+    except StopIteration as stop:
+        value: _T = stop.value
+        return value
+    while True:
+        if isinstance(step, tuple):
+            result = Result()
+            for statement in step:
+                cursor = execute(statement.text, statement.parameters)
+                found = cursor.fetchall()  # before rowcount: a RETURNING statement ends here
+                result = Result(found, cursor.rowcount)
+        else:
+            cursor = execute(step.text, step.parameters)
+            result = Result(cursor.fetchall(), cursor.rowcount)
+        try:
+            step = send(result)
+        except StopIteration as stop:
+            value = stop.value
+            return value
 
 
 async def run_async(

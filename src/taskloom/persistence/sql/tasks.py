@@ -2,7 +2,8 @@
 :mod:`taskloom.engine.cascade`, whose effects are executed here as statements."""
 
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
+from typing import Any
 
 from taskloom.engine import cascade
 from taskloom.engine.errors import TaskNotFoundError, TaskStateError
@@ -17,15 +18,16 @@ from taskloom.persistence.sql.script import Script, Statement, ask
 
 def get(d: Dialect, task_id: TaskId, now: datetime, *, lock: bool = False) -> Script[Task | None]:
     """The live task *task_id*, or ``None``; with *lock*, held for this transaction's write."""
-    found = yield from ask(
-        Statement(
-            f"SELECT body FROM tasks WHERE id = {d.parameter('id')} AND {rows.live(d)}"
-            + (d.row_lock if lock else ""),
-            {"id": task_id, "now": d.time(now)},
-        )
-    )
+    found = yield Statement(_get_sql(d, lock), {"id": task_id, "now": d.time(now)})
     row = found.one()
     return rows.task_from_body(row[0]) if row is not None else None
+
+
+@cache
+def _get_sql(d: Dialect, lock: bool) -> str:
+    return f"SELECT body FROM tasks WHERE id = {d.parameter('id')} AND {rows.live(d)}" + (
+        d.row_lock if lock else ""
+    )
 
 
 def current(d: Dialect, task_id: TaskId, now: datetime) -> Script[Task]:
@@ -141,13 +143,18 @@ def _open_children(d: Dialect, task_id: TaskId, now: datetime) -> Script[list[Ta
     """Held in id order: rows are locked parent before child here and child before parent
     by a child's end; a deadlock between the two is broken by the database and the loser
     retried (a transient error)."""
-    parameters: dict[str, object] = {"parent": task_id, "now": d.time(now)}
-    ended = is_in(d, "state", "s", sorted(state.value for state in TERMINAL_STATES), parameters)
-    found = yield from ask(
-        Statement(
-            f"SELECT body FROM tasks WHERE parent_id = {d.parameter('parent')}"
-            f" AND {rows.live(d)} AND NOT {ended} ORDER BY id{d.row_lock}",
-            parameters,
-        )
-    )
+    sql, ended = _open_children_sql(d)
+    found = yield Statement(sql, {"parent": task_id, "now": d.time(now), "s": ended})
     return [rows.task_from_body(body) for (body,) in found.rows]
+
+
+@cache
+def _open_children_sql(d: Dialect) -> tuple[str, Any]:
+    """The read of :func:`_open_children` and the value of its parameter ``s``."""
+    parameters: dict[str, Any] = {}
+    ended = is_in(d, "state", "s", sorted(state.value for state in TERMINAL_STATES), parameters)
+    sql = (
+        f"SELECT body FROM tasks WHERE parent_id = {d.parameter('parent')}"
+        f" AND {rows.live(d)} AND NOT {ended} ORDER BY id{d.row_lock}"
+    )
+    return sql, parameters["s"]
