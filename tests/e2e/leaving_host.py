@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-COUNTDOWN = {"start": 48, "tick_s": 0.5}
-"""Four lanes of 12 numbers at two a second: 6 s."""
+COUNTDOWN = {"start": 72, "tick_s": 1.0}
+"""Four lanes of 18 numbers at one a second: 18 s, longer than the host's 1 s wait plus
+the server's exit (at most 5 s after stdin closes, 10 s after SIGTERM), so that the
+server cannot finish the task itself before it leaves, even on a loaded machine."""
 
 
 def _send(pipe: IO[bytes], message: dict[str, Any]) -> None:
