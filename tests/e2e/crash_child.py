@@ -27,9 +27,9 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import ClassVar, NoReturn
+from typing import ClassVar, NoReturn, Unpack
 
 import anyio
 import pytest
@@ -41,7 +41,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskMutation
 from taskloom.engine.runs import (
     ClaimedRun,
-    Instant,
+    ClaimTerms,
     Lease,
     NodeEnd,
     NodeRun,
@@ -112,28 +112,8 @@ class _KillPoint:
 class KillingStore(SqliteTaskStore):
     """The SQLite store, dying around the chosen commit."""
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
-        claimed = await super().claim_runs(
-            worker=worker,
-            workflows=workflows,
-            now=now,
-            lease_for=lease_for,
-            limit=limit,
-            start=start,
-            reclaim_from=reclaim_from,
-            per_owner=per_owner,
-        )
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+        claimed = await super().claim_runs(**terms)
         if claimed and _KillPoint.name == "after_claim":
             _KillPoint.die()
         return claimed

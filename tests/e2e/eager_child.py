@@ -17,9 +17,8 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
-from typing import ClassVar, Final, NoReturn
+from typing import ClassVar, Final, NoReturn, Unpack
 
 import anyio
 import pytest
@@ -27,8 +26,8 @@ import pytest
 from taskloom import bootstrap
 from taskloom.config import TaskloomSettings
 from taskloom.engine.claims import ClaimAtCreate
-from taskloom.engine.models import Task, TaskMutation
-from taskloom.engine.runs import ClaimedRun, Instant
+from taskloom.engine.models import Task
+from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import WorkerSettings
 from taskloom.persistence import factory
@@ -46,28 +45,8 @@ class DyingStore(SqliteTaskStore):
 
     looked: ClassVar[anyio.Event | None] = None
 
-    async def claim_runs(
-        self,
-        *,
-        worker: str,
-        workflows: frozenset[str | tuple[str, str]],
-        now: Instant,
-        lease_for: timedelta,
-        limit: int,
-        start: TaskMutation,
-        reclaim_from: str | None = None,
-        per_owner: int | None = None,
-    ) -> Sequence[ClaimedRun]:
-        claimed = await super().claim_runs(
-            worker=worker,
-            workflows=workflows,
-            now=now,
-            lease_for=lease_for,
-            limit=limit,
-            start=start,
-            reclaim_from=reclaim_from,
-            per_owner=per_owner,
-        )
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+        claimed = await super().claim_runs(**terms)
         if DyingStore.looked is not None:
             DyingStore.looked.set()
         return claimed
