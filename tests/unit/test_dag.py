@@ -49,6 +49,28 @@ def test_a_diamond_is_ordered_by_its_dependencies() -> None:
     assert flow.dependents()["a"] == ("b", "c")
 
 
+def test_a_shape_is_built_once_and_again_when_a_node_is_added() -> None:
+    flow = _workflow()
+
+    @flow.node(phase="one")
+    async def a(ctx: NodeContext[Empty]) -> int:
+        return 1
+
+    first = flow.shape()
+    assert flow.shape() is first  # every run of the workflow shares one frozen shape
+    assert [node.name for node in first.nodes] == ["a"]
+
+    @flow.node(phase="two", deps=[a])
+    async def b(ctx: NodeContext[Empty]) -> int:
+        return 2
+
+    second = flow.shape()
+    assert second is not first
+    assert [(node.name, node.deps) for node in second.nodes] == [("a", ()), ("b", ("a",))]
+    assert second.phases == ("one", "two")
+    assert [node.name for node in first.nodes] == ["a"]  # the earlier shape is as it was
+
+
 def test_a_cycle_is_named() -> None:
     flow = _workflow()
 

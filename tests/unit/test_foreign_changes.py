@@ -90,3 +90,58 @@ async def test_this_processes_own_writes_are_not_published_twice(
             await drain()
     assert versions[-1] == 4
     assert len(versions) == len(set(versions))  # never twice
+
+
+async def test_a_run_here_that_polls_saw_running_and_another_cancelled_is_published(
+    processes: tuple[TaskManager, TaskManager],
+) -> None:
+    here, elsewhere = processes
+    task = await here.create("job")
+    with here.subscribe() as feed:
+        await here.start(task.id)
+        await anyio.sleep(5 * INTERVAL_S)  # polls see it running, as this process's own
+        await elsewhere.cancel(task.id)
+        seen = await _until(feed, TaskState.CANCELLED)
+    assert [each.state for each in seen] == [TaskState.RUNNING, TaskState.CANCELLED]
+
+
+async def test_a_run_this_process_ended_is_not_read_again_by_the_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = InMemoryTaskStore()
+    here, elsewhere = TaskManager(store), TaskManager(store)
+    polls = 0
+    polled = anyio.Event()
+    wanted = 0
+
+    async def running() -> dict[TaskId, int]:
+        nonlocal polls
+        polls += 1
+        if polls >= wanted:
+            polled.set()
+        page = await elsewhere.list(states=[TaskState.RUNNING])
+        return {task.id: task.version for task in page.tasks}
+
+    async def polls_done(count: int) -> None:
+        nonlocal wanted, polled
+        wanted, polled = polls + count, anyio.Event()
+        with anyio.fail_after(5):
+            await polled.wait()
+
+    reads: list[str] = []
+    get = here.get
+
+    async def counted_get(task_id: str) -> Task:
+        reads.append(task_id)
+        return await get(task_id)
+
+    monkeypatch.setattr(here, "get", counted_get)
+    async with anyio.create_task_group() as group:
+        await group.start(follow_foreign_changes, here, running, INTERVAL_S)
+        task = await here.create("job")
+        await here.start(task.id)
+        await polls_done(2)  # a poll saw it running
+        await here.cancel(task.id)
+        await polls_done(3)  # and later ones found it gone from the running set
+        group.cancel_scope.cancel()
+    assert reads == []

@@ -476,6 +476,7 @@ class Workflow(Generic[InputT]):
         self._nodes: dict[str, Node[Any]] = {}
         self._order: tuple[str, ...] | None = None
         self._dependents: Mapping[str, tuple[str, ...]] | None = None
+        self._shape: RunShape | None = None
 
     def node(
         self,
@@ -641,7 +642,7 @@ class Workflow(Generic[InputT]):
 
     def _add(self, node: Node[Any]) -> None:
         self._nodes[node.name] = node
-        self._order = self._dependents = None
+        self._order = self._dependents = self._shape = None
 
     @property
     def nodes(self) -> Mapping[str, Node[Any]]:
@@ -673,19 +674,22 @@ class Workflow(Generic[InputT]):
         return tuple(seen)
 
     def shape(self) -> RunShape:
-        """What a run of this workflow looks like, to store with its task."""
-        return RunShape(
-            phases=self.phases,
-            nodes=tuple(
-                NodeShape(
-                    name=name,
-                    phase=self._nodes[name].phase,
-                    deps=self._nodes[name].deps,
-                    is_map=isinstance(self._nodes[name], MapNode),
-                )
-                for name in self.order()
-            ),
-        )
+        """What a run of this workflow looks like, to store with its task: built once (a
+        frozen model, so every run shares it) until a node is added."""
+        if self._shape is None:
+            self._shape = RunShape(
+                phases=self.phases,
+                nodes=tuple(
+                    NodeShape(
+                        name=name,
+                        phase=self._nodes[name].phase,
+                        deps=self._nodes[name].deps,
+                        is_map=isinstance(self._nodes[name], MapNode),
+                    )
+                    for name in self.order()
+                ),
+            )
+        return self._shape
 
     @property
     def result_node(self) -> str | None:

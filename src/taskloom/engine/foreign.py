@@ -8,7 +8,8 @@ went back to the queue or waits for an answer, or was deleted) is published on t
 process's change feed as this process's own writes are. So a worker stops the nodes of a
 run that another process cancelled within about *interval_s*, its log shows the cancel,
 and the dashboard redraws. This process's own writes are learnt
-from the feed, and not published twice.
+from the feed, and not published twice; a task they ended is not read again when it leaves
+the running set (a final state: nothing another process does can change it).
 """
 
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,7 @@ from anyio.abc import TaskStatus
 from taskloom.engine.errors import PersistenceError, TaskNotFoundError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import TaskId
-from taskloom.engine.states import TaskState
+from taskloom.engine.states import TaskState, is_terminal
 
 DEFAULT_INTERVAL_S: Final = 0.25
 """How often a local store is polled: a cancel from another process reaches the running
@@ -46,6 +47,10 @@ async def follow_foreign_changes(
     running_here: set[TaskId] = set()
     """Tasks this process's own writes left running (its worker's claims): one cancelled
     by another process before any poll saw it running has ended all the same."""
+    ended_here: set[TaskId] = set()
+    """Tasks this process's own writes ended (kept as long as ``seen`` keeps them): their
+    state is final, so a poll that finds them gone from the running set need not read
+    them again (no other process can change them; their versions are known)."""
     with manager.subscribe() as own:
 
         async def learn() -> None:
@@ -57,6 +62,8 @@ async def follow_foreign_changes(
                         running_here.add(task.id)
                     else:
                         running_here.discard(task.id)
+                        if is_terminal(task.state):
+                            ended_here.add(task.id)
 
         async with anyio.create_task_group() as group:
             group.start_soon(learn)
@@ -74,7 +81,9 @@ async def follow_foreign_changes(
                     if version > seen.get(task_id, 0)
                 ]
                 ended = [
-                    task_id for task_id in active.keys() | running_here if task_id not in current
+                    task_id
+                    for task_id in active.keys() | running_here
+                    if task_id not in current and task_id not in ended_here
                 ]
                 running_here.difference_update(ended)
                 for task_id in [*moved, *ended]:
@@ -84,6 +93,7 @@ async def follow_foreign_changes(
                 for task_id in [each for each in seen if each not in current]:
                     if task_id not in fresh:
                         del seen[task_id]
+                        ended_here.discard(task_id)
                 fresh.clear()
                 active = current
 
