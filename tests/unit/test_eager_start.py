@@ -18,6 +18,7 @@ from taskloom.engine.runs import ClaimedRun, Instant, Lease, RunStore
 from taskloom.engine.states import TaskState
 from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.testing import FakeClock, InMemoryTaskStore
+from tests.helpers import eventually
 
 
 class Empty(BaseModel):
@@ -171,3 +172,60 @@ async def test_a_worker_reserves_free_slots_while_nothing_waits() -> None:
         assert worker.reserve(task("ann")) is None
         task_group.cancel_scope.cancel()
     assert worker.reserve(task("ann")) is None  # stopped
+
+
+class GatedClaims(LookingRuns):
+    """The run store; a claim after the first waits at ``go`` (``holding`` is set)."""
+
+    def __init__(self, runs: RunStore) -> None:
+        super().__init__(runs)
+        self.claims = 0
+        self.holding = anyio.Event()
+        self.go = anyio.Event()
+
+    async def claim_runs(self, **arguments: Any) -> Sequence[ClaimedRun]:
+        self.claims += 1
+        if self.claims > 1:
+            self.holding.set()
+            await self.go.wait()
+        return await super().claim_runs(**arguments)
+
+
+def _held(gate: anyio.Event) -> Workflow[Empty]:
+    flow = Workflow("noop", version="1", input=Empty)
+
+    @flow.node()
+    async def answer(ctx: NodeContext[Empty]) -> str:
+        await gate.wait()
+        return "ok"
+
+    return flow
+
+
+async def test_no_eager_start_while_a_claim_may_fill_the_same_slots() -> None:
+    """An idle worker's claim that finds a run nobody announced (another process queued
+    it) must not share its free slot with a create in the meantime."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = GatedClaims(store)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=1, poll_s=0.05)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            older = manager.draft("noop", {}, workflow_version="1")
+            await store.create(older, older.created_at)  # as another process would: no wake
+            await runs.holding.wait()  # the next poll's claim is under way
+            newer = await manager.create("noop", {}, workflow_version="1")
+            assert newer.state is TaskState.QUEUED  # not started: the claim may fill the slot
+            runs.go.set()
+
+            async def adopted() -> bool:
+                return worker.active_runs >= 1
+
+            await eventually(adopted, within_s=5, every_s=0.01)
+            assert (await manager.get(older.id)).state is TaskState.RUNNING
+            assert worker.active_runs == 1
+            gate.set()
+            task_group.cancel_scope.cancel()

@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 from pydantic import JsonValue, ValidationError
 
@@ -389,6 +390,9 @@ class RunExecution:
         ended.put(name)
 
     async def _run_step(self, step: _Step, workflow_input: Any) -> None:
+        # A stopping worker stops here: nothing below need yield when a slot is free,
+        # and a shielded store write delivers no cancel (PostgreSQL's start_node).
+        await anyio.lowlevel.checkpoint_if_cancelled()
         limiter = self._limiter
         if limiter is None:
             await self._attempts(step, workflow_input)

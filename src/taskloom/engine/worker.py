@@ -217,6 +217,7 @@ class Worker:
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
         with contextlib.suppress(Exception):  # the heartbeat hands back too, and logs it
             await self._hand_back()  # a dropped run is claimable again at once
+        self._idle = False  # no eager start while this claim may fill the same slots
         free = self._free_slots()
         if free <= 0:
             self._saturated = True
