@@ -1,10 +1,19 @@
 """Small shared test utilities."""
 
 import os
+import socket
 from collections.abc import Awaitable, Callable
 
 import anyio
 import httpx2
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS chose it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 async def eventually(

@@ -9,7 +9,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import free_port
 
 
 def _programs() -> Path:
@@ -36,13 +37,6 @@ def _programs() -> Path:
 
 def _version(path: str) -> int:
     return int(Path(path).parts[-3]) if Path(path).parts[-3].isdigit() else 0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -102,7 +96,7 @@ def private_cluster() -> Iterator[PrivateCluster]:
         if os.geteuid() == 0:
             owner = pwd.getpwnam("postgres")
             os.chown(home, owner.pw_uid, owner.pw_gid)
-        cluster = PrivateCluster(programs, home, _free_port())
+        cluster = PrivateCluster(programs, home, free_port())
         cluster._run(
             "initdb",
             "-D",

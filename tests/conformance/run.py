@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from tests.helpers import free_port
+
 SCENARIOS: Final = (
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -47,7 +49,7 @@ def main(tools: Path) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="taskloom-conformance-") as scratch:
         work = Path(scratch)
-        port = _free_port()
+        port = free_port()
         log = (work / "server.log").open("w")
         server = subprocess.Popen(
             _serve_command(port, work / "conformance.db"),
@@ -135,13 +137,6 @@ def _serve_command(port: int, database: Path) -> list[str]:
         "--workflows",
         FIXTURES,
     ]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _listening(port: int, server: subprocess.Popen[bytes]) -> bool:

@@ -19,9 +19,8 @@ import psycopg
 from anyio.abc import Process, TaskGroup
 from psycopg import sql
 
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import until_http_listening
+from tests.helpers import free_port, until_http_listening
 from tests.postgres import require_server
 from tests.server.client import LEGACY
 from tests.server.http_support import ACCEPT, ANN, initialize_body, modern_headers, modern_request
@@ -228,4 +227,4 @@ async def serving(url: str) -> None:
 
 
 def new_url() -> str:
-    return f"http://127.0.0.1:{_free_port()}/mcp"
+    return f"http://127.0.0.1:{free_port()}/mcp"

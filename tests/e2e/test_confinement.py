@@ -18,9 +18,8 @@ import pytest
 from anyio.abc import Process
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, until_http_listening
+from tests.helpers import eventually, free_port, until_http_listening
 from tests.server.client import LegacyClient, open_client
 from tests.server.http_support import ANN, http_client
 
@@ -38,7 +37,7 @@ def _cpu_s(pid: int) -> float:
 @asynccontextmanager
 async def serving(tmp_path: Path, settings: Path | None) -> AsyncIterator[tuple[str, Process]]:
     """A real HTTP server on 127.0.0.1 with operator settings from *settings*."""
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "TASKLOOM_TOKENS": f"ann:{ANN}"}
     command = [
         *(sys.executable, "-m", "taskloom", "serve", "--http", address),

@@ -20,9 +20,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from taskloom.persistence.postgres.extra import MISSING
 from taskloom.server.dashboard.extra import MISSING_UI
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import until_http_listening
+from tests.helpers import free_port, until_http_listening
 from tests.server.client import open_client
 from tests.server.http_support import ANN, bearer, http_client
 
@@ -140,7 +139,7 @@ async def test_the_core_serves_stdio(core: Path, tmp_path: Path) -> None:
 
 
 async def test_the_core_serves_http(core: Path, tmp_path: Path) -> None:
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     url = f"http://{address}/mcp"
     env = _clean_env(TASKLOOM_HTTP=address, TASKLOOM_TOKENS=f"ann:{ANN}")
     command = [str(core / "taskloom"), "serve", "--db", str(tmp_path / "h.db")]

@@ -17,9 +17,8 @@ import anyio
 import pytest
 
 from tests.e2e.browser import CHROMIUM, require_browser, screenshot_folder
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import until_http_listening
+from tests.helpers import free_port, until_http_listening
 from tests.server.http_support import ANN, BOB, http_client
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ class Server:
 async def serving(tmp_path: Path) -> AsyncIterator[Server]:
     """``taskloom serve --http`` with the dashboard's test workflows, ann's and bob's
     tokens; interrupted (SIGINT) and awaited on the way out."""
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     broken = tmp_path / "broken"
     broken.touch()
     env = {

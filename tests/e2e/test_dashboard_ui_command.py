@@ -18,9 +18,8 @@ from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteTaskStore
 from tests.e2e.browser import require_browser, screenshot_folder
 from tests.e2e.test_dashboard_browser import chromium
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.slow
 @asynccontextmanager
 async def ui(db: Path, *flags: str) -> AsyncIterator[str]:
     """``taskloom ui`` on a free port; the dashboard's URL. SIGINT and awaited at the end."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
     env.pop("TASKLOOM_TOKENS", None)
     command = [sys.executable, "-m", "taskloom", "ui", "--db", str(db), "--port", str(port)]

@@ -11,9 +11,8 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import until_http_listening
+from tests.helpers import free_port, until_http_listening
 from tests.server.http_support import ANN, bearer, http_client
 
 FORGED = "x\n2026-11-24 00:00:00,000 INFO taskloom.audit: cancel ok principal=root"
@@ -21,7 +20,7 @@ FORGED = "x\n2026-11-24 00:00:00,000 INFO taskloom.audit: cancel ok principal=ro
 
 @pytest.mark.slow
 async def test_a_forged_line_stays_inside_its_field_in_the_real_text_log(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     env = {
         **os.environ,
         "PYTHONPATH": str(REPOSITORY),

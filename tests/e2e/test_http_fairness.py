@@ -6,7 +6,6 @@ second). The figures are printed (`pytest -s`) for docs/benchmarks.md."""
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ import httpx2
 import pytest
 
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, until_http_listening
+from tests.helpers import eventually, free_port, until_http_listening
 from tests.server.http_support import (
     ANN,
     BOB,
@@ -36,18 +35,11 @@ WORKER_SLOTS = 100
 """``WorkerSettings.max_runs``'s default."""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @asynccontextmanager
 async def _server(tmp_path: Path) -> AsyncIterator[str]:
     """A `taskloom serve --http` process (tokens of ann and bob, no rate limit, the
     ``nap`` workflow) while inside; yields its URL."""
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     env = {
         **os.environ,
         "PYTHONPATH": str(REPOSITORY),

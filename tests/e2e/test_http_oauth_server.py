@@ -9,16 +9,15 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import until_http_listening
+from tests.helpers import free_port, until_http_listening
 from tests.server.http_support import http_client
 from tests.server.oauth_issuer import RESOURCE, Issuer, issuing, rsa_key
 
 
 @pytest.mark.slow
 async def test_a_real_server_takes_its_principal_from_the_tokens_sub(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     async with issuing(Issuer([rsa_key("k1")])) as issuer:
         env = {
             **os.environ,

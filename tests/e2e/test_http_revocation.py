@@ -28,8 +28,7 @@ from tests.e2e.live_streams import (
     serving,
     taskloom,
 )
-from tests.e2e.test_http_server import _free_port
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 
 SILENT_S = 1.0
 ENDED_S = 2.0
@@ -85,7 +84,7 @@ async def test_a_revoked_or_expired_token_ends_every_stream_it_holds_open(
 
 @pytest.mark.slow
 async def test_taskloom_ui_alone_ends_a_live_page_of_a_revoked_token(tmp_path: Path) -> None:
-    db, port = str(tmp_path / "x.db"), _free_port()
+    db, port = str(tmp_path / "x.db"), free_port()
     env = environment(new_url())
     token = await create_token(db, env)
     command = [sys.executable, "-m", "taskloom", "ui", "--db", db, "--port", str(port)]

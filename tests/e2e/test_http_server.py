@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -10,20 +9,13 @@ import anyio
 import pytest
 
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import until_http_listening
+from tests.helpers import free_port, until_http_listening
 from tests.server.http_support import ANN, BOB, http_client
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.mark.slow
 async def test_a_real_http_server_serves_each_principal_its_own_tasks(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     env = {
         **os.environ,
         "PYTHONPATH": str(REPOSITORY),

@@ -19,9 +19,8 @@ import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, until_http_listening
+from tests.helpers import eventually, free_port, until_http_listening
 from tests.server.client import LegacyClient
 from tests.server.http_support import ANN, BOB, bearer, http_client
 from tests.server.modern_client import EXT, MODERN
@@ -31,7 +30,7 @@ from tests.server.modern_client import EXT, MODERN
 async def serving(tmp_path: Path) -> AsyncIterator[str]:
     """A real HTTP server on a free port of 127.0.0.1, with the test workflows; its URL.
     Interrupted (SIGINT) and awaited on the way out."""
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     env = {
         **os.environ,
         "PYTHONPATH": str(REPOSITORY),

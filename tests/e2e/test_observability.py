@@ -16,16 +16,15 @@ import pytest
 from taskloom.commands.common import open_database, open_store
 from taskloom.engine.submit import submit
 from taskloom.workflows.countdown import countdown
-from tests.e2e.test_http_server import _free_port
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 from tests.observability.scrape import value
 from tests.server.http_support import ANN, BOB, http_client
 
 
 @pytest.mark.slow
 async def test_metrics_and_json_logs_of_a_served_workflow(tmp_path: Path) -> None:
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     url, metrics_url = f"http://{address}/mcp", f"http://{address}/metrics"
     env = {
         **os.environ,

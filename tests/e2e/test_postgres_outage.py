@@ -12,7 +12,6 @@ no traceback, and at most 12 lines at WARNING or above over the three outages.
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,19 +25,12 @@ from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, store_class
 from tests.e2e.ledger_flow import overlaps
 from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 from tests.private_postgres import PrivateCluster, private_cluster
 from tests.server.http_support import modern_request
 
 FLOW = str(Path(__file__).with_name("ledger_flow.py"))
 MODERN = "2026-07-28"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Creator:
@@ -129,7 +121,7 @@ async def _outage(cluster: PrivateCluster, stop: str, seconds: float) -> None:
 @pytest.mark.slow
 async def test_two_servers_ride_out_fast_and_immediate_stops(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     with private_cluster() as cluster:
         env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "TASKLOOM_STORE_WAIT_S": "2"}
         logs = [tmp_path / f"server{index}.log" for index in range(2)]

@@ -16,9 +16,8 @@ from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from tests.e2e.test_http_server import _free_port
 from tests.embedded.host import existing_server
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 from tests.server import flows
 from tests.server.http_support import ACCEPT, MODERN, modern_request
 
@@ -35,7 +34,7 @@ async def mounted(mcp: MCPServer[Any]) -> AsyncIterator[str]:
             yield
 
     app = Starlette(routes=[Mount("/tools", mcp.streamable_http_app())], lifespan=lifespan)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(server.serve)

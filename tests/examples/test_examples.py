@@ -15,8 +15,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.test_http_server import _free_port
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 from tests.server.client import open_client
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -99,7 +98,7 @@ def test_the_existing_server_says_in_one_line_that_it_cannot_write_its_database(
 
 @pytest.mark.slow
 async def test_the_fastapi_app_serves_its_routes_and_the_mounted_server(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     command = [
         *(sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(EXAMPLES / "fastapi_app")),
         *("--host", "127.0.0.1", "--port", str(port)),

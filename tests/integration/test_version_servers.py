@@ -9,7 +9,6 @@ acknowledged run completes on the code of its own version, and none fails."""
 
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -26,7 +25,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, store_class
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 from tests.integration.version_flows import source
 from tests.server.http_support import MODERN, modern_request
 
@@ -43,13 +42,6 @@ def database_url() -> Iterator[str]:
         yield url
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 class Server:
     """One ``taskloom serve --http`` on the database, with these workflow files; it can
     be killed (SIGKILL) and started again on the same port."""
@@ -58,7 +50,7 @@ class Server:
         self.name = name
         self.db = db
         self.files = files
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log = log_dir / f"{name}.log"
         self.pids: list[int] = []
