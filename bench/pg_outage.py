@@ -110,10 +110,12 @@ def _starts_after(ledger: Path, wall: float) -> float | None:
 
 async def _one_outage(outage_s: float) -> tuple[float, float]:
     tools = _cluster_tools()
+    from tests.helpers import free_port  # importable once _cluster_tools put the repo on the path
+
     with tools.private_cluster() as cluster, tempfile.TemporaryDirectory() as folder:
         ledger = Path(folder) / "ledger"
         ledger.touch()
-        port = tools._free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
         env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
         command = [
