@@ -212,6 +212,7 @@ async def serve_http(
 
     settings = settings if settings is not None else TaskloomSettings()
     settings = settings.model_copy(update={"exposure": "network"})
+    _refuse_unprotected_new_database(settings.database, http)
     metrics = Metrics()
     hub = ChangeHub()
     observer = Observers([standard_observer(metrics), hub])
@@ -277,6 +278,7 @@ async def serve_ui(
     from taskloom.server.http.endpoint import principal_limiter
 
     database = settings.database
+    _refuse_unprotected_new_database(database, http)
     if isinstance(database, SqliteSettings) and not allow_actions:
         database = database.model_copy(update={"read_only": True})
     registry = load_workflows(settings)
@@ -323,12 +325,33 @@ async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | 
     if await verifier.any_active():
         return verifier
     if not http.authenticates and not is_loopback(http.host):
-        raise InvalidRequestError(
-            f"refusing to serve HTTP on {http.host} without tokens: create one "
-            "(taskloom tokens create --principal NAME), configure TASKLOOM_TOKENS or "
-            "--tokens-file, or bind a loopback address such as 127.0.0.1"
-        )
+        raise _unprotected(http)
     return None
+
+
+def _refuse_unprotected_new_database(database: DatabaseSettings, http: HttpSettings) -> None:
+    """Refuse before opening, so before creating, a SQLite file that does not exist yet
+    where a non-loopback server without static tokens would need a stored one: a new
+    database holds none (the check after opening, :func:`_stored_tokens`, covers the rest).
+
+    Raises:
+        InvalidRequestError: as :func:`_stored_tokens` would, once the file was made.
+    """
+    if (
+        isinstance(database, SqliteSettings)
+        and not database.path.exists()
+        and not http.authenticates
+        and not is_loopback(http.host)
+    ):
+        raise _unprotected(http)
+
+
+def _unprotected(http: HttpSettings) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"refusing to serve HTTP on {http.host} without tokens: create one "
+        "(taskloom tokens create --principal NAME), configure TASKLOOM_TOKENS or "
+        "--tokens-file, or bind a loopback address such as 127.0.0.1"
+    )
 
 
 def durable_tasks(

@@ -32,6 +32,7 @@ def test_http_flag_mistakes_are_one_line(
     assert _mistake(capsys, "--http", "0.0.0.0:8765").startswith(
         "refusing to serve HTTP on 0.0.0.0 without tokens"
     )
+    assert not list(tmp_path.iterdir())  # refused before ./taskloom.db was made
     missing = tmp_path / "none.txt"
     assert _mistake(capsys, "--http", "127.0.0.1:1", "--tokens-file", str(missing)) == (
         f"cannot read the tokens file: No such file or directory: {missing}"
