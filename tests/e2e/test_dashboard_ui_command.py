@@ -1,6 +1,7 @@
 """``taskloom ui --db PATH`` as a real process (ADR 0030): the dashboard of a database
 alone, read-only unless ``--allow-actions``, one line for a missing database."""
 
+import json
 import os
 import signal
 import subprocess
@@ -74,7 +75,9 @@ async def test_read_only_by_default_then_actions_when_allowed(tmp_path: Path) ->
         assert (await http.get("/".join(url.split("/")[:3]) + "/mcp")).status_code == 307
     async with SqliteTaskStore.open(db) as store:
         assert (await TaskManager(store).get(ann)).state is TaskState.QUEUED
-    async with ui(db, "--allow-actions") as url, httpx2.AsyncClient(timeout=10) as http:
+    before = _logs(tmp_path)
+    flags = ("--allow-actions", "--log-level", "info", "--log-format", "json")
+    async with ui(db, *flags) as url, httpx2.AsyncClient(timeout=10) as http:
         page = await http.get(f"{url}/tasks/{ann}")
         assert "Cancel run" in page.text
         csrf = page.text.split('name="taskloom_csrf" value="')[1].split('"')[0]
@@ -82,6 +85,20 @@ async def test_read_only_by_default_then_actions_when_allowed(tmp_path: Path) ->
         assert done.status_code == 303
     async with SqliteTaskStore.open(db) as store:
         assert (await TaskManager(store).get(ann)).state is TaskState.CANCELLED
+    (log,) = _logs(tmp_path) - before
+    audits = _audit_records(log)
+    assert [(a["action"], a["outcome"], a["task_id"], a["principal"]) for a in audits] == [
+        ("cancel", "ok", ann, "operator")
+    ]
+
+
+def _logs(folder: Path) -> set[Path]:
+    return set(folder.glob("ui-*.log"))
+
+
+def _audit_records(log: Path) -> list[dict[str, str]]:
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return [record for record in records if record.get("logger") == "taskloom.audit"]
 
 
 def test_a_missing_database_is_one_line(tmp_path: Path) -> None:

@@ -355,15 +355,19 @@ def worker(**params: Any) -> None:
 )
 @options.db
 @options.workflows
+@options.log_format
+@options.log_level
 def ui(**params: Any) -> None:
     """Serve the web dashboard of a database alone, at http://HOST:PORT/ui/: read-only
     unless --allow-actions, and no worker runs. Tokens come from TASKLOOM_TOKENS and the
-    database's stored tokens; without any, it serves the operator on loopback only."""
+    database's stored tokens; without any, it serves the operator on loopback only.
+    Its sign-ins and actions are audit records at INFO (--log-level info)."""
     import os
     import sys
 
     from taskloom.commands.ui import serve_dashboard
 
+    options.setup_logging(params["log_format"], params["log_level"])
     sys.exit(
         serve_dashboard(
             params["db"],

@@ -139,6 +139,10 @@ workflows: Final = option(WORKFLOWS)
 """``--workflows MODULE|FILE.py`` (repeatable)."""
 settings: Final = option(OPERATOR_SETTINGS)
 """``--settings JSON|@FILE``."""
+log_format: Final = option(LOG_FORMAT)
+"""``--log-format text|json``."""
+log_level: Final = option(LOG_LEVEL)
+"""``--log-level LEVEL``."""
 
 
 def json_output(command: F) -> F:
