@@ -256,14 +256,7 @@ class TaskManager:
                 stored, run = await self.runs.create_claimed(task, claim, self._clock.now)
         except BaseException:
             # It may have committed (an outage's unknown outcome): hand the lease back.
-            reservation.cancel(
-                Lease(
-                    task_id=task.id,
-                    worker=claim.worker,
-                    token=claim.token,
-                    expires_at=task.created_at,
-                )
-            )
+            reservation.cancel(claim.lease(task, expires_at=task.created_at))
             raise
         if run is None:  # the key's holder: nothing was written
             reservation.cancel(None)
