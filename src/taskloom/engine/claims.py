@@ -132,3 +132,8 @@ class ClaimAtCreate:
             start=self.start,
         )
         return ClaimedRun(task=started, lease=lease, nodes={}, resumed=False)
+
+    def lease(self, task: Task, expires_at: datetime) -> Lease:
+        """The lease this claim gives its worker on *task*, until *expires_at* (what the
+        worker hands back when the commit's outcome is unknown)."""
+        return Lease(task_id=task.id, worker=self.worker, token=self.token, expires_at=expires_at)

@@ -6,7 +6,6 @@ blocks a writer, and never misses a task's latest (e.g. terminal) state.
 """
 
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Self
 
 import anyio
@@ -94,12 +93,7 @@ class TaskSubscription:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

@@ -6,7 +6,6 @@ sessions' ``_Nowhere``) says how it closes and inherits the rest.
 """
 
 from abc import ABC, abstractmethod
-from types import TracebackType
 from typing import Self
 
 
@@ -20,10 +19,5 @@ class ClosesOnExit(ABC):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()

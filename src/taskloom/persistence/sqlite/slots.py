@@ -11,7 +11,6 @@ import fcntl
 import os
 import socket
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from taskloom.engine.errors import PersistenceError
@@ -69,10 +68,5 @@ class WorkerSlot:
     def __enter__(self) -> Self:
         return self.acquire()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
