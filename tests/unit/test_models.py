@@ -69,19 +69,6 @@ def test_a_manager_on_a_clock_without_a_timezone_refuses_to_create() -> None:
         manager.draft("a")
 
 
-@pytest.mark.anyio
-async def test_create_and_draft_refuse_an_unknown_option_as_python_would() -> None:
-    """Their options are a TypedDict's keys: a misspelled one is refused, not ignored, and
-    ``create`` does not take ``draft``'s status message."""
-    store = InMemoryTaskStore()
-    manager = TaskManager(store)
-    with pytest.raises(TypeError, match="draft\\(\\) got an unexpected keyword argument 'ownr'"):
-        manager.draft("a", ownr="ann")  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="create\\(\\) got an unexpected keyword argument"):
-        await manager.create("a", status_message="hi")  # type: ignore[call-arg]
-    assert (await manager.list()).tasks == ()
-
-
 def test_task_ids_are_24_url_safe_characters_never_starting_with_a_dash() -> None:
     ids = {new_task_id() for _ in range(2000)}
     assert len(ids) == 2000

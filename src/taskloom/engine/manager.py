@@ -5,7 +5,7 @@ import logging
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Final, Literal, TypedDict, TypeVar, Unpack
+from typing import Any, Final, Literal, TypeVar
 
 import anyio
 from pydantic import (
@@ -36,7 +36,6 @@ from taskloom.engine.errors import (
 from taskloom.engine.events import ChangeFeed, TaskSubscription
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.ids import new_task_id
-from taskloom.engine.keywords import check_keywords
 from taskloom.engine.models import (
     MAX_KEY_LENGTH,
     MAX_NAME_LENGTH,
@@ -77,36 +76,6 @@ _JSON_OBJECT: Final = TypeAdapter(dict[str, JsonValue])
 _JSON_VALUE: Final = TypeAdapter(JsonValue)
 _M = TypeVar("_M", bound=BaseModel)
 _PROGRESS_STATES: Final = frozenset({TaskState.RUNNING, TaskState.INPUT_REQUIRED})
-
-
-class NewTask(TypedDict, total=False):
-    """The options of a new task (:meth:`TaskManager.create`), declared once; each may be
-    left out."""
-
-    owner: str | None
-    """The principal it belongs to (``None``: the local user)."""
-    ttl_ms: int | Literal[Sentinel.DEFAULT] | None
-    """Its retention (default :data:`DEFAULT`: the configured one; ``None``: forever),
-    at most ``max_ttl_ms``."""
-    poll_interval_ms: int | None
-    """The poll period suggested to its requestor (``None``: the configured one)."""
-    idempotency_key: str | None
-    """Makes a second create by the same owner with the same name and arguments return
-    the first task."""
-    workflow_version: str | None
-    """The version of its workflow that runs it."""
-    input_responses: Mapping[str, JsonValue] | None
-    """Answers it starts with (given before it existed), by question key."""
-    parent_id: str | None
-    """Makes it a child of that task (ADR 0026)."""
-    shape: RunShape | None
-    """The run's shape, stored with it so it can be drawn without its workflow (ADR 0042)."""
-
-
-class Draft(NewTask, total=False):
-    """The options of :meth:`TaskManager.draft`: a new task's, and its status message."""
-
-    status_message: str | None
 
 
 class TaskManagerSettings(BaseModel):
@@ -188,7 +157,18 @@ class TaskManager:
     # -- creating and reading -------------------------------------------------------------
 
     async def create(
-        self, name: str, arguments: Mapping[str, Any] | None = None, **options: Unpack[NewTask]
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        owner: str | None = None,
+        ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
+        poll_interval_ms: int | None = None,
+        idempotency_key: str | None = None,
+        workflow_version: str | None = None,
+        input_responses: Mapping[str, JsonValue] | None = None,
+        parent_id: str | None = None,
+        shape: RunShape | None = None,
     ) -> Task:
         """Create a queued task and return it once it is durably committed.
 
@@ -197,17 +177,28 @@ class TaskManager:
         returns: the task returned is then ``running`` (``created`` and ``claimed`` in
         its history).
 
-        With an ``idempotency_key``, a second call by the same owner with the same name
-        and arguments returns the first task instead of creating another. The other
-        *options* are those of :class:`NewTask`.
+        With an *idempotency_key*, a second call by the same owner with the same name and
+        arguments returns the first task instead of creating another. *input_responses*
+        are answers the task starts with (given before it existed), by question key.
+        *parent_id* makes it a child of that task (ADR 0026). *shape* is the run's shape,
+        stored with it so it can be drawn without its workflow (ADR 0042).
 
         Raises:
-            TypeError: an option that is not one of :class:`NewTask`.
             InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
             IdempotencyConflictError: the key was used with another name or arguments.
         """
-        check_keywords("create", options, NewTask.__optional_keys__)
-        task = self.draft(name, arguments, **options)
+        task = self.draft(
+            name,
+            arguments,
+            owner=owner,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=poll_interval_ms,
+            idempotency_key=idempotency_key,
+            workflow_version=workflow_version,
+            input_responses=input_responses,
+            parent_id=parent_id,
+            shape=shape,
+        )
         reservation = self._reserve(task)
         if reservation is None:
             stored, created = await self._store.create(task, task.created_at)
@@ -217,9 +208,7 @@ class TaskManager:
             self.feed.publish(stored)
             self._observer.task_created(stored)
         elif stored.name != task.name or stored.arguments != task.arguments:
-            raise IdempotencyConflictError(
-                key=task.idempotency_key or "", existing_task_id=stored.id
-            )
+            raise IdempotencyConflictError(key=idempotency_key or "", existing_task_id=stored.id)
         return stored
 
     @contextlib.contextmanager
@@ -265,35 +254,44 @@ class TaskManager:
         return stored, True
 
     def draft(
-        self, name: str, arguments: Mapping[str, Any] | None = None, **options: Unpack[Draft]
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        owner: str | None = None,
+        ttl_ms: int | Literal[Sentinel.DEFAULT] | None = DEFAULT,
+        poll_interval_ms: int | None = None,
+        idempotency_key: str | None = None,
+        workflow_version: str | None = None,
+        status_message: str | None = None,
+        input_responses: Mapping[str, JsonValue] | None = None,
+        parent_id: str | None = None,
+        shape: RunShape | None = None,
     ) -> Task:
         """The queued task :meth:`create` would store, validated but not stored (for
         operations that store it with more in one transaction, like a fork).
 
         Raises:
-            TypeError: an option that is not one of :class:`Draft`.
             InvalidRequestError: a bad name, key, TTL or non-JSON arguments.
         """
-        check_keywords("draft", options, Draft.__optional_keys__)
         now = self._clock.now()
         return _validated_task(
             {
                 "id": new_task_id(),
                 "name": name,
                 "arguments": _json_object(arguments or {}),
-                "owner": options.get("owner"),
+                "owner": owner,
                 "state": TaskState.QUEUED,
-                "status_message": options.get("status_message"),
+                "status_message": status_message,
                 "created_at": now,
                 "updated_at": now,
-                "ttl_ms": self._granted_ttl(options.get("ttl_ms", DEFAULT), name),
-                "poll_interval_ms": options.get("poll_interval_ms")
-                or self.settings.poll_interval_ms,
-                "idempotency_key": options.get("idempotency_key"),
-                "workflow_version": options.get("workflow_version"),
-                "input_responses": _json_object(options.get("input_responses") or {}),
-                "parent_id": options.get("parent_id"),
-                "shape": options.get("shape"),
+                "ttl_ms": self._granted_ttl(ttl_ms, name),
+                "poll_interval_ms": poll_interval_ms or self.settings.poll_interval_ms,
+                "idempotency_key": idempotency_key,
+                "workflow_version": workflow_version,
+                "input_responses": _json_object(input_responses or {}),
+                "parent_id": parent_id,
+                "shape": shape,
                 "version": 1,
             }
         )

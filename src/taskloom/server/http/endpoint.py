@@ -33,7 +33,6 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskloom.engine.errors import StoreUnavailableError
-from taskloom.engine.keywords import check_keywords
 from taskloom.server.errors import retry_after, store_unavailable
 from taskloom.server.http.authentication import Authenticator, Refusal
 from taskloom.server.http.grant_watch import LiveGrant
@@ -75,7 +74,9 @@ def check_parts(callee: str, parts: Mapping[str, object]) -> None:
     Raises:
         TypeError: a key of *parts* is not one of ``EndpointParts``.
     """
-    check_keywords(callee, parts, EndpointParts.__optional_keys__)
+    unknown = sorted(set(parts) - EndpointParts.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{callee}() got an unexpected keyword argument {unknown[0]!r}")
 
 
 class HttpEndpoint:
