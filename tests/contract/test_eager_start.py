@@ -351,3 +351,101 @@ async def _cancel_when(
     caller.cancel()
     await anyio.lowlevel.checkpoint()
     go_on.set()
+
+
+@pytest.mark.parametrize("held", ["owner", "slots"])
+async def test_a_claim_counts_the_slots_of_eager_creates_in_flight(
+    manager: TaskManager, store: TaskStore, held: str
+) -> None:
+    """A claim made while an eager create is committing counts that create's slot as
+    taken, both against the owner's cap (``owner``: ann holds one run and one create in
+    flight, her cap is two) and against ``max_runs`` (``slots``: one run and one create in
+    flight, three slots): the worker never runs more than either allows."""
+    release = anyio.Event()
+    owner: str | None = "ann"
+    settings: dict[str, Any] = {"max_runs": 4, "max_runs_per_owner": 2}
+    if held == "slots":
+        owner, settings = None, {"max_runs": 3}  # the local user is not capped
+    worker, runs = _watched(manager, store, _flow(release), **settings)
+    manager = worker.manager
+    flow = cast(Workflow[Hold], worker.workflows["job"])
+    committing, go_on = anyio.Event(), anyio.Event()
+    create_claimed = runs.create_claimed
+
+    async def held_at_commit(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
+        committing.set()
+        await go_on.wait()
+        return await create_claimed(task, claim, now)
+
+    in_flight: list[Task] = []
+    created = anyio.Event()
+
+    async def create_in_flight() -> None:
+        in_flight.append(await submit(manager, flow, {"hold": True}, owner=owner))
+        created.set()
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()
+            busy = await submit(manager, flow, {"hold": True}, owner=owner)
+            assert busy.state is TaskState.RUNNING  # eager: one slot taken
+            runs.create_claimed = held_at_commit  # type: ignore[method-assign]
+            task_group.start_soon(create_in_flight)
+            await committing.wait()  # a second slot reserved, its create committing
+            queued = []
+            for _ in range(2):  # as another process would: no wake, no reservation
+                draft = manager.draft("job", {"hold": True}, owner=owner, workflow_version="1")
+                queued.append((await store.create(draft, draft.created_at))[0])
+            runs.looked = anyio.Event()
+            worker.wake()
+            await runs.looked.wait()  # the claim made while the create commits
+            go_on.set()
+            await created.wait()
+            [eager] = in_flight
+            assert eager.state is TaskState.RUNNING
+            states = [(await manager.get(task.id)).state for task in queued]
+            # the owner's cap (2) holds; the third slot of three goes to one queued run
+            cap = 0 if held == "owner" else 1
+            assert states.count(TaskState.RUNNING) == cap, states
+            assert worker.active_runs == 2 + cap
+            release.set()
+            for task in (busy, eager, *queued):
+                done = await manager.wait_until_terminal(task.id)
+                assert done.state is TaskState.COMPLETED
+            task_group.cancel_scope.cancel()
+
+
+async def test_no_eager_start_of_an_owner_while_a_claim_may_fill_its_cap(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """The reverse: a create made while a claim is in flight does not start eagerly, so it
+    cannot take a slot of its owner's cap that the claim is filling."""
+    release = anyio.Event()
+    worker, runs = _watched(manager, store, _flow(release), max_runs=4, max_runs_per_owner=2)
+    manager = worker.manager
+    flow = cast(Workflow[Hold], worker.workflows["job"])
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()
+            busy = await submit(manager, flow, {"hold": True}, owner="ann")
+            assert busy.state is TaskState.RUNNING  # eager: one of ann's two
+            draft = manager.draft("job", {"hold": True}, owner="ann", workflow_version="1")
+            older = (await store.create(draft, draft.created_at))[0]  # another process's
+            runs.gate, runs.looked = anyio.Event(), anyio.Event()
+            worker.wake()
+            await runs.waiting.wait()  # the claim that takes ann's second slot is under way
+            newer = await submit(manager, flow, {"hold": True}, owner="ann")
+            assert newer.state is TaskState.QUEUED
+            runs.gate.set()
+            await runs.looked.wait()
+            assert (await manager.get(older.id)).state is TaskState.RUNNING
+            assert (await manager.get(newer.id)).state is TaskState.QUEUED
+            assert worker.active_runs == 2
+            release.set()
+            for task in (busy, older, newer):
+                done = await manager.wait_until_terminal(task.id)
+                assert done.state is TaskState.COMPLETED
+            task_group.cancel_scope.cancel()
+    assert runs.eager == [busy.id]

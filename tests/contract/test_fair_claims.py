@@ -1,15 +1,18 @@
 """Claims are fair across owners (ADR 0028): one principal's backlog never starves another."""
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
 import anyio
 from pydantic import BaseModel
 
+from taskloom.engine.claims import ClaimAtCreate
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.models import Task
 from taskloom.engine.ports import TaskStore
-from taskloom.engine.runs import RunStore
+from taskloom.engine.runs import ClaimedRun, RunStore
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
@@ -102,3 +105,95 @@ async def test_the_local_user_is_not_capped(manager: TaskManager, store: TaskSto
         per_owner=2,
     )
     assert {run.task.id for run in claimed} == {task.id for task in local}
+
+
+async def test_runs_reserved_for_eager_creates_count_against_the_cap(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """A run the worker holds for an eager create in flight (ADR 0046) counts as one of
+    its owner's, once, whether that create has committed (its lease is stored) or not."""
+    runs = cast(RunStore, store)
+    flow = _flow(anyio.Event())
+    ann = [await submit(manager, flow, owner="ann") for _ in range(3)]
+    bob = await submit(manager, flow, owner="bob")
+
+    def start(task: Task) -> Task:
+        return claim_start(manager.clock.now(), "started")(task)
+
+    committed = manager.draft("job", {}, owner="ann", workflow_version="1")
+    claim = ClaimAtCreate(worker="w", token="c" * 32, lease_for=_LEASE, start=start)
+    assert (await runs.create_claimed(committed, claim, manager.clock.now))[1] is not None
+    pending = manager.draft("job", {}, owner="ann", workflow_version="1")  # not yet stored
+    claimed = await runs.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=manager.clock.now(),
+        lease_for=_LEASE,
+        limit=10,
+        start=start,
+        per_owner=3,
+        reserved={committed.id: "ann", pending.id: "ann", manager.draft("job", {}).id: None},
+    )
+    # ann holds two of her three (the committed create's lease counted once)
+    assert {run.task.id for run in claimed} == {ann[0].id, bob.id}
+
+
+class HeldClaims:
+    """The run store; a claim made while ``go`` is set waits there once the store has
+    answered (``answered`` is set), before the worker sees what it took. ``looked`` is
+    set once a claim has returned."""
+
+    def __init__(self, runs: RunStore) -> None:
+        self._runs = runs
+        self.go: anyio.Event | None = None
+        self.answered = anyio.Event()
+        self.looked = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runs, name)
+
+    async def claim_runs(self, **terms: Any) -> Sequence[ClaimedRun]:
+        claimed = await self._runs.claim_runs(**terms)
+        if self.go is not None:
+            self.answered.set()
+            await self.go.wait()
+        self.looked.set()
+        return claimed
+
+
+async def test_a_run_that_ends_during_a_claim_leaves_no_run_of_its_owner_waiting(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """The claim counted the ended run's lease against its owner's cap and left one of
+    the owner's runs queued: the worker looks again, not at its next poll."""
+    release = anyio.Event()
+    flow = _flow(release)
+    runs = HeldClaims(cast(RunStore, store))
+    watched = TaskManager(store, runs=cast(RunStore, runs), clock=manager.clock)
+    settings = QUIET.model_copy(update={"max_runs": 4, "max_runs_per_owner": 2})
+    worker = Worker(watched, {"job": flow}, settings=settings)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: the next create starts eagerly
+            busy = await submit(watched, flow, owner="ann")
+            assert busy.state is TaskState.RUNNING
+            runs.go = anyio.Event()  # every claim from now on (PostgreSQL's NOTIFY wakes too)
+            queued = []
+            for _ in range(2):  # as another process would: no wake, no eager start
+                draft = watched.draft("job", {}, owner="ann", workflow_version="1")
+                queued.append((await store.create(draft, draft.created_at))[0])
+            worker.wake()
+            await runs.answered.wait()  # it took one: ann held busy's lease and that one
+            await watched.cancel(busy.id)
+
+            async def busy_ended() -> bool:
+                return worker.active_runs == 0
+
+            await eventually(busy_ended, within_s=10)
+            runs.go.set()
+            release.set()
+            for task in queued:
+                done = await watched.wait_until_terminal(task.id)
+                assert done.state is TaskState.COMPLETED
+            task_group.cancel_scope.cancel()

@@ -651,6 +651,7 @@ class TaskManager:
         limit: int,
         reclaim_from: str | None = None,
         per_owner: int | None = None,
+        reserved: Mapping[TaskId, str | None] | None = None,
     ) -> Sequence[ClaimedRun]:
         """Claim runs for *worker* (``RunStore.claim_runs``): queued tasks move to
         running, parked runs are held again; each claimed task is published.
@@ -667,6 +668,7 @@ class TaskManager:
             start=lambda task: claim_start(self._clock.now(), "started")(task),
             reclaim_from=reclaim_from,
             per_owner=per_owner,
+            reserved=reserved or {},
         )
         for run in claimed:
             self.feed.publish(run.task)

@@ -1,6 +1,6 @@
 """The durable state of workflow runs: leases, node checkpoints and node attempts."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import (
@@ -234,6 +234,9 @@ class ClaimTerms(TypedDict):
     """Applied to each queued (or parked) task claimed: its move to running."""
     reclaim_from: NotRequired[str | None]
     per_owner: NotRequired[int | None]
+    reserved: NotRequired[Mapping[TaskId, str | None]]
+    """Runs *worker* holds for eager creates in flight (ADR 0046): task id -> owner.
+    Each counts as one lease of its owner, whether its create has committed yet or not."""
 
 
 @runtime_checkable
@@ -259,7 +262,8 @@ class RunStore(Protocol):
         Fair across owners (ADR 0028): the owner holding the fewest of *worker*'s leases
         goes first, round-robin, each owner's runs oldest first; with *per_owner*, no
         named owner ends up holding more than that many of *worker*'s leases (tasks
-        with no owner, the local user's, are not capped).
+        with no owner, the local user's, are not capped). The runs *reserved* count as
+        leases of *worker* held by their owners.
 
         Leases expire at *now* + *lease_for*, *now* read inside the transaction attempt
         that commits (see :data:`Instant`)."""

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -122,6 +121,8 @@ class Worker:
         self._wake = anyio.Event()
         self._saturated = False
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
+        self._claiming = False
+        """A claim is under way (its store may count leases of runs ending meanwhile)."""
         self._owners: dict[TaskId, str | None] = {}
         """The owner of each run in ``_executions`` (for the per-owner limit)."""
         self._dropped: dict[TaskId, Lease] = {}
@@ -130,8 +131,9 @@ class Worker:
         self._idle = False
         """Its last claim found fewer runs than free slots, and nothing woke it since:
         no older run can be waiting for it, so a new one may start eagerly (ADR 0046)."""
-        self._reserved: Counter[str | None] = Counter()
-        """Slots held, by owner, for tasks whose eager create is committing."""
+        self._reserved: dict[TaskId, str | None] = {}
+        """Slots held for tasks whose eager create is committing: task id -> owner. A
+        claim counts them as taken, against ``max_runs`` and the owner's cap alike."""
 
     @property
     def active_runs(self) -> int:
@@ -152,12 +154,12 @@ class Worker:
             return None  # the claim's own rule: a version this worker has loaded
         if task.owner is not None and self._held_by(task.owner) >= per_owner_limit(self.settings):
             return None
-        self._reserved[task.owner] += 1
-        return EagerSlot(self, task.owner)
+        self._reserved[task.id] = task.owner
+        return EagerSlot(self, task.id)
 
-    def release_slot(self, owner: str | None) -> None:
-        """Free a slot :meth:`reserve` held for a task of *owner*."""
-        self._reserved[owner] -= 1
+    def release_slot(self, task_id: TaskId) -> None:
+        """Free the slot :meth:`reserve` held for task *task_id*."""
+        del self._reserved[task_id]
 
     def start_eagerly(self, run: ClaimedRun, asked: float) -> None:
         """Run *run* now: its create, begun at *asked*, claimed it for this worker. A
@@ -172,12 +174,12 @@ class Worker:
         self._dropped[lease.task_id] = lease
 
     def _free_slots(self) -> int:
-        return self.settings.max_runs - len(self._executions) - self._reserved.total()
+        return self.settings.max_runs - len(self._executions) - len(self._reserved)
 
     def _held_by(self, owner: str) -> int:
         """Slots *owner*'s runs hold here, reserved ones included."""
         running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
-        return running + self._reserved[owner]
+        return running + sum(1 for reserved in self._reserved.values() if reserved == owner)
 
     @contextlib.contextmanager
     def _offering(self) -> Iterator[None]:
@@ -223,14 +225,19 @@ class Worker:
             self._saturated = True
             return
         asked = anyio.current_time()
-        claimed = await self.manager.claim(
-            worker=self.worker_id,
-            workflows=frozenset(self._loaded),  # only the versions it has (ADR 0039)
-            lease_for=timedelta(seconds=self.settings.lease_s),
-            limit=free,
-            reclaim_from=self._reclaim_from,
-            per_owner=per_owner_limit(self.settings),
-        )
+        self._claiming = True
+        try:
+            claimed = await self.manager.claim(
+                worker=self.worker_id,
+                workflows=frozenset(self._loaded),  # only the versions it has (ADR 0039)
+                lease_for=timedelta(seconds=self.settings.lease_s),
+                limit=free,
+                reclaim_from=self._reclaim_from,
+                per_owner=per_owner_limit(self.settings),
+                reserved=dict(self._reserved),  # held too: an owner's cap counts them
+            )
+        finally:
+            self._claiming = False
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             self._adopt(run, asked, task_group)
@@ -292,16 +299,21 @@ class Worker:
             self._finished.pop(execution).set()
             if self._executions.get(execution.task_id) is execution:  # not replaced
                 del self._executions[execution.task_id]
-                if self._saturated or self._owner_was_full(execution):
+                if self._owner_was_full(execution) or self._saturated:
                     self.wake()  # a slot freed up for work that was left waiting
             if execution.parked_until is not None:
                 self._wake_at(execution.parked_until)
 
     def _owner_was_full(self, ended: RunExecution) -> bool:
-        """Whether the owner of *ended* held every slot it may before it ended."""
+        """Whether the owner of *ended* held every slot it may before it ended, or may
+        have for a claim under way (whose store counted the lease of *ended*)."""
         owner = self._owners.pop(ended.task_id, None)
+        if owner is None:
+            return False
+        if self._claiming:
+            return True
         running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
-        return owner is not None and running + 1 >= per_owner_limit(self.settings)
+        return running + 1 >= per_owner_limit(self.settings)
 
     async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """React to this process's changes at once: new work, and cancellations."""
@@ -458,9 +470,9 @@ class EagerSlot:
     """A slot a worker holds for one task while its eager create commits
     (:class:`taskloom.engine.eager.Reservation`); used once."""
 
-    def __init__(self, worker: Worker, owner: str | None) -> None:
+    def __init__(self, worker: Worker, task_id: TaskId) -> None:
         self._worker = worker
-        self._owner = owner
+        self._task_id = task_id
         self.asked = anyio.current_time()
         """Before the commit: the lease it writes lasts at least until ``asked +
         lease_s``, which the worker's fence counts from."""
@@ -491,7 +503,7 @@ class EagerSlot:
         if self._used:
             raise RuntimeError("this eager slot was used already")
         self._used = True
-        self._worker.release_slot(self._owner)
+        self._worker.release_slot(self._task_id)
 
 
 def _is_store_failure(error: BaseException) -> bool:

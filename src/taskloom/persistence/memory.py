@@ -281,11 +281,16 @@ class InMemoryTaskStore:
         now = at(terms["now"])  # after the checkpoint: the time this claim commits at
         worker, per_owner = terms["worker"], terms.get("per_owner")
         claimed: list[ClaimedRun] = []
+        reserved = terms.get("reserved", {})
         held = Counter(
             self._tasks[self._positions[task_id]].owner
             for task_id, lease in self._leases.items()
-            if lease.worker == worker and lease.expires_at > now and task_id in self._positions
+            if lease.worker == worker
+            and lease.expires_at > now
+            and task_id in self._positions
+            and task_id not in reserved  # counted once, below, committed or not
         )
+        held.update(reserved.values())
         rule = ClaimRule.of(terms["workflows"], terms.get("reclaim_from"))
         ranks: Counter[str | None] = Counter()
         ready: list[tuple[int, int]] = []  # (turn, position)

@@ -12,7 +12,7 @@ each run it takes, and an eager start's create (ADR 0046, :func:`create_claimed`
 run it has just inserted.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from taskloom.engine import claims
@@ -44,12 +44,10 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
     )  # in this transaction attempt: a retried claim never commits a stale lease
     condition, parameters = claimable(rule, d)
     p, position = d.parameter, d.position
+    held, reserved = _held(d, terms.get("reserved", {}))
     found = yield from ask(
         Statement(
-            "WITH held AS ("
-            "  SELECT coalesce(t.owner, '') AS who, count(*) AS n FROM leases l"
-            f"  JOIN tasks t ON t.id = l.task_id WHERE l.worker = {p('worker')}"
-            f"  AND l.expires_at > {p('now')} GROUP BY 1),"
+            f"WITH held AS ({held}),"
             " ready AS ("
             f"  SELECT t.id, t.{position} AS pos, coalesce(t.owner, '') AS who,"
             f"   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.{position})"
@@ -63,6 +61,7 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
             f" LEFT JOIN leases l ON l.task_id = t.id ORDER BY c.turn, c.pos{d.skipping('t')}",
             {
                 **parameters,
+                **reserved,
                 "worker": worker,
                 "now": d.time(moment),
                 "cap": per_owner if per_owner is not None else _NO_CAP,
@@ -84,6 +83,31 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
         resumed = had_lease or bool(nodes) or task.state is not TaskState.QUEUED
         claimed[task.id] = ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed)
     return [claimed[task.id] for task, _ in candidates if task.id in claimed]
+
+
+def _held(d: Dialect, reserved: Mapping[TaskId, str | None]) -> tuple[str, dict[str, object]]:
+    """The query of the runs each owner holds of the claiming worker (``who``, ``n``):
+    its live leases, and the runs *reserved* for its eager creates in flight (ADR 0046),
+    each counted once whether its create has committed or not; and its parameters."""
+    p = d.parameter
+    leases = (
+        f" FROM leases l JOIN tasks t ON t.id = l.task_id WHERE l.worker = {p('worker')}"
+        f" AND l.expires_at > {p('now')}"
+    )
+    if not reserved:
+        return f"SELECT coalesce(t.owner, '') AS who, count(*) AS n{leases} GROUP BY 1", {}
+    parameters: dict[str, object] = {}
+    for index, (task_id, owner) in enumerate(reserved.items()):
+        parameters[f"r{index}"], parameters[f"r{index}o"] = task_id, owner or ""
+    ids = ", ".join(p(f"r{index}") for index in range(len(reserved)))
+    owners = " UNION ALL ".join(
+        f"SELECT CAST({p(f'r{index}o')} AS TEXT)" for index in range(len(reserved))
+    )
+    query = (
+        f"SELECT who, count(*) AS n FROM (SELECT coalesce(t.owner, '') AS who{leases}"
+        f" AND l.task_id NOT IN ({ids}) UNION ALL {owners}) h GROUP BY who"
+    )
+    return query, parameters
 
 
 def take(
