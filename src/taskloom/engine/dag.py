@@ -40,6 +40,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import (
     Any,
@@ -215,7 +216,7 @@ class NodeContext(Generic[InputT]):
             DependencyFailedError: *node* was allowed to fail and did.
             KeyError: *node* is not a dependency of this node.
         """
-        if node.name not in self._definition.deps:
+        if node.name not in self._definition.dep_names:
             raise KeyError(f"{node.name!r} is not a dependency of {self.node!r}")
         if node.name in self._failed:
             raise DependencyFailedError(node.name)
@@ -367,6 +368,11 @@ class Node(Generic[OutputT]):
     timeout_s: float | None
     may_fail: bool
     output_adapter: TypeAdapter[OutputT] = field(repr=False)
+
+    @cached_property
+    def dep_names(self) -> frozenset[str]:
+        """:attr:`deps` as a set (a sink of 1,000 nodes looks each of their outputs up)."""
+        return frozenset(self.deps)
 
     def dump_output(self, value: Any) -> JsonValue:
         """The JSON form of an output this node returned.

@@ -14,7 +14,7 @@ their next await, and no further node starts.
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -327,6 +327,7 @@ class RunExecution:
                     ready.append(dependent)
 
         ended = _EndedNodes()
+        lanes = _Lanes(task_group, self._run_limit, self._run_node, workflow_input, ended)
         running = 0
         while True:
             while ready:
@@ -337,8 +338,10 @@ class RunExecution:
                 running += 1
                 if running == 1 and not ready:  # alone (a chain, one node): no task needed
                     await self._run_node(name, workflow_input, ended)
-                else:
+                elif isinstance(nodes[name], MapNode):
                     task_group.start_soon(self._run_node, name, workflow_input, ended)
+                else:
+                    lanes.add(name)
             if unsettled == 0 or running == 0:  # done, or every node left waits (or waits
                 return  # for one that does): the run parks
             name = await ended.next()
@@ -801,6 +804,41 @@ class RunExecution:
 
     def _now(self) -> datetime:
         return self._manager.clock.now()
+
+
+class _Lanes:
+    """Plain nodes to run, taken in order by at most *limit* tasks (lanes), each running
+    one node after another: 1,000 ready nodes cost 64 tasks, not 1,000 (ADR 0051)."""
+
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        limit: int,
+        run_node: Callable[[str, Any, "_EndedNodes"], Awaitable[None]],
+        workflow_input: Any,
+        ended: "_EndedNodes",
+    ) -> None:
+        self._task_group = task_group
+        self._limit = limit
+        self._run_node = run_node
+        self._input = workflow_input
+        self._ended = ended
+        self._queued: deque[str] = deque()
+        self._lanes = 0
+
+    def add(self, name: str) -> None:
+        """Run node *name* in a free lane, or once a lane is free."""
+        self._queued.append(name)
+        if self._lanes < self._limit:
+            self._lanes += 1
+            self._task_group.start_soon(self._lane)
+
+    async def _lane(self) -> None:
+        try:
+            while self._queued:
+                await self._run_node(self._queued.popleft(), self._input, self._ended)
+        finally:
+            self._lanes -= 1
 
 
 class _EndedNodes:

@@ -107,9 +107,11 @@ def task_from_body(body: str) -> Task:
 
 
 def node_run(d: Dialect, row: tuple[Any, ...]) -> NodeRun:
-    """A ``node_runs`` row (:data:`NODE_COLUMNS`) as a checkpoint."""
+    """A ``node_runs`` row (:data:`NODE_COLUMNS`) as a checkpoint. Not validated again:
+    the columns' types and checks hold what the model would check (every node's start
+    and end reads one)."""
     node, state, attempt, failures, interruptions, not_before, waiting_for, output, error, at = row
-    return NodeRun(
+    return NodeRun.model_construct(
         node=node,
         state=NodeState(state),
         attempt=attempt,

@@ -94,8 +94,10 @@ def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Scrip
     """See :meth:`taskloom.engine.runs.RunStore.start_node` (``engine.runs.node_started``).
 
     Behind the fence and the task's state (:mod:`.fence`): one round trip where the
-    dialect folds the fence, two where it only fuses writes."""
-    p = d.parameter
+    dialect folds the fence, two where it only fuses writes. The texts are built once per
+    dialect (every node's start runs this); the close of an interrupted attempt only when
+    the start names one."""
+    fence, live = start_fence(d)
     parameters: dict[str, object] = {
         "task": lease.task_id,
         "token": lease.token,
@@ -105,53 +107,83 @@ def start_node(d: Dialect, lease: Lease, start: NodeStart, now: object) -> Scrip
         "interrupted": start.interrupted_attempt,
         "worker": lease.worker,
         "now": now,
+        "e": live,
     }
-    live = "NOT " + is_in(
-        d, "state", "e", sorted(state.value for state in TERMINAL_STATES), parameters
-    )
+    closes = start.interrupted_attempt is not None
 
     def check(row: tuple[Any, ...] | None) -> None:
-        if row is None or row[0] != lease.token:
-            raise _lease_lost(lease)
-        if TaskState(row[1]) in TERMINAL_STATES:
-            raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
+        check_start(lease, row)
 
     def writes(guard: Guard) -> tuple[Statement, ...]:
-        return (
-            Statement(
-                f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
-                + guard.where(
-                    f" WHERE task_id = {p('task')} AND node = {p('node')}"
-                    f" AND attempt = {p('interrupted')} AND ended_at IS NULL"
-                ),
-                parameters,
-            ),
-            Statement(
-                "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at) "
-                + guard.values(p("task"), p("node"), p("attempt"), p("worker"), p("now")),
-                parameters,
-            ),
-            Statement(
-                "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at) "
-                + guard.values(
-                    p("task"), p("node"), "'running'", p("attempt"), p("interruptions"), p("now")
-                )
-                + " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
-                " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-                " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
-                f" RETURNING {rows.NODE_COLUMNS}",
-                parameters,
-            ),
-        )
+        close, attempt, run = start_writes(d, guard.condition)
+        opened = (Statement(attempt, parameters), Statement(run, parameters))
+        return (Statement(close, parameters), *opened) if closes else opened
 
+    written = yield from fenced(d, fence, check, writes, parameters)
+    return rows.node_run(d, written.rows[0])  # an upsert always returns its row
+
+
+def check_start(lease: Lease, row: tuple[Any, ...] | None) -> None:
+    """Raise unless the fence row of a node's start (:func:`start_fence`) lets it start."""
+    if row is None or row[0] != lease.token:
+        raise _lease_lost(lease)
+    if TaskState(row[1]) in TERMINAL_STATES:
+        raise TaskStateError(f"task {lease.task_id} has ended; no node may start")
+
+
+def check_end(lease: Lease, row: tuple[Any, ...] | None) -> None:
+    """Raise unless the fence row of a node's end (:func:`end_fence`) lets it land."""
+    if row is None or row[0] != lease.token:
+        raise _lease_lost(lease)
+
+
+def not_running(lease: Lease, node: str) -> LeaseLostError:
+    """The refusal of an end whose node is not running that attempt."""
+    return LeaseLostError(f"node {node!r} of task {lease.task_id} is not running")
+
+
+@cache
+def start_fence(d: Dialect) -> tuple[Fence, object]:
+    """The fence of a node's start, and the value of its parameter ``e`` (the terminal
+    states)."""
+    p = d.parameter
+    bound: dict[str, object] = {}
+    live = "NOT " + is_in(d, "state", "e", sorted(state.value for state in TERMINAL_STATES), bound)
     fence = Fence(
         columns=("l.token", "t.state"),
         source="leases l JOIN tasks t ON t.id = l.task_id"
         f" WHERE l.task_id = {p('task')}{d.shared('l')}",
         allows=f"token = {p('token')} AND {live}",
     )
-    written = yield from fenced(d, fence, check, writes, parameters)
-    return rows.node_run(d, written.rows[0])  # an upsert always returns its row
+    return fence, bound["e"]
+
+
+@cache
+def start_writes(d: Dialect, condition: str) -> tuple[str, str, str]:
+    """The writes of a node's start under the guard *condition*: the close of an
+    interrupted attempt, the new attempt, the checkpoint."""
+    p, guard = d.parameter, Guard(condition)
+    close = (
+        f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = 'interrupted'"
+        + guard.where(
+            f" WHERE task_id = {p('task')} AND node = {p('node')}"
+            f" AND attempt = {p('interrupted')} AND ended_at IS NULL"
+        )
+    )
+    attempt = "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at) " + (
+        guard.values(p("task"), p("node"), p("attempt"), p("worker"), p("now"))
+    )
+    run = (
+        "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at) "
+        + guard.values(
+            p("task"), p("node"), "'running'", p("attempt"), p("interruptions"), p("now")
+        )
+        + " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+        " attempt = excluded.attempt, interruptions = excluded.interruptions,"
+        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
+        f" RETURNING {rows.NODE_COLUMNS}"
+    )
+    return close, attempt, run
 
 
 def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[NodeRun]:
@@ -159,9 +191,25 @@ def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[Node
 
     Behind the fence (:mod:`.fence`), the attempt's end and the checkpoint: one round
     trip where the dialect folds the fence, two where it only fuses writes. A node not
-    running this attempt raises, undoing both."""
-    p = d.parameter
-    parameters = {
+    running this attempt raises, undoing both. The texts are built once per dialect."""
+    parameters = end_parameters(d, lease, end, now)
+
+    def check(row: tuple[Any, ...] | None) -> None:
+        check_end(lease, row)
+
+    def writes(guard: Guard) -> tuple[Statement, ...]:
+        return tuple(Statement(text, parameters) for text in end_writes(d, guard.condition))
+
+    ended = yield from fenced(d, end_fence(d), check, writes, parameters)
+    row = ended.one()
+    if row is None:
+        raise not_running(lease, end.node)
+    return rows.node_run(d, row)
+
+
+def end_parameters(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> dict[str, object]:
+    """What the writes of a node's end bind."""
+    return {
         "state": end.state.value,
         "failed": int(end.outcome in FAILURE_OUTCOMES),
         "output": json.dumps(end.output) if end.state is NodeState.COMPLETED else None,
@@ -176,47 +224,43 @@ def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[Node
         "attempt": end.attempt,
         "outcome": end.outcome.value,
     }
-    this_attempt = (
-        f" WHERE task_id = {p('task')} AND node = {p('node')} AND attempt = {p('attempt')}"
-    )
 
-    def check(row: tuple[Any, ...] | None) -> None:
-        if row is None or row[0] != lease.token:
-            raise _lease_lost(lease)
 
-    def writes(guard: Guard) -> tuple[Statement, ...]:
-        return (
-            Statement(
-                f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = {p('outcome')},"
-                f" error = {p('error')}"
-                + guard.where(
-                    f"{this_attempt} AND EXISTS (SELECT 1 FROM node_runs{this_attempt}"
-                    " AND state = 'running')"
-                ),
-                parameters,
-            ),
-            Statement(
-                f"UPDATE node_runs SET state = {p('state')}, failures = failures + {p('failed')},"
-                f" output = {p('output')}, error = {p('error')}, not_before = {p('not_before')},"
-                f" waiting_for = {p('waiting_for')},"
-                f" interruptions = coalesce({p('interruptions')}, interruptions),"
-                f" updated_at = {p('now')}"
-                + guard.where(f"{this_attempt} AND state = 'running'")
-                + f" RETURNING {rows.NODE_COLUMNS}",
-                parameters,
-            ),
-        )
-
-    fence = Fence(
+@cache
+def end_fence(d: Dialect) -> Fence:
+    p = d.parameter
+    return Fence(
         columns=("token",),
         source=f"leases WHERE task_id = {p('task')}{d.shared()}",
         allows=f"token = {p('token')}",
     )
-    ended = yield from fenced(d, fence, check, writes, parameters)
-    row = ended.one()
-    if row is None:
-        raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
-    return rows.node_run(d, row)
+
+
+@cache
+def end_writes(d: Dialect, condition: str = "") -> tuple[str, str]:
+    """The writes of a node's end under the guard *condition*: the attempt, the checkpoint."""
+    p, guard = d.parameter, Guard(condition)
+    this_attempt = (
+        f" WHERE task_id = {p('task')} AND node = {p('node')} AND attempt = {p('attempt')}"
+    )
+    attempt = (
+        f"UPDATE node_attempts SET ended_at = {p('now')}, outcome = {p('outcome')},"
+        f" error = {p('error')}"
+        + guard.where(
+            f"{this_attempt} AND EXISTS (SELECT 1 FROM node_runs{this_attempt}"
+            " AND state = 'running')"
+        )
+    )
+    run = (
+        f"UPDATE node_runs SET state = {p('state')}, failures = failures + {p('failed')},"
+        f" output = {p('output')}, error = {p('error')}, not_before = {p('not_before')},"
+        f" waiting_for = {p('waiting_for')},"
+        f" interruptions = coalesce({p('interruptions')}, interruptions),"
+        f" updated_at = {p('now')}"
+        + guard.where(f"{this_attempt} AND state = 'running'")
+        + f" RETURNING {rows.NODE_COLUMNS}"
+    )
+    return attempt, run
 
 
 def fork_run(

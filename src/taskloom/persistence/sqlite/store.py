@@ -15,15 +15,16 @@ from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import PersistenceError, SchemaVersionError
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import Task, TaskId
+from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.outage import Outage
 from taskloom.persistence.sql import history as sql_history
-from taskloom.persistence.sql import tasks
+from taskloom.persistence.sql import runs, tasks
 from taskloom.persistence.sql.dialect import SQLITE
 from taskloom.persistence.sql.script import Script, Statement, run_sync
 from taskloom.persistence.sql.store import Make, SqlStore
-from taskloom.persistence.sqlite import history, rows, schema, tokens, versions
+from taskloom.persistence.sqlite import history, nodes, rows, schema, tokens, versions
 from taskloom.persistence.sqlite.driver import (
     connect,
     database_uri,
@@ -34,7 +35,7 @@ from taskloom.persistence.sqlite.driver import (
 )
 from taskloom.persistence.sqlite.maintenance import StoreHealth, health
 from taskloom.persistence.sqlite.settings import SqliteSettings
-from taskloom.persistence.sqlite.writer import BOOKKEEPING_LEVEL, GroupCommitWriter
+from taskloom.persistence.sqlite.writer import BOOKKEEPING_LEVEL, GroupCommitWriter, Merge
 
 _T = TypeVar("_T")
 
@@ -147,6 +148,27 @@ class SqliteTaskStore(SqlStore):
     ) -> tuple[Task, Sequence[HistoryEntry]] | None:
         """See :meth:`taskloom.engine.ports.TaskStore.history`."""
         return await self._read(partial(_history, task_id, now))
+
+    # -- node checkpoints (RunStore): merged in the writer's batches (ADR 0051) ---------------
+
+    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
+        moment = SQLITE.time(now)
+        starting = partial(runs.start_node, SQLITE, lease, start, moment)
+        merge = Merge((lease.task_id, lease.token), (lease, start, moment), nodes.start_many)
+        # survives a crash of the process; power loss re-runs the node
+        run: NodeRun = await self.writer.submit(
+            partial(_script, starting), durable=False, merge=merge
+        )
+        return run
+
+    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
+        moment = SQLITE.time(now)
+        ending = partial(runs.end_node, SQLITE, lease, end, moment)
+        merge = Merge((lease.task_id, lease.token), (lease, end, moment), nodes.end_many)
+        run: NodeRun = await self.writer.submit(partial(_script, ending), merge=merge)
+        return run
 
     # -- versions (VersionStore) ------------------------------------------------------------
 

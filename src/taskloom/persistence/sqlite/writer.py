@@ -13,6 +13,11 @@ written to the WAL, so it survives a crash of the process, and fsynced by the ne
 durable commit, which syncs the whole log. Power loss can undo only bookkeeping that no
 durable commit followed, and the engine redoes that work on its own (ADR 0016).
 
+Writes of one kind that can run as one (a run's node starts, or ends, behind one lease:
+ADR 0051) name a :class:`Merge`: those in one batch run as one function, in one
+savepoint, each caller still answered on its own. A merged write that fails as a whole
+(not a refusal) is retried as its members, each alone, like any failed batch.
+
 The store is asyncio-only (aiosqlite), so the hot path uses asyncio futures directly.
 """
 
@@ -20,7 +25,8 @@ import asyncio
 import contextlib
 import sqlite3
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast
@@ -48,13 +54,73 @@ CHECKPOINT_EVERY: Final = 1000
 checkpoints, as SQLite's own auto-checkpoint would after 1000 pages."""
 
 
-class _Write:
-    __slots__ = ("durable", "function", "future")
+ManyFunction = Callable[[Sequence[Any], sqlite3.Connection], list[_Outcome]]
+"""Runs many writes' payloads as one, in the writer's transaction: one outcome each,
+``(True, value)`` or ``(False, refusal)``, a refused one having written nothing. What it
+raises refuses (a ``TaskloomError``) or fails (anything else) every one of them."""
 
-    def __init__(self, function: WriteFunction, durable: bool, future: "asyncio.Future[Any]"):
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """How a write runs together with others of its *key* in the same batch."""
+
+    key: Hashable
+    """Writes with equal keys (and equal *many*) merge."""
+    payload: Any
+    """This write's part of the merged call."""
+    many: ManyFunction
+
+
+class _Write:
+    __slots__ = ("durable", "function", "future", "members", "merge")
+
+    def __init__(
+        self,
+        function: WriteFunction,
+        durable: bool,
+        future: "asyncio.Future[Any] | None",
+        merge: Merge | None = None,
+        members: "list[_Write] | None" = None,
+    ):
         self.function = function
         self.durable = durable
         self.future = future
+        self.merge = merge
+        self.members = members
+        """For a merged write: the writes it stands for (answered from its outcomes)."""
+
+
+def _merged(batch: list[_Write]) -> list[_Write]:
+    """*batch* with the writes that merge run as one, each group where its first was."""
+    if not any(write.merge is not None for write in batch):
+        return batch
+    groups: dict[tuple[Any, Hashable], list[_Write]] = {}
+    order: list[_Write | list[_Write]] = []
+    for write in batch:
+        merge = write.merge
+        if merge is None:
+            order.append(write)
+            continue
+        key = (merge.many, merge.key)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = []
+            order.append(group)
+        group.append(write)
+    merged: list[_Write] = []
+    for item in order:
+        if isinstance(item, _Write):
+            merged.append(item)
+        elif len(item) == 1:
+            merged.append(item[0])
+        else:
+            merge = item[0].merge
+            assert merge is not None
+            payloads = [write.merge.payload for write in item if write.merge is not None]
+            function = partial(merge.many, payloads)
+            durable = any(write.durable for write in item)
+            merged.append(_Write(function, durable, None, members=item))
+    return merged
 
 
 class GroupCommitWriter:
@@ -100,12 +166,18 @@ class GroupCommitWriter:
         """Checkpoints run after a stretch of inline bookkeeping (see :meth:`_checkpoint`)."""
 
     async def submit(
-        self, function: Callable[[sqlite3.Connection], _T], *, durable: bool = True
+        self,
+        function: Callable[[sqlite3.Connection], _T],
+        *,
+        durable: bool = True,
+        merge: Merge | None = None,
     ) -> _T:
         """Run *function* in a write transaction and return its value once committed.
 
         With ``durable=False`` the write is bookkeeping: committed without its own fsync
-        unless it shares a batch with a durable write (see the module docstring).
+        unless it shares a batch with a durable write (see the module docstring). With
+        *merge*, it may run merged with others of its kind in the batch (its value is then
+        its outcome from the merged call; alone, *function* runs).
 
         Raises:
             StoreClosedError: the writer was closed.
@@ -114,7 +186,7 @@ class GroupCommitWriter:
         if self._closed:
             raise StoreClosedError("the store is closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Write(function, durable, future))
+        self._queue.append(_Write(function, durable, future, merge))
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
@@ -142,7 +214,7 @@ class GroupCommitWriter:
                     continue
                 await asyncio.sleep(0)  # let the writers made ready meanwhile join this batch
                 batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
-                await self._commit(batch)
+                await self._commit(_merged(batch))
                 if self._inline_since_thread >= self._checkpoint_every:
                     await self._checkpoint()
 
@@ -162,16 +234,24 @@ class GroupCommitWriter:
                 outcomes = await self._commit_in_thread(functions, durable)
         except Exception as error:  # noqa: BLE001  # handed to the waiting callers
             self._level = None  # whether the pragma ran is unknown: say it again next time
-            if len(batch) > 1:  # find the culprit: every write alone, so others still land
-                for write in batch:
+            alone = [member for write in batch for member in (write.members or [write])]
+            if len(alone) > 1:  # find the culprit: every write alone, so others still land
+                for write in alone:
                     await self._commit([write])
                 return
-            _settle(batch[0].future, False, error)
+            _settle(alone[0].future, False, error)
             return
         self.batches += 1
         self.synced_batches += durable
         for write, (ok, value) in zip(batch, outcomes, strict=True):
-            _settle(write.future, ok, value)
+            if write.members is None:
+                _settle(write.future, ok, value)
+            elif not ok:  # refused as a whole
+                for member in write.members:
+                    _settle(member.future, False, value)
+            else:
+                for member, (each_ok, each) in zip(write.members, value, strict=True):
+                    _settle(member.future, each_ok, each)
 
     def _commit_inline(self, functions: Sequence[WriteFunction]) -> list[_Outcome] | None:
         """Bookkeeping on the event loop's thread, on the inline connection: without an
@@ -220,8 +300,8 @@ class GroupCommitWriter:
         return outcomes
 
 
-def _settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
-    if future.done():  # the caller gave up waiting; the write stands all the same
+def _settle(future: "asyncio.Future[Any] | None", ok: bool, value: Any) -> None:
+    if future is None or future.done():  # the caller gave up waiting; the write stands all the same
         return
     if ok:
         future.set_result(value)
@@ -261,4 +341,4 @@ def _run_batch(
     return outcomes
 
 
-__all__ = ("BOOKKEEPING_LEVEL", "GroupCommitWriter", "Synchronous")
+__all__ = ("BOOKKEEPING_LEVEL", "GroupCommitWriter", "ManyFunction", "Merge", "Synchronous")

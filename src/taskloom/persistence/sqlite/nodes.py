@@ -1,0 +1,152 @@
+"""A run's node starts, or ends, many in one go (ADR 0051).
+
+The group-commit writer merges the starts (or the ends) of one run's nodes that wait in
+one batch into one call of :func:`start_many` (or :func:`end_many`): the lease fence is
+read once for all of them, and the rows are written by one statement over a JSON list
+(starts) or one prepared statement run for each (ends), instead of a script, a
+savepoint and a fence read per node. The rules are those of
+:func:`taskloom.persistence.sql.runs.start_node` and ``end_node`` (their texts, their
+checks): a refused start or end writes nothing, and one alone runs that script as before.
+"""
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from taskloom.engine.errors import TaskloomError
+from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
+from taskloom.persistence.sql import rows, runs
+from taskloom.persistence.sql.dialect import SQLITE
+from taskloom.persistence.sql.script import run_sync
+
+Outcome = tuple[bool, Any]
+StartPayload = tuple[Lease, NodeStart, int]
+EndPayload = tuple[Lease, NodeEnd, int]
+
+
+def start_many(payloads: Sequence[StartPayload], raw: sqlite3.Connection) -> list[Outcome]:
+    """Start every node of *payloads* (one lease): their checkpoints, or the fence's
+    refusal for all (raised)."""
+    lease = payloads[0][0]
+    fence, _ = runs.start_fence(SQLITE)
+    runs.check_start(lease, raw.execute(fence.read, {"task": lease.task_id}).fetchone())
+    names = [start.node for _, start, _ in payloads]
+    if len(set(names)) < len(names):
+        return _one_by_one(payloads, _start_one, raw)
+    close, _, _ = runs.start_writes(SQLITE, "")
+    for _, start, now in payloads:
+        if start.interrupted_attempt is not None:
+            raw.execute(
+                close,
+                {
+                    "now": now,
+                    "task": lease.task_id,
+                    "node": start.node,
+                    "interrupted": start.interrupted_attempt,
+                },
+            )
+    listed = json.dumps(
+        [[start.node, start.attempt, start.interruptions, now] for _, start, now in payloads]
+    )
+    parameters = {"task": lease.task_id, "worker": lease.worker, "starts": listed}
+    attempts_sql, runs_sql = _start_sql()
+    raw.execute(attempts_sql, parameters)
+    found = raw.execute(runs_sql, parameters).fetchall()
+    started = {run.node: run for run in (rows.node_run(SQLITE, row) for row in found)}
+    return [(True, started[name]) for name in names]
+
+
+def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Outcome]:
+    """End every attempt of *payloads* (one lease): each its checkpoint, or its refusal
+    (not running that attempt); the fence's refusal for all is raised."""
+    lease = payloads[0][0]
+    fence = runs.end_fence(SQLITE)
+    runs.check_end(lease, raw.execute(fence.read, {"task": lease.task_id}).fetchone())
+    names = [end.node for _, end, _ in payloads]
+    if len(set(names)) < len(names):
+        return _one_by_one(payloads, _end_one, raw)
+    read = _read_sql()
+    listed = {"task": lease.task_id, "nodes": json.dumps(names)}
+    running = {row[0]: row[1] for row in raw.execute(read[0], listed)}
+    landing = [
+        runs.end_parameters(SQLITE, lease, end, now)
+        for _, end, now in payloads
+        if running.get(end.node) == end.attempt
+    ]
+    if landing:
+        attempts_sql, runs_sql = _end_sql()
+        raw.executemany(attempts_sql, landing)
+        raw.executemany(runs_sql, landing)
+    ended = {
+        run.node: run
+        for run in (rows.node_run(SQLITE, row) for row in raw.execute(read[1], listed))
+    }
+    outcomes: list[Outcome] = []
+    for _, end, _ in payloads:
+        if running.get(end.node) == end.attempt:
+            outcomes.append((True, ended[end.node]))
+        else:
+            outcomes.append((False, runs.not_running(lease, end.node)))
+    return outcomes
+
+
+def _one_by_one(payloads: Sequence[Any], one: Any, raw: sqlite3.Connection) -> list[Outcome]:
+    """Each payload by its own script, in order (the same node twice in one batch)."""
+    outcomes: list[Outcome] = []
+    for payload in payloads:
+        try:
+            outcomes.append((True, one(payload, raw)))
+        except TaskloomError as refusal:  # refused before it wrote anything
+            outcomes.append((False, refusal))
+    return outcomes
+
+
+def _start_one(payload: StartPayload, raw: sqlite3.Connection) -> NodeRun:
+    lease, start, now = payload
+    return run_sync(runs.start_node(SQLITE, lease, start, now), raw.execute)
+
+
+def _end_one(payload: EndPayload, raw: sqlite3.Connection) -> NodeRun:
+    lease, end, now = payload
+    return run_sync(runs.end_node(SQLITE, lease, end, now), raw.execute)
+
+
+@cache
+def _start_sql() -> tuple[str, str]:
+    """The attempts and the checkpoints of a list of starts ``[node, attempt,
+    interruptions, now]``, as :func:`runs.start_node` writes one."""
+    each = "FROM json_each(:starts)"
+    node, attempt = "json_extract(value, '$[0]')", "json_extract(value, '$[1]')"
+    interruptions, now = "json_extract(value, '$[2]')", "json_extract(value, '$[3]')"
+    attempts = (
+        "INSERT INTO node_attempts (task_id, node, attempt, worker, started_at)"
+        f" SELECT :task, {node}, {attempt}, :worker, {now} {each}"
+    )
+    checkpoints = (
+        "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
+        f" SELECT :task, {node}, 'running', {attempt}, {interruptions}, {now} {each} WHERE true"
+        " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+        " attempt = excluded.attempt, interruptions = excluded.interruptions,"
+        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
+        f" RETURNING {rows.NODE_COLUMNS}"
+    )
+    return attempts, checkpoints
+
+
+@cache
+def _end_sql() -> tuple[str, str]:
+    """:func:`runs.end_node`'s writes, run once per end (no rows returned)."""
+    attempts, checkpoints = runs.end_writes(SQLITE)
+    return attempts, checkpoints.split(" RETURNING ")[0]
+
+
+@cache
+def _read_sql() -> tuple[str, str]:
+    """The running attempt of each listed node, and the checkpoints of the listed nodes."""
+    listed = "task_id = :task AND node IN (SELECT value FROM json_each(:nodes))"
+    return (
+        f"SELECT node, attempt FROM node_runs WHERE {listed} AND state = 'running'",
+        f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE {listed}",
+    )
