@@ -1,0 +1,185 @@
+"""Many node starts and ends of one run written at once, on every store (SQLite merges
+those of one batch into one call, ADR 0051): each caller gets its own checkpoint, an
+end of a node not running is refused alone and writes nothing, a stale lease refuses
+them all, and a start that fails (not a refusal) fails alone."""
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from taskloom.engine.errors import LeaseLostError
+from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.ports import TaskStore
+from taskloom.engine.runs import (
+    AttemptOutcome,
+    Lease,
+    NodeEnd,
+    NodeStart,
+    NodeState,
+    RunStore,
+)
+from taskloom.persistence.sqlite import SqliteTaskStore, nodes
+from taskloom.testing import FakeClock
+
+NODES = [f"n{index}" for index in range(40)]
+
+
+async def _lease(manager: TaskManager, store: TaskStore, clock: FakeClock) -> Lease:
+    await manager.create("job")
+    (claimed,) = await cast(RunStore, store).claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=10),
+        limit=1,
+        start=claim_start(clock.now()),
+    )
+    return claimed.lease
+
+
+async def _all_at_once(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Every call's value or error, the calls made concurrently (one writer batch)."""
+    found: list[Any] = [None] * len(calls)
+
+    async def one(index: int) -> None:
+        try:
+            found[index] = await calls[index]()
+        except Exception as error:  # noqa: BLE001  # the test inspects it
+            found[index] = error
+
+    async with anyio.create_task_group() as task_group:
+        for index in range(len(calls)):
+            task_group.start_soon(one, index)
+    return found
+
+
+def _end(node: str, attempt: int = 1, output: int = 0) -> NodeEnd:
+    return NodeEnd(
+        node=node,
+        attempt=attempt,
+        outcome=AttemptOutcome.COMPLETED,
+        state=NodeState.COMPLETED,
+        output=output,
+    )
+
+
+async def test_each_start_and_end_gets_its_own_checkpoint(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    now = clock.now()
+    started = await _all_at_once(
+        [
+            lambda node=node: runs.start_node(lease, NodeStart(node=node, attempt=1), now)
+            for node in NODES
+        ]
+    )
+    assert [(run.node, run.state, run.attempt) for run in started] == [
+        (node, NodeState.RUNNING, 1) for node in NODES
+    ]
+    clock.advance(1)
+    later = clock.now()
+    ends = [_end(node, output=index) for index, node in enumerate(NODES)]
+    ends[5] = _end(NODES[5], attempt=2)  # not the running attempt: refused alone
+    ended = await _all_at_once([lambda end=end: runs.end_node(lease, end, later) for end in ends])
+    assert isinstance(ended[5], LeaseLostError)
+    assert "is not running" in str(ended[5])
+    for index, run in enumerate(ended):
+        if index == 5:
+            continue
+        assert (run.node, run.state, run.output, run.updated_at) == (
+            NODES[index],
+            NodeState.COMPLETED,
+            index,
+            later,
+        )
+    stored = await runs.checkpoints(lease.task_id)
+    assert stored[NODES[5]].state is NodeState.RUNNING  # the refused end wrote nothing
+    assert {node: stored[node] for node in NODES if node != NODES[5]} == {
+        run.node: run for index, run in enumerate(ended) if index != 5
+    }
+    attempts = {(each.node, each.attempt): each for each in await runs.attempts(lease.task_id)}
+    assert attempts[NODES[5], 1].ended_at is None
+    assert all(attempts[node, 1].outcome is AttemptOutcome.COMPLETED for node in NODES[6:])
+
+
+async def test_a_stale_lease_refuses_every_one_and_writes_nothing(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    now = clock.now()
+    await runs.start_node(lease, NodeStart(node="a", attempt=1), now)
+    stale = lease.model_copy(update={"token": "not-the-token"})
+    before = await runs.checkpoints(lease.task_id), list(await runs.attempts(lease.task_id))
+    found = await _all_at_once(
+        [
+            *(
+                lambda node=node: runs.start_node(stale, NodeStart(node=node, attempt=1), now)
+                for node in NODES
+            ),
+            lambda: runs.end_node(stale, _end("a"), now),
+        ]
+    )
+    assert all(isinstance(each, LeaseLostError) for each in found)
+    assert (await runs.checkpoints(lease.task_id), list(await runs.attempts(lease.task_id))) == (
+        before
+    )
+
+
+async def test_sqlite_a_merged_start_that_fails_fails_alone(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    """A second start of an attempt already started breaks the attempts' key (in the
+    SQL stores): that start fails, the others merged with it land."""
+    if not isinstance(store, SqliteTaskStore):
+        pytest.skip("the merge and its fallback are SQLite's writer's")
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    now = clock.now()
+    await runs.start_node(lease, NodeStart(node=NODES[3], attempt=1), now)
+    found = await _all_at_once(
+        [
+            lambda node=node: runs.start_node(lease, NodeStart(node=node, attempt=1), now)
+            for node in NODES
+        ]
+    )
+    assert isinstance(found[3], Exception)
+    assert all(run.state is NodeState.RUNNING for index, run in enumerate(found) if index != 3)
+    stored = await runs.checkpoints(lease.task_id)
+    assert set(stored) == set(NODES)
+
+
+async def test_sqlite_merges_them(
+    manager: TaskManager, store: TaskStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not isinstance(store, SqliteTaskStore):
+        pytest.skip("the group-commit writer is SQLite's")
+    merged: list[tuple[str, int]] = []
+
+    def spy(kind: str, many: Any) -> Any:
+        def counted(payloads: Any, raw: Any) -> Any:
+            merged.append((kind, len(payloads)))
+            return many(payloads, raw)
+
+        return counted
+
+    monkeypatch.setattr(nodes, "start_many", spy("start", nodes.start_many))
+    monkeypatch.setattr(nodes, "end_many", spy("end", nodes.end_many))
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    now = clock.now()
+    await _all_at_once(
+        [
+            lambda node=node: runs.start_node(lease, NodeStart(node=node, attempt=1), now)
+            for node in NODES
+        ]
+    )
+    await _all_at_once([lambda node=node: runs.end_node(lease, _end(node), now) for node in NODES])
+    assert sum(count for kind, count in merged if kind == "start") == len(NODES)
+    assert sum(count for kind, count in merged if kind == "end") == len(NODES)
+    assert len(merged) <= 4  # 80 writes, merged by kind in their batches
