@@ -5,6 +5,7 @@ them all, and a start that fails (not a refusal) fails alone."""
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any, cast
 
 import anyio
@@ -73,10 +74,7 @@ async def test_each_start_and_end_gets_its_own_checkpoint(
     lease = await _lease(manager, store, clock)
     now = clock.now()
     started = await _all_at_once(
-        [
-            lambda node=node: runs.start_node(lease, NodeStart(node=node, attempt=1), now)
-            for node in NODES
-        ]
+        [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
     assert [(run.node, run.state, run.attempt) for run in started] == [
         (node, NodeState.RUNNING, 1) for node in NODES
@@ -85,7 +83,7 @@ async def test_each_start_and_end_gets_its_own_checkpoint(
     later = clock.now()
     ends = [_end(node, output=index) for index, node in enumerate(NODES)]
     ends[5] = _end(NODES[5], attempt=2)  # not the running attempt: refused alone
-    ended = await _all_at_once([lambda end=end: runs.end_node(lease, end, later) for end in ends])
+    ended = await _all_at_once([partial(runs.end_node, lease, end, later) for end in ends])
     assert isinstance(ended[5], LeaseLostError)
     assert "is not running" in str(ended[5])
     for index, run in enumerate(ended):
@@ -119,7 +117,7 @@ async def test_a_stale_lease_refuses_every_one_and_writes_nothing(
     found = await _all_at_once(
         [
             *(
-                lambda node=node: runs.start_node(stale, NodeStart(node=node, attempt=1), now)
+                partial(runs.start_node, stale, NodeStart(node=node, attempt=1), now)
                 for node in NODES
             ),
             lambda: runs.end_node(stale, _end("a"), now),
@@ -143,10 +141,7 @@ async def test_sqlite_a_merged_start_that_fails_fails_alone(
     now = clock.now()
     await runs.start_node(lease, NodeStart(node=NODES[3], attempt=1), now)
     found = await _all_at_once(
-        [
-            lambda node=node: runs.start_node(lease, NodeStart(node=node, attempt=1), now)
-            for node in NODES
-        ]
+        [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
     assert isinstance(found[3], Exception)
     assert all(run.state is NodeState.RUNNING for index, run in enumerate(found) if index != 3)
@@ -174,12 +169,9 @@ async def test_sqlite_merges_them(
     lease = await _lease(manager, store, clock)
     now = clock.now()
     await _all_at_once(
-        [
-            lambda node=node: runs.start_node(lease, NodeStart(node=node, attempt=1), now)
-            for node in NODES
-        ]
+        [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
-    await _all_at_once([lambda node=node: runs.end_node(lease, _end(node), now) for node in NODES])
+    await _all_at_once([partial(runs.end_node, lease, _end(node), now) for node in NODES])
     assert sum(count for kind, count in merged if kind == "start") == len(NODES)
     assert sum(count for kind, count in merged if kind == "end") == len(NODES)
     assert len(merged) <= 4  # 80 writes, merged by kind in their batches

@@ -10,6 +10,7 @@ from pydantic import JsonValue, ValidationError
 from taskloom.engine.errors import CorruptDatabaseError
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import AttemptOutcome, ErrorInfo, NodeAttempt, NodeRun, NodeState
+from taskloom.persistence.sql import bodies
 from taskloom.persistence.sql.dialect import Dialect
 from taskloom.persistence.sql.script import Statement
 
@@ -46,7 +47,7 @@ def insert_row(d: Dialect, task: Task) -> tuple[Any, ...]:
         task.parent_id,
         d.time(task.created_at),
         task.workflow_version,
-        task.model_dump_json(),
+        _body(task),
     )
 
 
@@ -60,7 +61,7 @@ def update(d: Dialect, new: Task) -> Statement:
             "updated_at": d.time(new.updated_at),
             "parked": new.parked,
             "wake_at": d.stored(new.wake_at),
-            "body": new.model_dump_json(),
+            "body": _body(new),
             "id": new.id,
         },
     )
@@ -93,17 +94,29 @@ def owned(d: Dialect, owner: str | None, parameters: dict[str, object], table: s
 
 
 def task_from_body(body: str) -> Task:
-    """The task stored in a ``body`` column.
+    """The task stored in a ``body`` column (a large one parsed once: :mod:`.bodies`).
 
     Raises:
         CorruptDatabaseError: the stored JSON is not a valid task.
     """
+    task = bodies.known(body)
+    if task is not None:
+        return task
     try:
-        return Task.model_validate_json(body)
+        task = Task.model_validate_json(body)
     except ValidationError as error:
         raise CorruptDatabaseError(
             f"a stored task is unreadable: {error.errors()[0]['msg']}"
         ) from error
+    bodies.keep(body, task)
+    return task
+
+
+def _body(task: Task) -> str:
+    """*task* as its ``body`` column, remembered as what that text holds."""
+    body = task.model_dump_json()
+    bodies.keep(body, task)
+    return body
 
 
 def node_run(d: Dialect, row: tuple[Any, ...]) -> NodeRun:
