@@ -46,7 +46,9 @@ class RunProgress:
         """Per unsettled node: the reported fraction of each reporting key (itself, or
         each item of a map), dropped as the node (or item) settles."""
         self._settled_nodes: set[str] = set()
-        self._latest: tuple[float, float, str] | None = None
+        self._latest: Callable[[], str] | None = None
+        """The newest status line, made when it is written (a map's items change it
+        10,000 times; it is written once per interval)."""
         self._changed = anyio.Event()
         self._stopped = anyio.Event()
         self._start_publisher: Callable[[], object] | None = None
@@ -95,7 +97,7 @@ class RunProgress:
         if phase in self._items_total:
             self._say_items(phase)
         else:
-            self._say(phase, f"{self._done[phase]}/{self._sizes[phase]} nodes")
+            self._say(phase, lambda: f"{self._done[phase]}/{self._sizes[phase]} nodes")
 
     def items_planned(self, node: Node[Any], count: int) -> None:
         """Map node *node* expanded to *count* items (again, on a resume: same count)."""
@@ -134,11 +136,12 @@ class RunProgress:
             self._parts.setdefault(node.name, {})[key] = part
         done, planned, without_total = sums
         amount = f"{done:g}" if without_total else f"{done:g}/{planned:g}"
-        self._say(node.phase, amount + (f" {unit}" if unit else ""))
+        said = amount + (f" {unit}" if unit else "")
+        self._say(node.phase, lambda: said)
 
-    def status(self, message: str) -> None:
-        """Show *message* as it is (e.g. a retry wait)."""
-        self._latest = (self.completed, float(self._total), message)
+    def status(self, message: str | Callable[[], str]) -> None:
+        """Show *message* as it is (e.g. a retry wait), or the line it makes when written."""
+        self._latest = message if callable(message) else lambda: message
         self._changed.set()
         start, self._start_publisher = self._start_publisher, None
         if start is not None:
@@ -151,7 +154,7 @@ class RunProgress:
         self._stopped = anyio.Event()
         self._start_publisher = partial(task_group.start_soon, self.publish, write, interval_s)
         if self._latest is not None:
-            self.status(self._latest[2])
+            self.status(self._latest)
 
     async def publish(self, write: ProgressWrite, interval_s: float) -> None:
         """Write the newest state whenever it changes, at most once per *interval_s*,
@@ -162,7 +165,7 @@ class RunProgress:
                 return
             self._changed = anyio.Event()
             if self._latest is not None:
-                await write(*self._latest)
+                await write(self.completed, float(self._total), self._latest())
             with anyio.move_on_after(interval_s):
                 await self._stopped.wait()
 
@@ -173,12 +176,18 @@ class RunProgress:
         self._changed.set()
 
     def _say_items(self, phase: str) -> None:
-        total = sum(self._items_total[phase].values())
-        self._say(phase, f"{self._items_done[phase]:,}/{total:,} items")
+        def items() -> str:
+            total = sum(self._items_total[phase].values())
+            return f"{self._items_done[phase]:,}/{total:,} items"
 
-    def _say(self, phase: str, detail: str) -> None:
-        number = self._phases.index(phase) + 1
-        self.status(f"phase {number}/{len(self._phases)} {phase}: {detail}")
+        self._say(phase, items)
+
+    def _say(self, phase: str, detail: Callable[[], str]) -> None:
+        def line() -> str:
+            number = self._phases.index(phase) + 1
+            return f"phase {number}/{len(self._phases)} {phase}: {detail()}"
+
+        self.status(line)
 
     def _current_phase(self) -> str:
         for phase in self._phases:
