@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from taskloom.engine.errors import TaskloomError
-from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
+from taskloom.engine.runs import FAILURE_OUTCOMES, Lease, NodeEnd, NodeRun, NodeStart, NodeState
 from taskloom.persistence.sql import rows, runs
 from taskloom.persistence.sql.dialect import SQLITE
 from taskloom.persistence.sql.script import run_sync
@@ -67,29 +67,41 @@ def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Ou
     names = [end.node for _, end, _ in payloads]
     if len(set(names)) < len(names):
         return _one_by_one(payloads, _end_one, raw)
-    read = _read_sql()
     listed = {"task": lease.task_id, "nodes": json.dumps(names)}
-    running = {row[0]: row[1] for row in raw.execute(read[0], listed)}
-    landing = [
-        runs.end_parameters(SQLITE, lease, end, now)
-        for _, end, now in payloads
-        if running.get(end.node) == end.attempt
-    ]
+    running = {row[0]: row for row in raw.execute(_running_sql(), listed)}
+    landing: list[dict[str, object]] = []
+    outcomes: list[Outcome] = []
+    for _, end, now in payloads:
+        row = running.get(end.node)
+        if row is None or row[1] != end.attempt:
+            outcomes.append((False, runs.not_running(lease, end.node)))
+            continue
+        landing.append(runs.end_parameters(SQLITE, lease, end, now))
+        outcomes.append((True, _ended(row, end, now)))
     if landing:
         attempts_sql, runs_sql = _end_sql()
         raw.executemany(attempts_sql, landing)
         raw.executemany(runs_sql, landing)
-    ended = {
-        run.node: run
-        for run in (rows.node_run(SQLITE, row) for row in raw.execute(read[1], listed))
-    }
-    outcomes: list[Outcome] = []
-    for _, end, _ in payloads:
-        if running.get(end.node) == end.attempt:
-            outcomes.append((True, ended[end.node]))
-        else:
-            outcomes.append((False, runs.not_running(lease, end.node)))
     return outcomes
+
+
+def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
+    """The checkpoint *end* leaves of a node running that attempt (*running*: its
+    ``node_runs`` row, :func:`_running_sql`'s columns), as the end's update writes it and
+    ``engine.runs.node_ended`` states it: built here rather than read back."""
+    node, attempt, failures, interruptions = running
+    return NodeRun(
+        node=node,
+        state=end.state,
+        attempt=attempt,
+        failures=failures + int(end.outcome in FAILURE_OUTCOMES),
+        interruptions=interruptions if end.interruptions is None else end.interruptions,
+        not_before=end.not_before,
+        waiting_for=end.waiting_for,
+        output=end.output if end.state is NodeState.COMPLETED else None,
+        error=end.error,
+        updated_at=SQLITE.moment(now),
+    )
 
 
 def _one_by_one(payloads: Sequence[Any], one: Any, raw: sqlite3.Connection) -> list[Outcome]:
@@ -143,10 +155,10 @@ def _end_sql() -> tuple[str, str]:
 
 
 @cache
-def _read_sql() -> tuple[str, str]:
-    """The running attempt of each listed node, and the checkpoints of the listed nodes."""
-    listed = "task_id = :task AND node IN (SELECT value FROM json_each(:nodes))"
+def _running_sql() -> str:
+    """Each listed node that is running: its name, attempt, failures and interruptions."""
     return (
-        f"SELECT node, attempt FROM node_runs WHERE {listed} AND state = 'running'",
-        f"SELECT {rows.NODE_COLUMNS} FROM node_runs WHERE {listed}",
+        "SELECT node, attempt, failures, interruptions FROM node_runs"
+        " WHERE task_id = :task AND node IN (SELECT value FROM json_each(:nodes))"
+        " AND state = 'running'"
     )
