@@ -1,0 +1,76 @@
+"""Large task bodies parsed once per process (ADR 0051): a hit is the task its exact text
+holds, small bodies are not kept, and what is kept stays within its count and text."""
+
+from datetime import UTC, datetime
+from typing import cast
+
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.shape import NodeShape, RunShape
+from taskloom.engine.states import TaskState
+from taskloom.persistence.sql import rows
+from taskloom.persistence.sql.bodies import LARGE, Kept
+from taskloom.persistence.sql.dialect import SQLITE
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _task(nodes: int, version: int = 1) -> Task:
+    shape = RunShape(
+        phases=("p",),
+        nodes=tuple(NodeShape(name=f"node_{index}", phase="p") for index in range(nodes)),
+    )
+    return Task(
+        id=TaskId("t1"),
+        name="a",
+        arguments={},
+        owner=None,
+        state=TaskState.RUNNING,
+        created_at=NOW,
+        updated_at=NOW,
+        ttl_ms=None,
+        version=version,
+        shape=shape,
+    )
+
+
+def test_a_large_body_is_parsed_once_and_read_back_as_the_task_it_holds() -> None:
+    task = _task(500)
+    body = task.model_dump_json()
+    assert len(body) >= LARGE
+    first = rows.task_from_body(body)
+    assert first == task
+    assert rows.task_from_body("".join(list(body))) is first  # an equal text, not the object
+
+
+def test_a_task_written_is_known_by_the_body_written() -> None:
+    task = _task(500, version=7)
+    body = cast(dict[str, str], rows.update(SQLITE, task).parameters)["body"]
+    assert rows.task_from_body(body) is task
+    changed = task.model_copy(update={"version": 8})
+    assert rows.task_from_body(changed.model_dump_json()) == changed  # another text: parsed
+
+
+def test_small_bodies_are_not_kept() -> None:
+    kept = Kept()
+    small = _task(1)
+    body = small.model_dump_json()
+    kept.keep(body, small)
+    assert kept.known(body) is None
+    assert len(kept) == 0
+
+
+def test_what_is_kept_stays_within_its_count_and_its_text() -> None:
+    tasks = [_task(300, version=version) for version in range(1, 6)]
+    bodies = [task.model_dump_json() for task in tasks]
+    by_count = Kept(count=2, characters=10 * len(bodies[0]))
+    for body, task in zip(bodies, tasks, strict=True):
+        by_count.keep(body, task)
+    assert [by_count.known(body) for body in bodies] == [None, None, None, *tasks[3:]]
+    by_text = Kept(count=10, characters=3 * len(bodies[0]))
+    for body, task in zip(bodies, tasks, strict=True):
+        by_text.keep(body, task)
+    assert len(by_text) == 3  # five bodies of one length: the newest three fit
+    assert by_text.known(bodies[-1]) is tasks[-1]
+    too_large = Kept(count=10, characters=len(bodies[0]) - 1)
+    too_large.keep(bodies[0], tasks[0])
+    assert len(too_large) == 0
