@@ -74,3 +74,24 @@ def test_what_is_kept_stays_within_its_count_and_its_text() -> None:
     too_large = Kept(count=10, characters=len(bodies[0]) - 1)
     too_large.keep(bodies[0], tasks[0])
     assert len(too_large) == 0
+
+
+def test_a_task_read_is_not_shared_with_later_reads() -> None:
+    """A reader that changes what a task it read holds (a workflow's input field typed
+    ``Any`` is the task's own list) changes neither later reads nor what is written next."""
+    task = _task(500).model_copy(update={"arguments": {"items": [1, 2]}})
+    body = task.model_dump_json()
+    first = rows.task_from_body(body)
+    cast(list[int], first.arguments["items"]).append(3)
+    assert rows.task_from_body(body).arguments == {"items": [1, 2]}
+    written = cast(dict[str, str], rows.update(SQLITE, task).parameters)["body"]
+    cast(list[int], task.arguments["items"]).append(4)
+    assert rows.task_from_body(written).arguments == {"items": [1, 2]}
+
+
+def test_a_task_written_is_read_back_as_its_text_holds() -> None:
+    """A value the body's JSON cannot hold as it is (a non-finite float is written
+    ``null``) is read back as the text holds it, here as in another process."""
+    task = _task(500).model_copy(update={"result": {"x": float("inf")}})
+    body = cast(dict[str, str], rows.update(SQLITE, task).parameters)["body"]
+    assert rows.task_from_body(body).result == {"x": None}
