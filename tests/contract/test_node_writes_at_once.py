@@ -262,3 +262,43 @@ async def test_merged_ends_leave_the_checkpoints_node_ended_states(
         stored = await runs.checkpoints(lease.task_id)
         assert [stored[name] for name in names] == expected
         clock.advance(1)
+
+
+async def test_merged_starts_close_the_attempts_they_resume_from(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    """Starts that name an interrupted attempt close it (and only those); the others'
+    attempts stay open."""
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    now = clock.now()
+    await _all_at_once(
+        [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
+    )
+    clock.advance(1)
+    later = clock.now()
+    resumed = NODES[::2]
+    await _all_at_once(
+        [
+            partial(
+                runs.start_node,
+                lease,
+                NodeStart(node=node, attempt=2, interruptions=1, interrupted_attempt=1),
+                later,
+            )
+            for node in resumed
+        ]
+    )
+    attempts = {(each.node, each.attempt): each for each in await runs.attempts(lease.task_id)}
+    for node in NODES:
+        first = attempts[node, 1]
+        if node in resumed:
+            assert (first.outcome, first.ended_at) == (AttemptOutcome.INTERRUPTED, later)
+            assert attempts[node, 2].ended_at is None
+        else:
+            assert (first.outcome, first.ended_at) == (None, None)
+            assert (node, 2) not in attempts
+    stored = await runs.checkpoints(lease.task_id)
+    assert {
+        node: (stored[node].attempt, stored[node].interruptions) for node in resumed
+    } == dict.fromkeys(resumed, (2, 1))
