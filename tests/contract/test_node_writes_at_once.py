@@ -4,7 +4,7 @@ end of a node not running is refused alone and writes nothing, a stale lease ref
 them all, and a start that fails (not a refusal) fails alone."""
 
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, cast
 
@@ -16,11 +16,13 @@ from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import (
     AttemptOutcome,
+    ErrorInfo,
     Lease,
     NodeEnd,
     NodeStart,
     NodeState,
     RunStore,
+    node_ended,
 )
 from taskloom.persistence.sqlite import SqliteTaskStore, nodes
 from taskloom.testing import FakeClock
@@ -175,3 +177,128 @@ async def test_sqlite_merges_them(
     assert sum(count for kind, count in merged if kind == "start") == len(NODES)
     assert sum(count for kind, count in merged if kind == "end") == len(NODES)
     assert len(merged) <= 4  # 80 writes, merged by kind in their batches
+
+
+def _ends(attempt: int, now: datetime) -> list[NodeEnd]:
+    """One end of each kind a runner writes, for nodes ``k0`` to ``k5``."""
+    error = ErrorInfo(error_type="ValueError", message=f"bad {attempt}", fingerprint="f")
+    return [
+        NodeEnd(
+            node="k0",
+            attempt=attempt,
+            outcome=AttemptOutcome.COMPLETED,
+            state=NodeState.COMPLETED,
+            output={"a": [1, 2.5, None, "x"], "attempt": attempt},
+        ),
+        NodeEnd(
+            node="k1",
+            attempt=attempt,
+            outcome=AttemptOutcome.FAILED,
+            state=NodeState.RETRYING,
+            error=error,
+            not_before=now + timedelta(seconds=3),
+        ),
+        NodeEnd(
+            node="k2",
+            attempt=attempt,
+            outcome=AttemptOutcome.TIMED_OUT,
+            state=NodeState.FAILED,
+            error=error,
+            output="dropped: only a completed node keeps one",
+        ),
+        NodeEnd(
+            node="k3",
+            attempt=attempt,
+            outcome=AttemptOutcome.WAITING,
+            state=NodeState.WAITING,
+            waiting_for="timer:t",
+            not_before=now + timedelta(hours=1),
+        ),
+        NodeEnd(
+            node="k4",
+            attempt=attempt,
+            outcome=AttemptOutcome.INTERRUPTED,
+            state=NodeState.FAILED,
+            error=error,
+            interruptions=3,
+        ),
+        NodeEnd(
+            node="k5",
+            attempt=attempt,
+            outcome=AttemptOutcome.CANCELLED,
+            state=NodeState.FAILED,
+        ),
+    ]
+
+
+async def test_merged_ends_leave_the_checkpoints_node_ended_states(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    """Ends of every kind, after starts that carry failures, interruptions, an error and
+    an output over: each answer, and each row stored, is ``engine.runs.node_ended`` of
+    the checkpoint the start left (ADR 0051 builds a merged end's answer from the
+    running row rather than reading it back)."""
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    names = [f"k{index}" for index in range(6)]
+    for attempt in (1, 2):
+        now = clock.now()
+        starts = [
+            NodeStart(
+                node=name,
+                attempt=attempt,
+                interruptions=attempt - 1,
+                interrupted_attempt=None if attempt == 1 or index % 2 else attempt - 1,
+            )
+            for index, name in enumerate(names)
+        ]
+        started = await _all_at_once([partial(runs.start_node, lease, s, now) for s in starts])
+        clock.advance(1)
+        later = clock.now()
+        ends = _ends(attempt, later)
+        ended = await _all_at_once([partial(runs.end_node, lease, end, later) for end in ends])
+        expected = [node_ended(run, end, later) for run, end in zip(started, ends, strict=True)]
+        assert ended == expected
+        stored = await runs.checkpoints(lease.task_id)
+        assert [stored[name] for name in names] == expected
+        clock.advance(1)
+
+
+async def test_merged_starts_close_the_attempts_they_resume_from(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    """Starts that name an interrupted attempt close it (and only those); the others'
+    attempts stay open."""
+    runs = cast(RunStore, store)
+    lease = await _lease(manager, store, clock)
+    now = clock.now()
+    await _all_at_once(
+        [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
+    )
+    clock.advance(1)
+    later = clock.now()
+    resumed = NODES[::2]
+    await _all_at_once(
+        [
+            partial(
+                runs.start_node,
+                lease,
+                NodeStart(node=node, attempt=2, interruptions=1, interrupted_attempt=1),
+                later,
+            )
+            for node in resumed
+        ]
+    )
+    attempts = {(each.node, each.attempt): each for each in await runs.attempts(lease.task_id)}
+    for node in NODES:
+        first = attempts[node, 1]
+        if node in resumed:
+            assert (first.outcome, first.ended_at) == (AttemptOutcome.INTERRUPTED, later)
+            assert attempts[node, 2].ended_at is None
+        else:
+            assert (first.outcome, first.ended_at) == (None, None)
+            assert (node, 2) not in attempts
+    stored = await runs.checkpoints(lease.task_id)
+    assert {
+        node: (stored[node].attempt, stored[node].interruptions) for node in resumed
+    } == dict.fromkeys(resumed, (2, 1))

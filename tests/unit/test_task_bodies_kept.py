@@ -39,13 +39,17 @@ def test_a_large_body_is_parsed_once_and_read_back_as_the_task_it_holds() -> Non
     assert len(body) >= LARGE
     first = rows.task_from_body(body)
     assert first == task
-    assert rows.task_from_body("".join(list(body))) is first  # an equal text, not the object
+    again = rows.task_from_body("".join(list(body)))  # an equal text, not the object
+    assert again == first
+    assert again.shape is first.shape  # not parsed again
 
 
 def test_a_task_written_is_known_by_the_body_written() -> None:
     task = _task(500, version=7)
     body = cast(dict[str, str], rows.update(SQLITE, task).parameters)["body"]
-    assert rows.task_from_body(body) is task
+    read = rows.task_from_body(body)
+    assert read == task
+    assert read.shape is task.shape  # not parsed
     changed = task.model_copy(update={"version": 8})
     assert rows.task_from_body(changed.model_dump_json()) == changed  # another text: parsed
 
@@ -66,11 +70,33 @@ def test_what_is_kept_stays_within_its_count_and_its_text() -> None:
     for body, task in zip(bodies, tasks, strict=True):
         by_count.keep(body, task)
     assert [by_count.known(body) for body in bodies] == [None, None, None, *tasks[3:]]
-    by_text = Kept(count=10, characters=3 * len(bodies[0]))
+    each = len(bodies[0]) + len(tasks[0].model_dump_json(exclude={"shape"}))  # body and rest
+    by_text = Kept(count=10, characters=3 * each)
     for body, task in zip(bodies, tasks, strict=True):
         by_text.keep(body, task)
     assert len(by_text) == 3  # five bodies of one length: the newest three fit
-    assert by_text.known(bodies[-1]) is tasks[-1]
+    assert by_text.known(bodies[-1]) == tasks[-1]
     too_large = Kept(count=10, characters=len(bodies[0]) - 1)
     too_large.keep(bodies[0], tasks[0])
     assert len(too_large) == 0
+
+
+def test_a_task_read_is_not_shared_with_later_reads() -> None:
+    """A reader that changes what a task it read holds (a workflow's input field typed
+    ``Any`` is the task's own list) changes neither later reads nor what is written next."""
+    task = _task(500).model_copy(update={"arguments": {"items": [1, 2]}})
+    body = task.model_dump_json()
+    first = rows.task_from_body(body)
+    cast(list[int], first.arguments["items"]).append(3)
+    assert rows.task_from_body(body).arguments == {"items": [1, 2]}
+    written = cast(dict[str, str], rows.update(SQLITE, task).parameters)["body"]
+    cast(list[int], task.arguments["items"]).append(4)
+    assert rows.task_from_body(written).arguments == {"items": [1, 2]}
+
+
+def test_a_task_written_is_read_back_as_its_text_holds() -> None:
+    """A value the body's JSON cannot hold as it is (a non-finite float is written
+    ``null``) is read back as the text holds it, here as in another process."""
+    task = _task(500).model_copy(update={"result": {"x": float("inf")}})
+    body = cast(dict[str, str], rows.update(SQLITE, task).parameters)["body"]
+    assert rows.task_from_body(body).result == {"x": None}

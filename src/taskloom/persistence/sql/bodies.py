@@ -1,12 +1,16 @@
-"""The tasks this process last read or wrote with a large body, by that body (ADR 0051).
+"""The run shapes of the large task bodies this process last read or wrote (ADR 0051).
 
 A run's task body holds its shape (ADR 0042): 92 KB for a 1,000-node run, some
 milliseconds to parse, read again by every write of the task (each progress report, the
 result). A body is looked up by its exact text (a hash and one comparison), so a hit is
-the task that text holds, whoever wrote it since: no version to trust, nothing to evict
-but the oldest. Tasks are immutable, so one object may serve every reader. A parsed shape
-takes about 11 times its text in memory (1 MiB for 1,000 nodes; the versions of one run
-share it), so what is kept is bounded by its text as well as by count.
+what that text holds, whoever wrote it since: no version to trust, nothing to evict but
+the oldest. What is kept is the parsed shape (immutable all through: frozen models and
+tuples, so every reader may share it) and the text of the rest of the task, which each
+hit parses again: no reader gets a list or dict another reader could change, and each
+gets what the text holds (a value its JSON cannot hold as it was, a non-finite float
+written ``null``, reads back as the text has it). A parsed shape takes about 11 times
+its text in memory (1 MiB for 1,000 nodes; the versions of one run share it), so what
+is kept is bounded by its text as well as by count.
 """
 
 import threading
@@ -14,47 +18,65 @@ from collections import OrderedDict
 from typing import Final
 
 from taskloom.engine.models import Task
+from taskloom.engine.shape import RunShape
 
 LARGE: Final = 8192
 """Bodies shorter than this (in characters) parse faster than they are worth keeping."""
 KEPT: Final = 32
 """How many large bodies are kept at most (the newest)."""
 KEPT_CHARACTERS: Final = 2_000_000
-"""How much body text is kept at most (a larger body is not kept at all)."""
+"""How much text is kept at most, the bodies' and their rests' (a larger body is not
+kept at all)."""
+
+_SHAPE: Final = {"shape"}
 
 
 class Kept:
-    """Tasks by their large body texts, the newest kept within *count* and *characters*."""
+    """Shapes by their large body texts, the newest kept within *count* and *characters*."""
 
     def __init__(self, count: int = KEPT, characters: int = KEPT_CHARACTERS) -> None:
         self._count = count
         self._limit = characters
-        self._tasks: OrderedDict[str, Task] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[str, RunShape]] = OrderedDict()
+        """Body text -> the text of the rest of its task, and its parsed shape."""
         self._characters = 0
         self._lock = threading.Lock()  # the writer's, the reader's and the loop's threads
 
     def known(self, body: str) -> Task | None:
-        """The task *body* holds, if it was read or written here lately."""
+        """The task *body* holds, if it was read or written here lately: a task of its
+        own, sharing only the (immutable) shape.
+
+        Raises:
+            pydantic.ValidationError: the rest of the task is not a valid task.
+        """
         if len(body) < LARGE:
             return None
         with self._lock:
-            return self._tasks.get(body)
+            kept = self._kept.get(body)
+        if kept is None:
+            return None
+        rest, shape = kept
+        return Task.model_validate_json(rest).model_copy(update={"shape": shape})
 
     def keep(self, body: str, task: Task) -> None:
-        """Remember that *body* holds *task* (the text it parses to, or was dumped from)."""
-        if not LARGE <= len(body) <= self._limit:
+        """Remember that *body* holds *task* (the text it parses to, or was dumped from);
+        only a task with a shape is kept (the rest is parsed at each hit)."""
+        if task.shape is None or not LARGE <= len(body) <= self._limit:
             return
+        rest = task.model_dump_json(exclude=_SHAPE)
         with self._lock:
-            if body not in self._tasks:
-                self._characters += len(body)
-            self._tasks[body] = task
-            self._tasks.move_to_end(body)
-            while len(self._tasks) > self._count or self._characters > self._limit:
-                dropped, _ = self._tasks.popitem(last=False)
-                self._characters -= len(dropped)
+            previous = self._kept.get(body)
+            if previous is not None:
+                self._characters -= len(body) + len(previous[0])
+            self._kept[body] = (rest, task.shape)
+            self._characters += len(body) + len(rest)
+            self._kept.move_to_end(body)
+            while len(self._kept) > self._count or self._characters > self._limit:
+                dropped, (dropped_rest, _) = self._kept.popitem(last=False)
+                self._characters -= len(dropped) + len(dropped_rest)
 
     def __len__(self) -> int:
-        return len(self._tasks)
+        return len(self._kept)
 
 
 KEPT_BODIES: Final = Kept()

@@ -99,10 +99,10 @@ def task_from_body(body: str) -> Task:
     Raises:
         CorruptDatabaseError: the stored JSON is not a valid task.
     """
-    task = bodies.known(body)
-    if task is not None:
-        return task
     try:
+        task = bodies.known(body)
+        if task is not None:
+            return task
         task = Task.model_validate_json(body)
     except ValidationError as error:
         raise CorruptDatabaseError(
@@ -113,7 +113,7 @@ def task_from_body(body: str) -> Task:
 
 
 def _body(task: Task) -> str:
-    """*task* as its ``body`` column, remembered as what that text holds."""
+    """*task* as its ``body`` column, its shape remembered as what that text holds."""
     body = task.model_dump_json()
     bodies.keep(body, task)
     return body

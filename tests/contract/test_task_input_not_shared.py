@@ -1,0 +1,56 @@
+"""A workflow that changes its input in place changes neither the task's stored
+arguments nor another read of the task (the SQL stores keep a large body's parse,
+ADR 0051: a reader must not share what another reader may change)."""
+
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.ports import TaskStore
+from taskloom.engine.states import TaskState
+from taskloom.engine.submit import submit
+from taskloom.engine.worker import Worker, WorkerSettings
+from taskloom.persistence.memory import InMemoryTaskStore
+from taskloom.testing import FakeClock
+from taskloom.validation import JsonSchemaValidator
+
+DATA = [f"item {index}" for index in range(1000)]  # a body of 8 KB or more
+
+
+class Large(BaseModel):
+    data: Any  # validated as it is: the node's input is the task's own list
+
+
+async def test_a_node_changing_its_input_does_not_change_the_task(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    if isinstance(store, InMemoryTaskStore):
+        pytest.xfail("the memory store hands out the task objects it holds (not ADR 0051's)")
+    manager = TaskManager(store, clock=clock, validator=JsonSchemaValidator())
+    flow = Workflow("changes_input", version="1", input=Large)
+
+    @flow.node()
+    async def change(ctx: NodeContext[Large]) -> int:
+        ctx.input.data.append("changed")
+        return len(ctx.input.data)
+
+    worker = Worker(
+        manager,
+        {flow.name: flow},
+        settings=WorkerSettings(poll_s=0.05, progress_interval_s=0, input_recheck_s=None),
+        worker_id="w1",
+    )
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(worker.run)
+        task = await submit(manager, flow, {"data": DATA})
+        with anyio.fail_after(20):
+            done = await manager.wait_until_terminal(task.id)
+        task_group.cancel_scope.cancel()
+    assert done.state is TaskState.COMPLETED
+    assert done.result == len(DATA) + 1
+    assert done.arguments == {"data": DATA}
+    assert (await manager.get(task.id)).arguments == {"data": DATA}
