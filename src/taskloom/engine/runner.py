@@ -12,6 +12,7 @@ their next await, and no further node starts.
 """
 
 import contextlib
+import copy
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -204,7 +205,8 @@ class RunExecution:
             )
             return
         try:
-            workflow_input = self.workflow.parse_input(self._task.arguments)
+            # a copy: a node may change its input in place, never the task it came from
+            workflow_input = self.workflow.parse_input(copy.deepcopy(self._task.arguments))
         except ValidationError as error:
             await self._fail("invalid_input", f"invalid input: {error.errors()[0]['msg']}")
             return
