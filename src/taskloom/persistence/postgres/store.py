@@ -98,8 +98,8 @@ class PostgresTaskStore(SqlStore):
     async def watch_changes(
         self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Call *on_change* with the id of every task that another process changes, as
-        PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
+        """Call *on_change* with the id and new state of every task that another process
+        changes, as PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
         ``task_group.start``: it reports started once it listens.
         """
         await notify.listen(

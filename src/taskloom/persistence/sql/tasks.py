@@ -67,9 +67,11 @@ def key_holder(d: Dialect, task: Task, now: datetime) -> Script[Task | None]:
 
 
 def put(d: Dialect, before: Task | None, after: Task) -> Script[None]:
-    """Write *after* over its row, with its history row."""
-    yield rows.update(d, after)
-    yield from history.record(d, before, after)
+    """Write *after* over its row, with its history row (one round trip where the
+    dialect fuses writes)."""
+    written = rows.update(d, after)
+    added = history.insert(d, before, after)
+    yield written if added is None else (written, added)
 
 
 def write(
