@@ -236,14 +236,34 @@ class Database:
         """Run *work* outside a transaction (for single-statement reads), with retries."""
         return await self._retrying(work, write=False)
 
-    async def _retrying(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
+    async def alone(self, work: Work[_T]) -> _T:
+        """Run *work*, which sends one write statement, as its own transaction: one round
+        trip where :meth:`transaction` takes three (BEGIN, the statement, COMMIT). The
+        server commits it when the statement ends, durably (``synchronous_commit`` as
+        configured: on by default). A failure the server reports as contention (a
+        deadlock, a serialization failure, a lock timeout: nothing was written) is
+        retried; any other loss of the connection leaves the outcome unknown, as a
+        failed COMMIT does (``OutcomeUnknownError``, never retried).
+
+        Raises:
+            OutcomeUnknownError: the connection failed while the statement ran.
+            PersistenceError: a translated driver error (nothing was written).
+            TaskloomError: whatever *work* raised after the statement (it was committed).
+        """
+        return await self._retrying(work, write=False, alone=True)
+
+    async def _retrying(
+        self, work: Work[_T], *, write: bool, durable: bool = True, alone: bool = False
+    ) -> _T:
         """*work* with retries; the whole operation waits at most ``store_wait_s`` (the
         retry window and the connection waits both end by then)."""
         started = time.monotonic()
         deadline = started + self.settings.store_wait_s
         try:
             # the fast path: no retry machinery
-            value = await self._once(work, write=write, durable=durable, deadline=deadline)
+            value = await self._once(
+                work, write=write, durable=durable, alone=alone, deadline=deadline
+            )
         except psycopg.Error as error:
             if not is_transient(error):
                 raise self._translated(error, started) from error
@@ -264,7 +284,9 @@ class Database:
         try:
             async for attempt in retrying:
                 with attempt:
-                    value = await self._once(work, write=write, durable=durable, deadline=deadline)
+                    value = await self._once(
+                        work, write=write, durable=durable, alone=alone, deadline=deadline
+                    )
         except psycopg.Error as error:
             raise self._translated(error, started) from error
         except StoreUnavailableError as error:
@@ -283,7 +305,13 @@ class Database:
         self.outage.failed(error.__cause__ or error, started=started)
 
     async def _once(
-        self, work: Work[_T], *, write: bool, durable: bool = True, deadline: float
+        self,
+        work: Work[_T],
+        *,
+        write: bool,
+        durable: bool = True,
+        alone: bool = False,
+        deadline: float,
     ) -> _T:
         """*work* on a pooled connection, waiting for one until *deadline* (monotonic) at
         most. Waiting for the connection can be cancelled; the work and the connection's
@@ -316,6 +344,8 @@ class Database:
             left_s = max(WORK_FLOOR_S, deadline - time.monotonic())
             shielded.deadline = anyio.current_time() + left_s
             try:
+                if alone:
+                    return await self._alone(connection, work, progress=progress)
                 return await self._on(
                     connection, work, write=write, durable=durable, progress=progress
                 )
@@ -334,6 +364,21 @@ class Database:
             f"{self.settings.store_wait_s:g} s",
             retry_after_s=self.settings.store_wait_s,
         )
+
+    async def _alone(self, connection: Connection, work: Work[_T], *, progress: "_Progress") -> _T:
+        """*work*'s one statement in autocommit: it commits as it ends, so from the
+        moment it is sent a lost connection leaves the outcome unknown."""
+        progress.committing = True
+        try:
+            return await work(connection)
+        except psycopg.OperationalError as error:
+            if is_contention(error):  # the server refused it: nothing was written
+                raise
+            raise OutcomeUnknownError(
+                f"PostgreSQL {self.name}: the connection failed during a write, "
+                f"so it may or may not have landed: {one_line(error)}",
+                retry_after_s=self.settings.store_wait_s,
+            ) from error
 
     async def _on(
         self,
