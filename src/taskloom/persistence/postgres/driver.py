@@ -3,6 +3,7 @@ retries of transient failures, and driver errors translated into engine errors."
 
 import logging
 import re
+import select
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -157,6 +158,16 @@ async def _roll_back(connection: Connection) -> None:
             await connection.execute("ROLLBACK")
         except psycopg.Error as error:
             logger.debug("a rollback failed: %s", one_line(error))
+
+
+def _has_input(connection: Connection) -> bool:
+    """Whether the server sent *connection* something unasked (an idle connection's
+    error or end of stream: the server closed it), checked without waiting."""
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True  # no usable socket: let the transaction path find out
+    return bool(readable)
 
 
 _OPEN: Final = frozenset(
@@ -367,7 +378,12 @@ class Database:
 
     async def _alone(self, connection: Connection, work: Work[_T], *, progress: "_Progress") -> _T:
         """*work*'s one statement in autocommit: it commits as it ends, so from the
-        moment it is sent a lost connection leaves the outcome unknown."""
+        moment it is sent a lost connection leaves the outcome unknown. A connection
+        with something to read before anything was sent (the server closed it while it
+        was pooled: a restart, a terminated backend) runs it in a transaction instead,
+        whose failures before COMMIT are known to have written nothing (and retried)."""
+        if _has_input(connection):
+            return await self._on(connection, work, write=True, durable=True, progress=progress)
         progress.committing = True
         try:
             return await work(connection)
