@@ -10,16 +10,28 @@ with 2 and 4 worker processes, about 10 empty claims each per 300 runs, and no s
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import anyio
 import psycopg
 import pytest
 from psycopg import sql
+from pydantic import BaseModel
 
+from taskloom.bootstrap import open_engine
+from taskloom.config import TaskloomSettings
+from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.states import TaskState
-from taskloom.engine.worker import Worker
+from taskloom.engine.submit import submit
+from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from taskloom.testing import FakeClock
 from tests import postgres
+from tests.helpers import eventually
+
+
+class Empty(BaseModel):
+    """No input."""
 
 
 @pytest.fixture
@@ -72,3 +84,60 @@ async def test_a_worker_reads_only_the_changes_of_others_that_concern_it(
     assert worker._wants(task.id, TaskState.INPUT_REQUIRED)
     assert not worker._wants(task.id, TaskState.RUNNING)
     assert not worker._wants(task.id, TaskState.COMPLETED)
+
+
+async def test_a_full_worker_does_not_read_new_runs_but_claims_when_a_slot_frees() -> None:
+    """A worker with every slot taken ignores another process's new run (no read) and
+    claims it once a slot frees up, without waiting for its next poll."""
+    flow = Workflow("hold", version="1", input=Empty)
+    release = anyio.Event()
+
+    @flow.node()
+    async def wait_for_release(ctx: NodeContext[Empty]) -> int:
+        await release.wait()
+        return 1
+
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    database = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
+    registry = WorkflowRegistry({flow.name: flow})
+    never = 600.0  # no poll, no heartbeat: what the worker learns, NOTIFY brought
+
+    def settings(*, run_worker: bool) -> TaskloomSettings:
+        return TaskloomSettings(
+            database=database,
+            workflow_modules=(),
+            load_entry_points=False,
+            run_worker=run_worker,
+            run_sweeper=False,
+            worker=WorkerSettings(max_runs=1, poll_s=never, lease_s=3 * never),
+        )
+
+    try:
+        async with (
+            open_engine(settings(run_worker=False), workflows=registry) as server,
+            open_engine(settings(run_worker=True), workflows=registry) as working,
+        ):
+            worker = working.worker
+            assert worker is not None
+            with anyio.fail_after(30):
+                await eventually(lambda: _idle(worker))  # its first claim found nothing
+                first = await submit(working.manager, flow, {})
+                assert first.state is TaskState.RUNNING  # started eagerly: no claim
+                second = await submit(server.manager, flow, {})
+                await eventually(lambda: _told(worker))  # its NOTIFY, not read
+                release.set()
+                done = await server.manager.wait_until_terminal(second.id)
+            assert done.state is TaskState.COMPLETED
+            assert (await server.manager.get(first.id)).state is TaskState.COMPLETED
+    finally:
+        await postgres.drop_schema(name)
+
+
+async def _told(worker: Worker) -> bool:
+    """The full worker heard that work waits (it will claim when a slot frees up)."""
+    return worker._saturated
+
+
+async def _idle(worker: Worker) -> bool:
+    return worker._idle

@@ -329,8 +329,15 @@ class Worker:
     def _wants(self, task_id: TaskId, state: TaskState) -> bool:
         """Whether another process's change of *task_id* to *state* may concern this
         worker (:meth:`_react`): work it may claim, or a run it executes. Other workers'
-        claims and ends are not read (each would cost a read per worker)."""
-        return state in _CLAIMABLE_STATES or task_id in self._executions
+        claims and ends are not read (each would cost a read per worker), nor a new run
+        while every slot is taken: the worker claims as soon as a slot frees up."""
+        if task_id in self._executions:
+            return True
+        if state is TaskState.QUEUED and self._free_slots() <= 0:
+            self._idle = False  # as a wake would: work may be waiting for this worker
+            self._saturated = True
+            return False
+        return state in _CLAIMABLE_STATES
 
     def _react(self, task: Task | None, task_id: TaskId | None = None) -> None:
         if task is None:
