@@ -9,6 +9,7 @@ retried (``test_postgres_restart.py``).
 
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import psycopg
@@ -17,7 +18,9 @@ from psycopg import sql
 
 from taskloom.engine.errors import OutcomeUnknownError
 from taskloom.engine.manager import TaskManager, claim_start
-from taskloom.engine.runs import NodeStart
+from taskloom.engine.models import Task
+from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState
+from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from taskloom.persistence.postgres.driver import application_name
 from taskloom.testing import FakeClock
@@ -96,3 +99,56 @@ async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sen
             (task.id,),
         )
         assert await cursor.fetchone() == (0,)  # this one was not written (terminated)
+
+
+async def test_a_node_start_and_end_are_one_round_trip_and_a_run_end_five(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted as psycopg sends them (ADR 0050): the cost model of docs/postgresql.md."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    await manager.create("job")
+    (claimed,) = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=60),
+        limit=1,
+        start=claim_start(clock.now()),
+    )
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query).split()[0])
+        return await execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    lease = claimed.lease
+    await store.start_node(lease, NodeStart(node="a", attempt=1), clock.now())
+    assert len(sent) == 1
+    sent.clear()
+    await store.end_node(lease, _end("a"), clock.now())
+    assert len(sent) == 1
+    await store.start_node(lease, NodeStart(node="b", attempt=1), clock.now())
+    sent.clear()
+
+    def complete(task: Task) -> Task:
+        changes = {"state": TaskState.COMPLETED, "version": task.version + 1}
+        return task.model_copy(update={**changes, "updated_at": clock.now()})
+
+    clock.advance(1)
+    _, done = await store.finish_run(lease, _end("b"), clock.now(), complete)
+    assert done.state is TaskState.COMPLETED
+    # BEGIN, the task locked, the node's end, the task + history + lease + children, COMMIT
+    assert sent == ["BEGIN", "SELECT", "WITH", "WITH", "COMMIT"]
+
+
+def _end(node: str) -> NodeEnd:
+    return NodeEnd(
+        node=node,
+        attempt=1,
+        outcome=AttemptOutcome.COMPLETED,
+        state=NodeState.COMPLETED,
+        output=1,
+    )
