@@ -16,7 +16,7 @@ the server's processes (every ``postgres`` process of the machine, so other user
 server count too). The machine is shared: compare the two trees' figures round by round
 (the ratios), with the load average beside them.
 
-    python bench/engine_ab.py [--base REV] [--rounds N] [--no-postgres]
+    python bench/engine_ab.py [--base REV] [--rounds N] [--no-postgres | --no-sqlite]
 """
 
 import argparse
@@ -179,8 +179,9 @@ def main() -> None:
     parser.add_argument("--base", default="main")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-sqlite", action="store_true")
     options = parser.parse_args()
-    cases = [f"{kind} {width}" for kind, width in CASES]
+    cases = [] if options.no_sqlite else [f"{kind} {width}" for kind, width in CASES]
     if not options.no_postgres:
         cases.append("postgres")
     results: dict[str, dict[str, list[dict[str, float]]]] = {

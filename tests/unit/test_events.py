@@ -1,14 +1,16 @@
 """The in-process change feed."""
 
 from functools import partial
+from typing import Any
 
 import anyio
 import pytest
 
 from taskloom.engine.errors import IllegalTransitionError
-from taskloom.engine.events import ChangeFeed
+from taskloom.engine.events import ChangeFeed, Wants
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import TaskFailure
+from taskloom.engine.models import Task, TaskFailure, TaskId
+from taskloom.engine.states import TaskState
 from taskloom.testing import FakeClock, InMemoryTaskStore
 
 
@@ -219,3 +221,50 @@ async def test_a_receive_cancelled_while_waiting_leaves_the_subscription_usable(
                 await anyio.wait_all_tasks_blocked()
                 await memory_manager.create("a")
     assert received == ["a"]
+
+
+async def test_another_process_change_is_read_only_when_a_subscription_wants_it(
+    memory_manager: TaskManager,
+) -> None:
+    """PostgreSQL announces every task change to every process: a change nobody here
+    follows is not read (a worker would otherwise read each claim and end of the others)."""
+    task = await memory_manager.create("job")
+    reads = 0
+    get = memory_manager.get
+
+    async def counting_get(task_id: str, **kwargs: Any) -> Task:
+        nonlocal reads
+        reads += 1
+        return await get(task_id, **kwargs)
+
+    memory_manager.get = counting_get  # type: ignore[method-assign]
+    queued_only: Wants = lambda task_id, state: state is TaskState.QUEUED
+    with memory_manager.subscribe(wants=queued_only) as everything:
+        await memory_manager.notice(task.id, "running")
+        assert (reads, everything.pending_count) == (0, 0)
+        await memory_manager.notice(task.id, "queued")
+        assert (reads, everything.pending_count) == (1, 1)
+        await memory_manager.notice(task.id)  # no state given: read
+        await memory_manager.notice(task.id, "no-such-state")  # not understood: read
+        assert reads == 3
+        with memory_manager.subscribe([task.id]) as one:  # following that task: read
+            await memory_manager.notice(task.id, "completed")
+            assert (reads, one.pending_count) == (4, 1)
+    with memory_manager.subscribe():  # no wants: every change is read
+        await memory_manager.notice(task.id, "completed")
+    assert reads == 5
+    await memory_manager.notice(task.id, "queued")  # no subscription at all
+    assert reads == 5
+
+
+def test_the_feed_says_which_announced_changes_are_wanted() -> None:
+    feed = ChangeFeed()
+    one, other = TaskId("t-1"), TaskId("t-2")
+    assert not feed.wanted(one, TaskState.RUNNING)
+    with feed.subscribe([one]):
+        assert feed.wanted(one, TaskState.RUNNING)
+        assert not feed.wanted(other, TaskState.RUNNING)
+        with feed.subscribe(wants=lambda task_id, state: task_id == other):
+            assert feed.wanted(other, TaskState.COMPLETED)
+            assert not feed.wanted(TaskId("t-3"), TaskState.COMPLETED)
+    assert not feed.wanted(one, TaskState.RUNNING)

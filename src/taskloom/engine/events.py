@@ -5,19 +5,28 @@ slow subscriber costs memory bounded by the number of distinct tasks that change
 blocks a writer, and never misses a task's latest (e.g. terminal) state.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Self
 
 import anyio
 
 from taskloom.engine.models import Task, TaskId
+from taskloom.engine.states import TaskState
+
+Wants = Callable[[TaskId, TaskState], bool]
+"""Which changes of other processes a subscription to all tasks needs: given a task's id
+and its new state, whether this process must read the task to deliver it."""
 
 
 class TaskSubscription:
     """A stream of task snapshots, newest version per task, in order of first change."""
 
-    def __init__(self, feed: "ChangeFeed", task_ids: Iterable[TaskId] | None) -> None:
+    def __init__(
+        self, feed: "ChangeFeed", task_ids: Iterable[TaskId] | None, wants: Wants | None = None
+    ) -> None:
         self._feed = feed
+        self.wants = wants
+        """See :meth:`ChangeFeed.subscribe`."""
         self._task_ids: frozenset[TaskId] | None = (
             frozenset(task_ids) if task_ids is not None else None
         )
@@ -110,9 +119,14 @@ class ChangeFeed:
         self._everything: dict[TaskSubscription, None] = {}
         self._by_task: dict[TaskId, dict[TaskSubscription, None]] = {}
 
-    def subscribe(self, task_ids: Iterable[TaskId] | None = None) -> TaskSubscription:
-        """A new subscription to all tasks, or only to *task_ids*. Close it when done."""
-        subscription = TaskSubscription(self, task_ids)
+    def subscribe(
+        self, task_ids: Iterable[TaskId] | None = None, *, wants: Wants | None = None
+    ) -> TaskSubscription:
+        """A new subscription to all tasks, or only to *task_ids*. Close it when done.
+
+        *wants* (for all tasks) says which changes made by other processes it needs
+        (:meth:`wanted`); every change made in this process is delivered regardless."""
+        subscription = TaskSubscription(self, task_ids, wants)
         self._subscriptions.add(subscription)
         ids = subscription.task_ids
         if ids is None:
@@ -130,6 +144,17 @@ class ChangeFeed:
         if watching is not None:
             for subscription in tuple(watching):
                 subscription._push(task)
+
+    def wanted(self, task_id: TaskId, state: TaskState) -> bool:
+        """Whether a subscription needs the change of *task_id* to *state* that another
+        process announced: one follows that task, or follows all tasks without a
+        ``wants`` or with one that says yes. When none does, the task need not be read."""
+        if task_id in self._by_task:
+            return True
+        return any(
+            subscription.wants is None or subscription.wants(task_id, state)
+            for subscription in self._everything
+        )
 
     def remove(self, subscription: TaskSubscription) -> None:
         """Forget *subscription* (called by its ``close``)."""

@@ -33,7 +33,7 @@ from taskloom.engine.errors import (
     TaskStateError,
     WaitOverError,
 )
-from taskloom.engine.events import ChangeFeed, TaskSubscription
+from taskloom.engine.events import ChangeFeed, TaskSubscription, Wants
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.ids import new_task_id
 from taskloom.engine.models import (
@@ -76,6 +76,7 @@ _JSON_OBJECT: Final = TypeAdapter(dict[str, JsonValue])
 _JSON_VALUE: Final = TypeAdapter(JsonValue)
 _M = TypeVar("_M", bound=BaseModel)
 _PROGRESS_STATES: Final = frozenset({TaskState.RUNNING, TaskState.INPUT_REQUIRED})
+_STATES: Final = frozenset(state.value for state in TaskState)
 
 
 class TaskManagerSettings(BaseModel):
@@ -690,10 +691,14 @@ class TaskManager:
         self._observer.task_created(task)
         return copies
 
-    async def notice(self, task_id: str) -> None:
+    async def notice(self, task_id: str, state: str | None = None) -> None:
         """Publish here a change another process made to a task (PostgreSQL's NOTIFY),
         so this process's workers and waiters react to it; a task gone, or a store that
-        does not answer, is skipped (polls and heartbeats still find it)."""
+        does not answer, is skipped (polls and heartbeats still find it). With the new
+        *state* the change announced, the task is read only if a subscription wants it
+        (``ChangeFeed.wanted``): a worker, for one, ignores other workers' claims and ends."""
+        if state in _STATES and not self.feed.wanted(TaskId(task_id), TaskState(state)):
+            return
         try:
             task = await self.get(task_id)
         except (TaskNotFoundError, PersistenceError):
@@ -702,10 +707,13 @@ class TaskManager:
 
     # -- waiting and housekeeping ---------------------------------------------------------
 
-    def subscribe(self, task_ids: Iterable[str] | None = None) -> TaskSubscription:
-        """Changes committed in this process, for all tasks or only *task_ids*."""
+    def subscribe(
+        self, task_ids: Iterable[str] | None = None, *, wants: Wants | None = None
+    ) -> TaskSubscription:
+        """Changes committed in this process, for all tasks or only *task_ids*, and those
+        other processes announce (:meth:`notice`; *wants*: see ``ChangeFeed.subscribe``)."""
         ids = None if task_ids is None else [TaskId(task_id) for task_id in task_ids]
-        return self.feed.subscribe(ids)
+        return self.feed.subscribe(ids, wants=wants)
 
     async def wait_until_terminal(
         self,

@@ -39,6 +39,10 @@ _MARK_EVERY_S = 15.0
 """How often a worker looks for queued runs that no live process can take, to say so in
 their status message (at its first record, then at most this often)."""
 
+_CLAIMABLE_STATES = frozenset({TaskState.QUEUED, TaskState.INPUT_REQUIRED})
+"""The states in which another process's change may make a run claimable (a new or
+parked run, an answer arriving for one)."""
+
 _FORGET_S = 2.0
 """How long a stopping worker tries to drop its record of loaded versions."""
 
@@ -317,10 +321,23 @@ class Worker:
 
     async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """React to this process's changes at once: new work, and cancellations."""
-        with self.manager.subscribe() as changes:
+        with self.manager.subscribe(wants=self._wants) as changes:
             task_status.started()
             async for task in changes:
                 self._react(task)
+
+    def _wants(self, task_id: TaskId, state: TaskState) -> bool:
+        """Whether another process's change of *task_id* to *state* may concern this
+        worker (:meth:`_react`): work it may claim, or a run it executes. Other workers'
+        claims and ends are not read (each would cost a read per worker), nor a new run
+        while every slot is taken: the worker claims as soon as a slot frees up."""
+        if task_id in self._executions:
+            return True
+        if state is TaskState.QUEUED and self._free_slots() <= 0:
+            self._idle = False  # as a wake would: work may be waiting for this worker
+            self._saturated = True
+            return False
+        return state in _CLAIMABLE_STATES
 
     def _react(self, task: Task | None, task_id: TaskId | None = None) -> None:
         if task is None:

@@ -3,6 +3,7 @@ retries of transient failures, and driver errors translated into engine errors."
 
 import logging
 import re
+import select
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -159,6 +160,16 @@ async def _roll_back(connection: Connection) -> None:
             logger.debug("a rollback failed: %s", one_line(error))
 
 
+def _has_input(connection: Connection) -> bool:
+    """Whether the server sent *connection* something unasked (an idle connection's
+    error or end of stream: the server closed it), checked without waiting."""
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True  # no usable socket: let the transaction path find out
+    return bool(readable)
+
+
 _OPEN: Final = frozenset(
     {psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR}
 )
@@ -236,14 +247,34 @@ class Database:
         """Run *work* outside a transaction (for single-statement reads), with retries."""
         return await self._retrying(work, write=False)
 
-    async def _retrying(self, work: Work[_T], *, write: bool, durable: bool = True) -> _T:
+    async def alone(self, work: Work[_T]) -> _T:
+        """Run *work*, which sends one write statement, as its own transaction: one round
+        trip where :meth:`transaction` takes three (BEGIN, the statement, COMMIT). The
+        server commits it when the statement ends, durably (``synchronous_commit`` as
+        configured: on by default). A failure the server reports as contention (a
+        deadlock, a serialization failure, a lock timeout: nothing was written) is
+        retried; any other loss of the connection leaves the outcome unknown, as a
+        failed COMMIT does (``OutcomeUnknownError``, never retried).
+
+        Raises:
+            OutcomeUnknownError: the connection failed while the statement ran.
+            PersistenceError: a translated driver error (nothing was written).
+            TaskloomError: whatever *work* raised after the statement (it was committed).
+        """
+        return await self._retrying(work, write=False, alone=True)
+
+    async def _retrying(
+        self, work: Work[_T], *, write: bool, durable: bool = True, alone: bool = False
+    ) -> _T:
         """*work* with retries; the whole operation waits at most ``store_wait_s`` (the
         retry window and the connection waits both end by then)."""
         started = time.monotonic()
         deadline = started + self.settings.store_wait_s
         try:
             # the fast path: no retry machinery
-            value = await self._once(work, write=write, durable=durable, deadline=deadline)
+            value = await self._once(
+                work, write=write, durable=durable, alone=alone, deadline=deadline
+            )
         except psycopg.Error as error:
             if not is_transient(error):
                 raise self._translated(error, started) from error
@@ -264,7 +295,9 @@ class Database:
         try:
             async for attempt in retrying:
                 with attempt:
-                    value = await self._once(work, write=write, durable=durable, deadline=deadline)
+                    value = await self._once(
+                        work, write=write, durable=durable, alone=alone, deadline=deadline
+                    )
         except psycopg.Error as error:
             raise self._translated(error, started) from error
         except StoreUnavailableError as error:
@@ -283,7 +316,13 @@ class Database:
         self.outage.failed(error.__cause__ or error, started=started)
 
     async def _once(
-        self, work: Work[_T], *, write: bool, durable: bool = True, deadline: float
+        self,
+        work: Work[_T],
+        *,
+        write: bool,
+        durable: bool = True,
+        alone: bool = False,
+        deadline: float,
     ) -> _T:
         """*work* on a pooled connection, waiting for one until *deadline* (monotonic) at
         most. Waiting for the connection can be cancelled; the work and the connection's
@@ -316,6 +355,8 @@ class Database:
             left_s = max(WORK_FLOOR_S, deadline - time.monotonic())
             shielded.deadline = anyio.current_time() + left_s
             try:
+                if alone:
+                    return await self._alone(connection, work, progress=progress)
                 return await self._on(
                     connection, work, write=write, durable=durable, progress=progress
                 )
@@ -334,6 +375,26 @@ class Database:
             f"{self.settings.store_wait_s:g} s",
             retry_after_s=self.settings.store_wait_s,
         )
+
+    async def _alone(self, connection: Connection, work: Work[_T], *, progress: "_Progress") -> _T:
+        """*work*'s one statement in autocommit: it commits as it ends, so from the
+        moment it is sent a lost connection leaves the outcome unknown. A connection
+        with something to read before anything was sent (the server closed it while it
+        was pooled: a restart, a terminated backend) runs it in a transaction instead,
+        whose failures before COMMIT are known to have written nothing (and retried)."""
+        if _has_input(connection):
+            return await self._on(connection, work, write=True, durable=True, progress=progress)
+        progress.committing = True
+        try:
+            return await work(connection)
+        except psycopg.OperationalError as error:
+            if is_contention(error):  # the server refused it: nothing was written
+                raise
+            raise OutcomeUnknownError(
+                f"PostgreSQL {self.name}: the connection failed during a write, "
+                f"so it may or may not have landed: {one_line(error)}",
+                retry_after_s=self.settings.store_wait_s,
+            ) from error
 
     async def _on(
         self,

@@ -21,7 +21,8 @@ from taskloom.persistence.postgres.settings import PostgresSettings
 CHANNEL: Final = "taskloom_changes"
 _RECONNECT_FIRST_S: Final = 0.1
 
-OnChange = Callable[[TaskId], Awaitable[None]]
+OnChange = Callable[[TaskId, str], Awaitable[None]]
+"""Called with a changed task's id and its new state, as the notification says."""
 
 
 def foreign_change(payload: str, *, schema: str, origin: str) -> TaskId | None:
@@ -41,7 +42,8 @@ async def listen(
     on_reconnect: Callable[[], None] = lambda: None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Call *on_change* for every task another process changes, until cancelled.
+    """Call *on_change* for every task another process changes (its id and new state),
+    until cancelled.
 
     A lost connection is re-opened with backoff (at most ``reconnect_max_s`` between two
     tries); changes announced while it was down are not replayed, so *on_reconnect* is
@@ -74,7 +76,7 @@ async def listen(
             async for notice in connection.notifies():
                 task_id = foreign_change(notice.payload, schema=settings.schema_name, origin=origin)
                 if task_id is not None:
-                    await on_change(task_id)
+                    await on_change(task_id, notice.payload.rsplit(" ", 1)[-1])
         except psycopg.OperationalError:
             lost = True
             await anyio.sleep(delay)

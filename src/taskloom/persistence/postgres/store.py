@@ -31,7 +31,14 @@ from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.sql import history as sql_history
 from taskloom.persistence.sql import tasks
 from taskloom.persistence.sql.dialect import POSTGRES
-from taskloom.persistence.sql.script import Script, Statement, ask, run_async
+from taskloom.persistence.sql.script import (
+    AsyncCursor,
+    Parameters,
+    Script,
+    Statement,
+    ask,
+    run_async,
+)
 from taskloom.persistence.sql.store import Make, SqlStore
 
 _T = TypeVar("_T")
@@ -98,8 +105,8 @@ class PostgresTaskStore(SqlStore):
     async def watch_changes(
         self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Call *on_change* with the id of every task that another process changes, as
-        PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
+        """Call *on_change* with the id and new state of every task that another process
+        changes, as PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
         ``task_group.start``: it reports started once it listens.
         """
         await notify.listen(
@@ -113,6 +120,11 @@ class PostgresTaskStore(SqlStore):
 
     async def _transact(self, make: Make[_T], *, durable: bool = True) -> _T:
         return await self._db.transaction(_script(make), durable=durable)
+
+    async def _transact_one(self, make: Make[_T], *, durable: bool = True) -> _T:
+        """One statement (the fence folded into a node's start or end, ADR 0047) as a
+        transaction of its own: one round trip; durable, bookkeeping or not (ADR 0050)."""
+        return await self._db.alone(_script(make, statements=1))
 
     async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
         return await self._db.read(_script(make))
@@ -202,10 +214,22 @@ class PostgresTaskStore(SqlStore):
 # -- transactions ------------------------------------------------------------------------
 
 
-def _script(make: Make[_T]) -> Work[_T]:
-    """Work that runs the shared script *make* builds (a new one each try)."""
+def _script(make: Make[_T], *, statements: int | None = None) -> Work[_T]:
+    """Work that runs the shared script *make* builds (a new one each try); at most
+    *statements* of them: one more raises before it is sent."""
 
     async def work(connection: Connection) -> _T:
-        return await run_async(make(), connection.execute)
+        if statements is None:
+            return await run_async(make(), connection.execute)
+        sent = 0
+
+        async def execute(query: str, parameters: Parameters) -> AsyncCursor:
+            nonlocal sent
+            sent += 1
+            if sent > statements:
+                raise AssertionError(f"a script meant to send {statements} sent more")
+            return await connection.execute(query, parameters)
+
+        return await run_async(make(), execute)
 
     return work

@@ -13,10 +13,17 @@ _COLUMNS = "version, at, state, status_message, cause, state_changed"
 def record(d: Dialect, before: Task | None, after: Task) -> Script[None]:
     """Append the row of writing *after* over *before*: every state change, and status
     changes up to :data:`MAX_STATUS_ROWS` a task."""
+    statement = insert(d, before, after)
+    if statement is not None:
+        yield statement
+
+
+def insert(d: Dialect, before: Task | None, after: Task) -> Statement | None:
+    """The statement of :func:`record`, or ``None`` when writing *after* adds no row."""
     entry = entry_for(before, after)
     if entry is None:
-        return
-    yield Statement(
+        return None
+    return Statement(
         _insert_sql(d, entry.state_changed),
         {
             "task": entry.task_id,

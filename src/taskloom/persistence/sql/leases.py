@@ -28,6 +28,15 @@ from taskloom.persistence.sql.script import Script, Statement, ask
 _NO_CAP = 2**62
 
 
+def _beyond(d: Dialect, limit: str) -> str:
+    """How far the ranked candidates go: where rows are locked, past the first *limit*,
+    so that a claim skips the candidates another claim holds (``SKIP LOCKED``) or took
+    since its snapshot (``t.version = c.version``, re-checked on the newest row) and
+    takes the next ones, rather than coming back empty while work waits; where one
+    writer holds the database, the first *limit* are free."""
+    return f" LIMIT {limit} * 4 + 16" if d.row_lock else f" LIMIT {limit}"
+
+
 def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: an owner's turn is the
     leases it holds of *worker* plus the candidate's rank among its own, oldest first."""
@@ -49,16 +58,20 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
         Statement(
             f"WITH held AS ({held}),"
             " ready AS ("
-            f"  SELECT t.id, t.{position} AS pos, coalesce(t.owner, '') AS who,"
+            f"  SELECT t.id, t.version, t.{position} AS pos, coalesce(t.owner, '') AS who,"
             f"   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.{position})"
             f"   AS rank FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE {condition}),"
             " chosen AS ("
-            "  SELECT r.id, r.pos, coalesce(h.n, 0) + r.rank AS turn"
+            "  SELECT r.id, r.version, r.pos, coalesce(h.n, 0) + r.rank AS turn"
             "  FROM ready r LEFT JOIN held h ON h.who = r.who"
             f"  WHERE (r.who = '' OR coalesce(h.n, 0) + r.rank <= {p('cap')})"
-            f"  ORDER BY turn, r.pos LIMIT {p('limit')})"
-            " SELECT t.body, l.task_id IS NOT NULL FROM chosen c JOIN tasks t ON t.id = c.id"
-            f" LEFT JOIN leases l ON l.task_id = t.id ORDER BY c.turn, c.pos{d.skipping('t')}",
+            f"  ORDER BY turn, r.pos{_beyond(d, p('limit'))}),"
+            " picked AS ("
+            "  SELECT c.id, c.turn, c.pos FROM chosen c JOIN tasks t ON t.id = c.id"
+            f"  WHERE t.version = c.version ORDER BY c.turn, c.pos LIMIT {p('limit')}"
+            f"{d.skipping('t')})"
+            " SELECT t.body, l.task_id IS NOT NULL FROM picked c JOIN tasks t ON t.id = c.id"
+            " LEFT JOIN leases l ON l.task_id = t.id ORDER BY c.turn, c.pos",
             {
                 **parameters,
                 **reserved,

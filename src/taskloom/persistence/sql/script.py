@@ -76,7 +76,7 @@ class AsyncCursor(Protocol):
     def rowcount(self) -> int: ...
 
     @property
-    def description(self) -> object: ...
+    def rownumber(self) -> int | None: ...
 
     async def fetchall(self) -> list[Any]: ...
 
@@ -127,7 +127,9 @@ async def run_async(
     while not isinstance(step, _Done):
         statement = fused(step) if isinstance(step, tuple) else step
         cursor = await execute(statement.text, statement.parameters)
-        found = await cursor.fetchall() if cursor.description is not None else []
+        # ``rownumber`` is None without rows to fetch; ``description`` would build a
+        # column object per column of every result
+        found = await cursor.fetchall() if cursor.rownumber is not None else []
         step = _advance(script, Result(found, cursor.rowcount))
     return step.value
 

@@ -1,9 +1,10 @@
 """Task transactions both SQL stores run: reads, and every write through the one rule of
 :mod:`taskloom.engine.cascade`, whose effects are executed here as statements."""
 
+from collections.abc import Mapping
 from datetime import datetime
 from functools import cache, partial
-from typing import Any
+from typing import Any, TypeVar
 
 from taskloom.engine import cascade
 from taskloom.engine.errors import TaskNotFoundError, TaskStateError
@@ -13,7 +14,9 @@ from taskloom.engine.states import TERMINAL_STATES
 from taskloom.engine.versions import RunMove, running_now
 from taskloom.persistence.sql import history, rows, runs
 from taskloom.persistence.sql.dialect import Dialect, is_in
-from taskloom.persistence.sql.script import Script, Statement, ask
+from taskloom.persistence.sql.script import Result, Script, Statement, ask
+
+_T = TypeVar("_T")
 
 
 def get(d: Dialect, task_id: TaskId, now: datetime, *, lock: bool = False) -> Script[Task | None]:
@@ -67,18 +70,29 @@ def key_holder(d: Dialect, task: Task, now: datetime) -> Script[Task | None]:
 
 
 def put(d: Dialect, before: Task | None, after: Task) -> Script[None]:
-    """Write *after* over its row, with its history row."""
-    yield rows.update(d, after)
-    yield from history.record(d, before, after)
+    """Write *after* over its row, with its history row (one round trip where the
+    dialect fuses writes)."""
+    written = rows.update(d, after)
+    added = history.insert(d, before, after)
+    yield written if added is None else (written, added)
 
 
 def write(
     d: Dialect, task: Task, mutate: TaskMutation, fence: Lease | None, now: datetime
 ) -> Script[Task]:
     """:func:`taskloom.engine.cascade.write`: store ``mutate(task)`` and what it sets off.
-    *task* was read in this transaction with :func:`current` (ADR 0032)."""
+    *task* was read in this transaction with :func:`current` (ADR 0032).
+
+    The writes whose results nothing reads (a task's row and history, a lease dropped)
+    are held and sent with the next read of children, or at the end: one round trip
+    where the dialect fuses writes (ADR 0050). A read of one task sends them first, so
+    it sees them."""
+    held: list[Statement] = []
     rule = cascade.write(task, mutate, fence, now)
-    return (yield from cascade.translate(rule, partial(_effect, d, now)))
+    written = yield from cascade.translate(rule, partial(_effect, d, now, held))
+    if held:
+        yield tuple(held)
+    return written
 
 
 def update(
@@ -123,20 +137,76 @@ def move_run(d: Dialect, task_id: TaskId, now: datetime, move: RunMove) -> Scrip
     return moved
 
 
-def _effect(d: Dialect, now: datetime, effect: cascade.Effect) -> Script[cascade.Answer]:
-    """Execute one effect of the cascade as statements."""
+def _effect(
+    d: Dialect, now: datetime, held: list[Statement], effect: cascade.Effect
+) -> Script[cascade.Answer]:
+    """Execute one effect of the cascade as statements; writes are added to *held*."""
     match effect:
         case cascade.Put(before, after):
-            yield from put(d, before, after)
+            _hold(put(d, before, after), held)
         case cascade.Drop(lease, ends_run=True):
-            yield from runs.end_run(d, lease, d.time(now))
+            _hold(runs.end_run(d, lease, d.time(now)), held)
         case cascade.Drop(lease):
-            yield from runs.release_lease(d, lease)
+            _hold(runs.release_lease(d, lease), held)
         case cascade.Read(task_id, children=False):
+            if held:  # the row may be one of them: they go first
+                yield tuple(held)
+                held.clear()
             return (yield from get(d, task_id, now, lock=True))
         case cascade.Read(task_id):
-            return (yield from _open_children(d, task_id, now))
+            return (yield from _after(held, _open_children(d, task_id, now)))
     return None
+
+
+def _hold(script: Script[None], held: list[Statement]) -> None:
+    """Add the statements of *script*, a write that reads no result, to *held*."""
+    try:
+        query = next(script)
+        while True:
+            held.extend(query if isinstance(query, tuple) else (query,))
+            query = script.send(Result())
+    except StopIteration:
+        return
+
+
+def _after(held: list[Statement], script: Script[_T]) -> Script[_T]:
+    """*script*, its first query sent together with the *held* writes when they can be
+    fused (named parameters that agree, no ``WITH`` of their own), else after them."""
+    if not held:
+        return (yield from script)
+    pending = tuple(held)
+    held.clear()
+    try:
+        query = next(script)
+    except StopIteration as stop:
+        yield pending
+        value: _T = stop.value
+        return value
+    together = pending + (query if isinstance(query, tuple) else (query,))
+    if _fusable(together):
+        result = yield together
+    else:
+        yield pending
+        result = yield query
+    while True:
+        try:
+            query = script.send(result)
+        except StopIteration as stop:
+            value = stop.value
+            return value
+        result = yield query
+
+
+def _fusable(statements: tuple[Statement, ...]) -> bool:
+    """Whether :func:`taskloom.persistence.sql.script.fused` can join *statements*."""
+    bound: dict[str, Any] = {}
+    for statement in statements:
+        if not isinstance(statement.parameters, Mapping) or statement.text.startswith("WITH"):
+            return False
+        for name, value in statement.parameters.items():
+            if bound.setdefault(name, value) != value:
+                return False
+    return True
 
 
 def _open_children(d: Dialect, task_id: TaskId, now: datetime) -> Script[list[Task]]:

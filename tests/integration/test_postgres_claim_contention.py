@@ -1,0 +1,143 @@
+"""Claims on PostgreSQL skip the runs another claim holds instead of coming back empty.
+
+Two workers that claim at once rank the same runs first. A claim that locked only its
+first *limit* candidates then found them all held (``SKIP LOCKED``) or taken since its
+snapshot, returned nothing while work waited, and its worker slept until its next poll:
+with 2 and 4 worker processes, about 10 empty claims each per 300 runs, and no scale-out
+(``bench/pg_scaleout.py``). A claim now goes past the candidates held by others.
+"""
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+from pydantic import BaseModel
+
+from taskloom.bootstrap import open_engine
+from taskloom.config import TaskloomSettings
+from taskloom.engine.dag import NodeContext, Workflow
+from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.registry import WorkflowRegistry
+from taskloom.engine.states import TaskState
+from taskloom.engine.submit import submit
+from taskloom.engine.worker import Worker, WorkerSettings
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.testing import FakeClock
+from tests import postgres
+from tests.helpers import eventually
+
+
+class Empty(BaseModel):
+    """No input."""
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresTaskStore]:
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    try:
+        settings = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
+        async with PostgresTaskStore.open(settings) as opened:
+            yield opened
+    finally:
+        await postgres.drop_schema(name)
+
+
+async def test_a_claim_takes_the_next_run_when_another_claim_holds_the_first(
+    store: PostgresTaskStore,
+) -> None:
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    first = await manager.create("job")
+    second = await manager.create("job")
+    tasks = sql.Identifier(store.settings.schema_name, "tasks")
+    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as other:
+        # another worker's claim, in flight: it holds the oldest run's row
+        await other.execute(
+            sql.SQL("SELECT id FROM {} WHERE id = %s FOR NO KEY UPDATE").format(tasks),
+            (first.id,),
+        )
+        claimed = await store.claim_runs(
+            worker="w",
+            workflows=frozenset({"job"}),
+            now=clock.now(),
+            lease_for=timedelta(seconds=30),
+            limit=1,
+            start=claim_start(clock.now()),
+        )
+        await other.rollback()
+    assert [run.task.id for run in claimed] == [second.id]
+    assert (await manager.get(first.id)).state is TaskState.QUEUED
+
+
+async def test_a_worker_reads_only_the_changes_of_others_that_concern_it(
+    store: PostgresTaskStore,
+) -> None:
+    """Every task change is announced to every process: a worker reads new and parked
+    runs and those it executes, never the claims and ends of other workers' runs."""
+    worker = Worker(TaskManager(store, clock=FakeClock()), {})
+    task = await worker.manager.create("job")
+    assert worker._wants(task.id, TaskState.QUEUED)
+    assert worker._wants(task.id, TaskState.INPUT_REQUIRED)
+    assert not worker._wants(task.id, TaskState.RUNNING)
+    assert not worker._wants(task.id, TaskState.COMPLETED)
+
+
+async def test_a_full_worker_does_not_read_new_runs_but_claims_when_a_slot_frees() -> None:
+    """A worker with every slot taken ignores another process's new run (no read) and
+    claims it once a slot frees up, without waiting for its next poll."""
+    flow = Workflow("hold", version="1", input=Empty)
+    release = anyio.Event()
+
+    @flow.node()
+    async def wait_for_release(ctx: NodeContext[Empty]) -> int:
+        await release.wait()
+        return 1
+
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    database = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
+    registry = WorkflowRegistry({flow.name: flow})
+    never = 600.0  # no poll, no heartbeat: what the worker learns, NOTIFY brought
+
+    def settings(*, run_worker: bool) -> TaskloomSettings:
+        return TaskloomSettings(
+            database=database,
+            workflow_modules=(),
+            load_entry_points=False,
+            run_worker=run_worker,
+            run_sweeper=False,
+            worker=WorkerSettings(max_runs=1, poll_s=never, lease_s=3 * never),
+        )
+
+    try:
+        async with (
+            open_engine(settings(run_worker=False), workflows=registry) as server,
+            open_engine(settings(run_worker=True), workflows=registry) as working,
+        ):
+            worker = working.worker
+            assert worker is not None
+            with anyio.fail_after(30):
+                await eventually(lambda: _idle(worker))  # its first claim found nothing
+                first = await submit(working.manager, flow, {})
+                assert first.state is TaskState.RUNNING  # started eagerly: no claim
+                second = await submit(server.manager, flow, {})
+                await eventually(lambda: _told(worker))  # its NOTIFY, not read
+                release.set()
+                done = await server.manager.wait_until_terminal(second.id)
+            assert done.state is TaskState.COMPLETED
+            assert (await server.manager.get(first.id)).state is TaskState.COMPLETED
+    finally:
+        await postgres.drop_schema(name)
+
+
+async def _told(worker: Worker) -> bool:
+    """The full worker heard that work waits (it will claim when a slot frees up)."""
+    return worker._saturated
+
+
+async def _idle(worker: Worker) -> bool:
+    return worker._idle

@@ -1,0 +1,154 @@
+"""A node's start and end on PostgreSQL: one statement, committed as it ends (ADR 0050).
+
+Without BEGIN and COMMIT around it, a connection lost while the statement runs leaves
+its outcome unknown, as a lost COMMIT does: the store must say so and never send it
+again (a start sent twice would count an attempt twice). A connection the server closed
+while it was pooled has sent nothing yet: that write goes through a transaction and is
+retried (``test_postgres_restart.py``).
+"""
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+
+from taskloom.engine.errors import OutcomeUnknownError
+from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.models import Task
+from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState
+from taskloom.engine.states import TaskState
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.persistence.postgres.driver import application_name
+from taskloom.testing import FakeClock
+from tests import postgres
+from tests.helpers import eventually
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresTaskStore]:
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    try:
+        settings = PostgresSettings(url=postgres.TEST_URL, schema_name=name, retry_s=30)
+        async with PostgresTaskStore.open(settings) as opened:
+            yield opened
+    finally:
+        await postgres.drop_schema(name)
+
+
+async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sent_once(
+    store: PostgresTaskStore,
+) -> None:
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    task = await manager.create("job")
+    (claimed,) = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=60),
+        limit=1,
+        start=claim_start(clock.now()),
+    )
+    leases = sql.Identifier(store.settings.schema_name, "leases")
+    failures: list[BaseException] = []
+
+    async def start() -> None:
+        try:
+            await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
+        except OutcomeUnknownError as error:
+            failures.append(error)
+
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
+    ):
+        # the start's fence share-locks the lease row: it waits behind this lock
+        await holder.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(leases),
+            (task.id,),
+        )
+
+        async def waiting() -> list[int]:
+            cursor = await admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " AND wait_event_type = 'Lock'",
+                (application_name(store.origin),),
+            )
+            return [pid for (pid,) in await cursor.fetchall()]
+
+        async def one_waits() -> bool:
+            return bool(await waiting())
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(start)
+                await eventually(one_waits)
+                (pid,) = await waiting()
+                await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        await holder.rollback()
+        assert len(failures) == 1  # not retried on another connection
+        cursor = await admin.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE task_id = %s").format(
+                sql.Identifier(store.settings.schema_name, "node_attempts")
+            ),
+            (task.id,),
+        )
+        assert await cursor.fetchone() == (0,)  # this one was not written (terminated)
+
+
+async def test_a_node_start_and_end_are_one_round_trip_and_a_run_end_five(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted as psycopg sends them (ADR 0050): the cost model of docs/postgresql.md."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    await manager.create("job")
+    (claimed,) = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=60),
+        limit=1,
+        start=claim_start(clock.now()),
+    )
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query).split()[0])
+        return await execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    lease = claimed.lease
+    await store.start_node(lease, NodeStart(node="a", attempt=1), clock.now())
+    assert len(sent) == 1
+    sent.clear()
+    await store.end_node(lease, _end("a"), clock.now())
+    assert len(sent) == 1
+    await store.start_node(lease, NodeStart(node="b", attempt=1), clock.now())
+    sent.clear()
+
+    def complete(task: Task) -> Task:
+        changes = {"state": TaskState.COMPLETED, "version": task.version + 1}
+        return task.model_copy(update={**changes, "updated_at": clock.now()})
+
+    clock.advance(1)
+    _, done = await store.finish_run(lease, _end("b"), clock.now(), complete)
+    assert done.state is TaskState.COMPLETED
+    # BEGIN, the task locked, the node's end, the task + history + lease + children, COMMIT
+    assert sent == ["BEGIN", "SELECT", "WITH", "WITH", "COMMIT"]
+
+
+def _end(node: str) -> NodeEnd:
+    return NodeEnd(
+        node=node,
+        attempt=1,
+        outcome=AttemptOutcome.COMPLETED,
+        state=NodeState.COMPLETED,
+        output=1,
+    )
