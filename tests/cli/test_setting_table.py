@@ -515,3 +515,22 @@ def test_every_dispatch_string_names_a_handler_of_the_commands_shape() -> None:
             assert {field.name for field in dataclasses.fields(kind)} == names, handler
         checked.append(path)
     assert len(checked) >= 20
+
+
+def test_every_variable_a_flag_reads_is_in_its_help() -> None:
+    """Each option that a ``TASKLOOM_*`` variable can set says so in its help, with that
+    variable's own name (``options.flag`` writes it; ``tokens create --principal`` once
+    read ``TASKLOOM_PRINCIPAL`` without saying so)."""
+    from taskloom.cli import app
+
+    context = click.Context(app)
+    checked = 0
+    for path, command in _commands(app).items():
+        for param in command.params:
+            if not isinstance(param, click.Option) or not param.envvar:
+                continue
+            record = param.get_help_record(context)
+            assert record is not None, (path, param.name)
+            assert f"(env {param.envvar}" in " ".join(record[1].split()), (path, param.name)
+            checked += 1
+    assert checked > 60  # every command's --db, --json, --workflows, and the rest

@@ -38,21 +38,22 @@ def serve(**params: Any) -> None:
 )
 @click.argument("workflow")
 @click.argument("input_text", metavar="[INPUT]", required=False)
-@click.option(
+@options.flag(
     "--input",
     "input_flag",
     envvar="TASKLOOM_INPUT",
     metavar="JSON|@FILE",
-    help="its arguments, instead of INPUT (env TASKLOOM_INPUT; default {})",
+    help="its arguments, instead of INPUT",
+    note="; default {}",
 )
-@click.option(
+@options.flag(
     "--ttl",
     envvar="TASKLOOM_TTL",
     type=RETENTION,
     default=options.from_project("ttl"),
     metavar="DURATION",
-    help="keep the task this long after its creation, e.g. 7d or 12h, or 'forever' "
-    "(env TASKLOOM_TTL; default: the workflow's retention, else 30 days; at most 365 days)",
+    help="keep the task this long after its creation, e.g. 7d or 12h, or 'forever'",
+    note="; default: the workflow's retention, else 30 days; at most 365 days",
 )
 @options.db
 @options.workflows
@@ -85,32 +86,32 @@ def _task_command(
     TASK_STATES,
     f"only tasks in these states ({', '.join(TASK_STATES)}); repeat or separate with commas",
 )
-@click.option(
+@options.flag(
     "--workflow",
     "workflow",
     envvar="TASKLOOM_WORKFLOW",
     metavar="NAME",
-    help="only tasks of this workflow (env TASKLOOM_WORKFLOW)",
+    help="only tasks of this workflow",
 )
-@click.option(
+@options.flag(
     "--since",
     envvar="TASKLOOM_SINCE",
     metavar="WHEN",
     help="only tasks created since then: a duration ago (2h, 3d) or an ISO time "
-    "(2026-11-24T08:00, UTC unless it says) (env TASKLOOM_SINCE)",
+    "(2026-11-24T08:00, UTC unless it says)",
 )
-@click.option(
+@options.flag(
     "--limit",
     type=int,
     envvar="TASKLOOM_LIMIT",
     default=50,
     show_default=True,
-    help="at most this many (1-1000; env TASKLOOM_LIMIT)",
+    help="at most this many, 1 to 1000",
 )
-@click.option(
+@options.flag(
     "--cursor",
     envvar="TASKLOOM_CURSOR",
-    help="continue after the page that gave this next_cursor (env TASKLOOM_CURSOR)",
+    help="continue after the page that gave this next_cursor",
 )
 def tasks_list(**params: Any) -> None:
     dispatch("tasks_read:list_tasks", params)
@@ -126,12 +127,7 @@ def tasks_show(**params: Any) -> None:
 
 @_task_command("result", "a finished task's result (exit 1 if it failed, 130 if cancelled)")
 @click.argument("task_id", metavar="ID")
-@click.option(
-    "--wait",
-    is_flag=True,
-    envvar="TASKLOOM_WAIT",
-    help="wait for the task to finish (env TASKLOOM_WAIT=1)",
-)
+@options.flag("--wait", is_flag=True, envvar="TASKLOOM_WAIT", help="wait for the task to finish")
 def tasks_result(**params: Any) -> None:
     """A finished task's result as JSON; exit 1 if it failed, 130 if it was cancelled."""
     dispatch("tasks_read:task_result", params)
@@ -149,12 +145,12 @@ def tasks_watch(**params: Any) -> None:
 
 @_task_command("cancel", "cancel a task that has not finished")
 @click.argument("task_id", metavar="ID")
-@click.option(
+@options.flag(
     "--reason",
     envvar="TASKLOOM_REASON",
     default="cancelled by the operator",
     show_default=True,
-    help="shown as the task's status (env TASKLOOM_REASON)",
+    help="shown as the task's status",
 )
 def tasks_cancel(**params: Any) -> None:
     """Cancel a task; its running nodes stop wherever they run."""
@@ -164,11 +160,7 @@ def tasks_cancel(**params: Any) -> None:
 @_task_command("answer", "answer the question a task waits on")
 @click.argument("task_id", metavar="ID")
 @click.argument("answer", metavar="JSON|@FILE")
-@click.option(
-    "--key",
-    envvar="TASKLOOM_KEY",
-    help="which question, when several are pending (env TASKLOOM_KEY)",
-)
+@options.flag("--key", envvar="TASKLOOM_KEY", help="which question, when several are pending")
 def tasks_answer(**params: Any) -> None:
     """Answer the question a task waits on (the answer must match its schema)."""
     dispatch("tasks_change:answer_task", params)
@@ -182,19 +174,19 @@ def tasks_answer(**params: Any) -> None:
     "again. The old task is left as it was.",
 )
 @click.argument("task_id", metavar="ID")
-@click.option(
+@options.flag(
     "--from",
     "from_node",
     envvar="TASKLOOM_FROM",
     metavar="NODE",
-    help="run this node and its dependents again even if they completed (env TASKLOOM_FROM)",
+    help="run this node and its dependents again even if they completed",
 )
-@click.option(
+@options.flag(
     "--run",
     is_flag=True,
     envvar="TASKLOOM_RUN",
-    help="run the new task here with live progress, as `taskloom run` does "
-    "(env TASKLOOM_RUN=1); otherwise a worker or server on this database runs it",
+    help="run the new task here with live progress, as `taskloom run` does; otherwise "
+    "a worker or server on this database runs it",
 )
 @options.settings
 def tasks_resume(**params: Any) -> None:
@@ -211,20 +203,20 @@ def tasks_resume(**params: Any) -> None:
     "while it waits. Each move is recorded in the task's history (cause: upgraded).",
 )
 @click.argument("task_ids", nargs=-1, metavar="[ID...]")
-@click.option(
+@options.flag(
     "--to",
     "to_version",
     required=True,
     envvar="TASKLOOM_TO",
     metavar="VERSION",
-    help="the version to move them to (env TASKLOOM_TO)",
+    help="the version to move them to",
 )
-@click.option(
+@options.flag(
     "--all-of",
     "all_of",
     envvar="TASKLOOM_ALL_OF",
     metavar="NAME@VERSION",
-    help="every unfinished run of this workflow version, instead of IDs (env TASKLOOM_ALL_OF)",
+    help="every unfinished run of this workflow version, instead of IDs",
 )
 def tasks_upgrade(**params: Any) -> None:
     dispatch("tasks_upgrade:upgrade_tasks", params)
@@ -247,13 +239,13 @@ def tasks_delete(**params: Any) -> None:
     help="Delete every task that finished (completed, failed or cancelled) longer ago "
     "than --older-than, with its history; print how many.",
 )
-@click.option(
+@options.flag(
     "--older-than",
     envvar="TASKLOOM_OLDER_THAN",
     type=DURATION,
     required=True,
     metavar="DURATION",
-    help="finished longer ago than this, e.g. 30d or 12h (env TASKLOOM_OLDER_THAN)",
+    help="finished longer ago than this, e.g. 30d or 12h",
 )
 @options.states(
     "TASKLOOM_PURGE_STATE",
@@ -334,24 +326,26 @@ def worker(**params: Any) -> None:
 
 
 @click.command("ui", short_help="serve the web dashboard of a database (read-only)")
-@click.option(
+@options.flag(
     "--host",
     envvar="TASKLOOM_UI_HOST",
     default=options.from_project("ui.host", "127.0.0.1"),
-    help="address to listen on (env TASKLOOM_UI_HOST; default 127.0.0.1)",
+    help="address to listen on",
+    note="; default 127.0.0.1",
 )
-@click.option(
+@options.flag(
     "--port",
     type=int,
     envvar="TASKLOOM_UI_PORT",
     default=options.from_project("ui.port", 8780),
-    help="port to listen on (env TASKLOOM_UI_PORT; default 8780)",
+    help="port to listen on",
+    note="; default 8780",
 )
-@click.option(
+@options.flag(
     "--allow-actions",
     is_flag=True,
     envvar="TASKLOOM_UI_ALLOW_ACTIONS",
-    help="let viewers cancel, answer and resume tasks (env TASKLOOM_UI_ALLOW_ACTIONS)",
+    help="let viewers cancel, answer and resume tasks",
 )
 @options.db
 @options.workflows
@@ -386,25 +380,25 @@ def tokens() -> None:
 
 
 @tokens.command("create", short_help="create a token and print it (once)")
-@click.option(
+@options.flag(
     "--principal", envvar="TASKLOOM_PRINCIPAL", required=True, help="who the token acts for"
 )
-@click.option(
+@options.flag(
     "--expires",
     envvar="TASKLOOM_EXPIRES",
     default="90d",
     show_default=True,
     metavar="DURATION",
-    help="lifetime: N followed by s, m, h or d, or 'never' (env TASKLOOM_EXPIRES)",
+    help="lifetime: N followed by s, m, h or d, or 'never'",
 )
-@click.option(
+@options.flag(
     "--scope",
     "scope",
     multiple=True,
     envvar="TASKLOOM_SCOPE",
     metavar="SCOPE",
-    help="'read' (read-only) or 'workflows:NAME[,NAME]' (only these); repeatable; "
-    "none: everything (env TASKLOOM_SCOPE, space-separated)",
+    help="'read' (read-only) or 'workflows:NAME[,NAME]' (only these); repeatable; none: everything",
+    note=", space-separated",
 )
 @options.db
 @options.json_output

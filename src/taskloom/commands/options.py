@@ -68,16 +68,28 @@ def one_of(choices: Sequence[str]) -> Callable[[click.Context, click.Parameter, 
     return check
 
 
+def flag(
+    *declarations: str, envvar: str, help: str, note: str = "", **kwargs: Any
+) -> Callable[[F], F]:
+    """A command's option that its variable *envvar* can also set, named once: the help
+    ends with ``(env VARIABLE)`` (``=1`` for an on/off flag), then *note*."""
+    on = "=1" if kwargs.get("is_flag") else ""
+    return click.option(
+        *declarations, envvar=envvar, help=f"{help} (env {envvar}{on}{note})", **kwargs
+    )
+
+
 def states(variable: str, choices: Sequence[str], help: str, more: str = "") -> Callable[[F], F]:
     """``--state STATE[,STATE]``: repeatable, each one of *choices*."""
-    return click.option(
+    return flag(
         "--state",
         "state",
         multiple=True,
         envvar=variable,
         callback=one_of(choices),
         metavar="STATE[,STATE]",
-        help=f"{help} (env {variable}{more})",
+        help=help,
+        note=more,
     )
 
 
@@ -147,12 +159,8 @@ log_level: Final = option(LOG_LEVEL)
 
 def json_output(command: F) -> F:
     """``--json`` (``TASKLOOM_JSON=1``)."""
-    return click.option(
-        "--json",
-        "json",
-        is_flag=True,
-        envvar="TASKLOOM_JSON",
-        help="print JSON instead of text (env TASKLOOM_JSON=1)",
+    return flag(
+        "--json", "json", is_flag=True, envvar="TASKLOOM_JSON", help="print JSON instead of text"
     )(command)
 
 
