@@ -127,8 +127,17 @@ async def test_a_full_worker_does_not_read_new_runs_but_claims_when_a_slot_frees
                 await eventually(lambda: _idle(worker))  # its first claim found nothing
                 first = await submit(working.manager, flow, {})
                 assert first.state is TaskState.RUNNING  # started eagerly: no claim
+                read: list[str] = []
+                get = working.manager.get
+
+                async def counting_get(task_id: str, **kwargs: Any) -> Task:
+                    read.append(task_id)
+                    return await get(task_id, **kwargs)
+
+                working.manager.get = counting_get  # type: ignore[method-assign]
                 second = await submit(server.manager, flow, {})
                 await eventually(lambda: _told(worker))  # its NOTIFY, not read
+                assert second.id not in read
                 release.set()
                 done = await server.manager.wait_until_terminal(second.id)
             assert done.state is TaskState.COMPLETED
