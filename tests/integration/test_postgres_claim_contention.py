@@ -9,6 +9,7 @@ with 2 and 4 worker processes, about 10 empty claims each per 300 runs, and no s
 
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import psycopg
@@ -20,9 +21,11 @@ from taskloom.bootstrap import open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.models import Task
 from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
+from taskloom.engine.waits import Wait
 from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from taskloom.testing import FakeClock
@@ -124,12 +127,99 @@ async def test_a_full_worker_does_not_read_new_runs_but_claims_when_a_slot_frees
                 await eventually(lambda: _idle(worker))  # its first claim found nothing
                 first = await submit(working.manager, flow, {})
                 assert first.state is TaskState.RUNNING  # started eagerly: no claim
+                read: list[str] = []
+                get = working.manager.get
+
+                async def counting_get(task_id: str, **kwargs: Any) -> Task:
+                    read.append(task_id)
+                    return await get(task_id, **kwargs)
+
+                working.manager.get = counting_get  # type: ignore[method-assign]
                 second = await submit(server.manager, flow, {})
                 await eventually(lambda: _told(worker))  # its NOTIFY, not read
+                assert second.id not in read
                 release.set()
                 done = await server.manager.wait_until_terminal(second.id)
             assert done.state is TaskState.COMPLETED
             assert (await server.manager.get(first.id)).state is TaskState.COMPLETED
+    finally:
+        await postgres.drop_schema(name)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review of ADR 0050: a full worker does not read a run parked elsewhere, so it "
+    "never learns its timer; once a slot frees, it claims before the timer is due and then "
+    "waits for its next poll",
+)
+async def test_a_run_parked_elsewhere_on_a_short_timer_while_the_worker_is_full_is_claimed_when_due() -> (
+    None
+):
+    """Another process parks a run on a timer shorter than the poll period while this
+    worker has every slot taken; a slot frees up before the timer is due. The worker must
+    still claim the run once it is due (it did when it read every queued change: its
+    timer was scheduled, ``Worker._wake_at``), not at its next poll."""
+    flow = Workflow("hold-nap", version="1", input=Empty)
+    release = anyio.Event()
+
+    @flow.node()
+    async def wait_for_release(ctx: NodeContext[Empty]) -> int:
+        if ctx.task_id == held_id:
+            await release.wait()
+        return 1
+
+    held_id = ""
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    database = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
+    registry = WorkflowRegistry({flow.name: flow})
+    never = 600.0
+
+    def settings(*, run_worker: bool) -> TaskloomSettings:
+        return TaskloomSettings(
+            database=database,
+            workflow_modules=(),
+            load_entry_points=False,
+            run_worker=run_worker,
+            run_sweeper=False,
+            worker=WorkerSettings(max_runs=1, poll_s=never, lease_s=3 * never),
+        )
+
+    try:
+        async with (
+            open_engine(settings(run_worker=False), workflows=registry) as server,
+            open_engine(settings(run_worker=True), workflows=registry) as working,
+        ):
+            worker = working.worker
+            assert worker is not None
+            with anyio.fail_after(15):  # the timer is due in 2 s; the next poll in 600 s
+                await eventually(lambda: _idle(worker))
+                held = await submit(working.manager, flow, {})
+                held_id = held.id
+                assert held.state is TaskState.RUNNING  # started eagerly: the worker is full
+                napping = await submit(server.manager, flow, {})
+                # another process's worker runs it and its node sleeps 2 s: it parks
+                manager = server.manager
+                (run,) = await manager.claim(
+                    worker="elsewhere",
+                    workflows=frozenset({(flow.name, flow.version)}),
+                    lease_for=timedelta(seconds=never),
+                    limit=1,
+                )
+                due = manager.clock.now() + timedelta(seconds=2)
+
+                def sleeps(task: Task) -> Task:
+                    changes: dict[str, Any] = {"timers": {"nap": due}, "version": task.version + 1}
+                    return task.model_copy(update={**changes, "updated_at": manager.clock.now()})
+
+                store = server.runs
+                assert isinstance(store, PostgresTaskStore)
+                await store.update(napping.id, manager.clock.now(), sleeps, run.lease)
+                await manager.park(napping.id, [Wait("timer", "nap")], lease=run.lease)
+                await eventually(lambda: _told(worker))
+                release.set()  # a slot frees up before the timer is due
+                done = await server.manager.wait_until_terminal(napping.id)
+            assert done.state is TaskState.COMPLETED
     finally:
         await postgres.drop_schema(name)
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.engine.errors import OutcomeUnknownError
+from taskloom.engine.errors import OutcomeUnknownError, PersistenceError
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState
@@ -99,6 +99,66 @@ async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sen
             (task.id,),
         )
         assert await cursor.fetchone() == (0,)  # this one was not written (terminated)
+
+
+async def test_a_start_the_server_refuses_is_known_not_to_have_landed(
+    store: PostgresTaskStore,
+) -> None:
+    """A statement the server ends with an ERROR (here cancelled, as ``statement_timeout``
+    would; disk full, out of memory) rolled back its own transaction and the session goes
+    on: nothing was written, and the store must say so, not "the connection failed, the
+    outcome is unknown" (which also reports an outage, and gives up on the transient
+    ones that a transaction would retry)."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    task = await manager.create("job")
+    (claimed,) = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=60),
+        limit=1,
+        start=claim_start(clock.now()),
+    )
+    leases = sql.Identifier(store.settings.schema_name, "leases")
+    failures: list[BaseException] = []
+
+    async def start() -> None:
+        try:
+            await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
+        except PersistenceError as error:
+            failures.append(error)
+
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
+    ):
+        await holder.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(leases),
+            (task.id,),
+        )
+
+        async def waiting() -> list[int]:
+            cursor = await admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " AND wait_event_type = 'Lock'",
+                (application_name(store.origin),),
+            )
+            return [pid for (pid,) in await cursor.fetchall()]
+
+        async def one_waits() -> bool:
+            return bool(await waiting())
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(start)
+                await eventually(one_waits)
+                (pid,) = await waiting()
+                await admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        await holder.rollback()
+    assert len(failures) == 1
+    assert not isinstance(failures[0], OutcomeUnknownError), failures[0]
+    assert "canceling statement" in str(failures[0])
 
 
 async def test_a_node_start_and_end_are_one_round_trip_and_a_run_end_five(

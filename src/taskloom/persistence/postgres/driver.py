@@ -170,6 +170,15 @@ def _has_input(connection: Connection) -> bool:
     return bool(readable)
 
 
+def _refused(error: psycopg.Error) -> bool:
+    """Whether the server ended a statement with an ERROR (contention, a cancel or
+    ``statement_timeout``, disk full, out of memory): it rolled back the statement's own
+    transaction and the session goes on, so nothing was written. An error after the
+    commit point is a PANIC; a FATAL (the backend terminated, as a fast shutdown does:
+    it may follow a commit) or no answer at all leaves the outcome unknown."""
+    return error.diag.severity_nonlocalized == "ERROR"
+
+
 _OPEN: Final = frozenset(
     {psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR}
 )
@@ -251,10 +260,11 @@ class Database:
         """Run *work*, which sends one write statement, as its own transaction: one round
         trip where :meth:`transaction` takes three (BEGIN, the statement, COMMIT). The
         server commits it when the statement ends, durably (``synchronous_commit`` as
-        configured: on by default). A failure the server reports as contention (a
-        deadlock, a serialization failure, a lock timeout: nothing was written) is
-        retried; any other loss of the connection leaves the outcome unknown, as a
-        failed COMMIT does (``OutcomeUnknownError``, never retried).
+        configured: on by default). A statement the server ends with an ERROR wrote
+        nothing: retried when transient (a deadlock, a lock timeout, out of memory),
+        translated otherwise, as in a transaction; a connection lost (or a backend
+        terminated) while it runs leaves the outcome unknown, as a failed COMMIT does
+        (``OutcomeUnknownError``, never retried).
 
         Raises:
             OutcomeUnknownError: the connection failed while the statement ran.
@@ -388,7 +398,7 @@ class Database:
         try:
             return await work(connection)
         except psycopg.OperationalError as error:
-            if is_contention(error):  # the server refused it: nothing was written
+            if _refused(error):  # nothing was written: retried or translated as any
                 raise
             raise OutcomeUnknownError(
                 f"PostgreSQL {self.name}: the connection failed during a write, "
