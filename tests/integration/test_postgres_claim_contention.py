@@ -146,12 +146,6 @@ async def test_a_full_worker_does_not_read_new_runs_but_claims_when_a_slot_frees
         await postgres.drop_schema(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review of ADR 0050: a full worker does not read a run parked elsewhere, so it "
-    "never learns its timer; once a slot frees, it claims before the timer is due and then "
-    "waits for its next poll",
-)
 async def test_a_run_parked_elsewhere_on_a_short_timer_while_the_worker_is_full_is_claimed_when_due() -> (
     None
 ):

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taskloom.engine.claims import ClaimRule
 from taskloom.engine.dag import Workflow
-from taskloom.engine.errors import StoreUnavailableError, TaskloomError
+from taskloom.engine.errors import StoreUnavailableError, TaskloomError, TaskNotFoundError
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.registry import loaded_versions, workflow_for
@@ -40,6 +40,8 @@ _MARK_EVERY_S = 15.0
 their status message (at its first record, then at most this often)."""
 
 _CLAIMABLE_STATES = frozenset({TaskState.QUEUED, TaskState.INPUT_REQUIRED})
+_MOST_UNREAD = 64
+"""New runs a full worker remembers to read later; older ones wait for its polls."""
 """The states in which another process's change may make a run claimable (a new or
 parked run, an answer arriving for one)."""
 
@@ -127,6 +129,8 @@ class Worker:
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
         self._claiming = False
         """A claim is under way (its store may count leases of runs ending meanwhile)."""
+        self._unread: dict[TaskId, None] = {}
+        """New runs of other processes not read while every slot was taken (oldest first)."""
         self._owners: dict[TaskId, str | None] = {}
         """The owner of each run in ``_executions`` (for the per-owner limit)."""
         self._dropped: dict[TaskId, Lease] = {}
@@ -250,6 +254,21 @@ class Worker:
             self.wake()  # there may be more
         else:  # the queue held nothing more for it, unless a wake came during the claim
             self._idle = not self._wake.is_set()
+            await self._read_unread()
+
+    async def _read_unread(self) -> None:
+        """Read the runs other processes queued while every slot was taken (not read
+        then, :meth:`_wants`) once a claim found none of them claimable: one parked on a
+        timer shorter than the poll period gets its wake, as if read when announced."""
+        unread, self._unread = list(self._unread), {}
+        for task_id in unread:
+            if task_id in self._executions:
+                continue
+            try:
+                task = await self.manager.get(task_id)
+            except TaskNotFoundError:
+                continue  # ended and gone meanwhile
+            self._react(task)
 
     def _adopt(self, run: ClaimedRun, asked: float, task_group: anyio.abc.TaskGroup) -> None:
         """Put *run*, claimed by a transaction that began at *asked*, in the map of
@@ -336,6 +355,9 @@ class Worker:
         if state is TaskState.QUEUED and self._free_slots() <= 0:
             self._idle = False  # as a wake would: work may be waiting for this worker
             self._saturated = True
+            self._unread[task_id] = None  # read if the claim a free slot makes comes back short
+            if len(self._unread) > _MOST_UNREAD:
+                del self._unread[next(iter(self._unread))]  # the polls find the oldest
             return False
         return state in _CLAIMABLE_STATES
 
