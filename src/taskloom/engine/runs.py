@@ -97,6 +97,45 @@ class NodeRun(_Frozen):
     updated_at: UtcDatetime
 
 
+_set_attribute = object.__setattr__
+
+
+def trusted_node_run(
+    node: str,
+    state: NodeState,
+    attempt: int,
+    failures: int,
+    interruptions: int,
+    not_before: datetime | None,
+    waiting_for: str | None,
+    output: JsonValue,
+    error: ErrorInfo | None,
+    updated_at: datetime,
+) -> NodeRun:
+    """A checkpoint from values already checked (a store's columns, whose types and
+    checks hold what the model checks): as ``NodeRun.model_construct`` with every field
+    given builds it, about three times faster (a store builds one at each node's start
+    and end; ADR 0051). ``tests/unit/test_trusted_node_run.py`` holds it to pydantic's."""
+    run = NodeRun.__new__(NodeRun)
+    values = {
+        "node": node,
+        "state": state,
+        "attempt": attempt,
+        "failures": failures,
+        "interruptions": interruptions,
+        "not_before": not_before,
+        "waiting_for": waiting_for,
+        "output": output,
+        "error": error,
+        "updated_at": updated_at,
+    }
+    _set_attribute(run, "__dict__", values)
+    _set_attribute(run, "__pydantic_fields_set__", set(values))
+    _set_attribute(run, "__pydantic_extra__", None)
+    _set_attribute(run, "__pydantic_private__", None)
+    return run
+
+
 class NodeAttempt(_Frozen):
     """One attempt at a node, for the execution history."""
 

@@ -16,7 +16,16 @@ from functools import cache
 from typing import Any
 
 from taskloom.engine.errors import TaskloomError
-from taskloom.engine.runs import FAILURE_OUTCOMES, Lease, NodeEnd, NodeRun, NodeStart, NodeState
+from taskloom.engine.runs import (
+    FAILURE_OUTCOMES,
+    ErrorInfo,
+    Lease,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+    trusted_node_run,
+)
 from taskloom.persistence.sql import rows, runs
 from taskloom.persistence.sql.dialect import SQLITE
 from taskloom.persistence.sql.script import run_sync
@@ -34,7 +43,7 @@ def start_many(payloads: Sequence[StartPayload], raw: sqlite3.Connection) -> lis
     runs.check_start(lease, raw.execute(fence.read, {"task": lease.task_id}).fetchone())
     names = [start.node for _, start, _ in payloads]
     if len(set(names)) < len(names):
-        return _one_by_one(payloads, _start_one, raw)
+        return _one_by_one(payloads, start_one, raw)
     close, _, _ = runs.start_writes(SQLITE, "")
     for _, start, now in payloads:
         if start.interrupted_attempt is not None:
@@ -54,7 +63,7 @@ def start_many(payloads: Sequence[StartPayload], raw: sqlite3.Connection) -> lis
     attempts_sql, runs_sql = _start_sql()
     raw.execute(attempts_sql, parameters)
     found = raw.execute(runs_sql, parameters).fetchall()
-    started = {run.node: run for run in (rows.node_run(SQLITE, row) for row in found)}
+    started = {run.node: run for run in map(_started, found)}
     return [(True, started[name]) for name in names]
 
 
@@ -66,7 +75,7 @@ def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Ou
     runs.check_end(lease, raw.execute(fence.read, {"task": lease.task_id}).fetchone())
     names = [end.node for _, end, _ in payloads]
     if len(set(names)) < len(names):
-        return _one_by_one(payloads, _end_one, raw)
+        return _one_by_one(payloads, end_one, raw)
     listed = {"task": lease.task_id, "nodes": json.dumps(names)}
     running = {row[0]: row for row in raw.execute(_running_sql(), listed)}
     landing: list[dict[str, object]] = []
@@ -90,7 +99,7 @@ def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
     ``node_runs`` row, :func:`_running_sql`'s columns), as the end's update writes it and
     ``engine.runs.node_ended`` states it: built here rather than read back."""
     node, attempt, failures, interruptions = running
-    return NodeRun(
+    return trusted_node_run(
         node=node,
         state=end.state,
         attempt=attempt,
@@ -101,6 +110,24 @@ def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
         output=end.output if end.state is NodeState.COMPLETED else None,
         error=end.error,
         updated_at=SQLITE.moment(now),
+    )
+
+
+def _started(row: tuple[Any, ...]) -> NodeRun:
+    """A started node's checkpoint from its row (:data:`rows.NODE_COLUMNS`), read as
+    :func:`rows.node_run` reads one, built as the end's is (values the columns checked)."""
+    node, state, attempt, failures, interruptions, not_before, waiting_for, output, error, at = row
+    return trusted_node_run(
+        node=node,
+        state=NodeState(state),
+        attempt=attempt,
+        failures=failures,
+        interruptions=interruptions,
+        not_before=SQLITE.read(not_before),
+        waiting_for=waiting_for,
+        output=None if output is None else json.loads(output),
+        error=None if error is None else ErrorInfo.model_validate_json(error),
+        updated_at=SQLITE.moment(at),
     )
 
 
@@ -115,12 +142,14 @@ def _one_by_one(payloads: Sequence[Any], one: Any, raw: sqlite3.Connection) -> l
     return outcomes
 
 
-def _start_one(payload: StartPayload, raw: sqlite3.Connection) -> NodeRun:
+def start_one(payload: StartPayload, raw: sqlite3.Connection) -> NodeRun:
+    """One start alone: the shared script of :func:`runs.start_node`."""
     lease, start, now = payload
     return run_sync(runs.start_node(SQLITE, lease, start, now), raw.execute)
 
 
-def _end_one(payload: EndPayload, raw: sqlite3.Connection) -> NodeRun:
+def end_one(payload: EndPayload, raw: sqlite3.Connection) -> NodeRun:
+    """One end alone: the shared script of :func:`runs.end_node`."""
     lease, end, now = payload
     return run_sync(runs.end_node(SQLITE, lease, end, now), raw.execute)
 

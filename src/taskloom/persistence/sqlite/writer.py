@@ -69,6 +69,9 @@ class Merge:
     payload: Any
     """This write's part of the merged call."""
     many: ManyFunction
+    alone: Callable[[Any, sqlite3.Connection], Any]
+    """The write of *payload* alone (``alone(payload, raw)``): what runs when it merges
+    with none, built only then (no function made per write for the rare case)."""
 
 
 class _Write:
@@ -76,13 +79,14 @@ class _Write:
 
     def __init__(
         self,
-        function: WriteFunction,
+        function: WriteFunction | None,
         durable: bool,
         future: "asyncio.Future[Any] | None",
         merge: Merge | None = None,
         members: "list[_Write] | None" = None,
     ):
         self.function = function
+        """What runs; ``None`` for a merged write's member: its merge's ``alone``."""
         self.durable = durable
         self.future = future
         self.merge = merge
@@ -167,7 +171,7 @@ class GroupCommitWriter:
 
     async def submit(
         self,
-        function: Callable[[sqlite3.Connection], _T],
+        function: Callable[[sqlite3.Connection], _T] | None,
         *,
         durable: bool = True,
         merge: Merge | None = None,
@@ -177,7 +181,8 @@ class GroupCommitWriter:
         With ``durable=False`` the write is bookkeeping: committed without its own fsync
         unless it shares a batch with a durable write (see the module docstring). With
         *merge*, it may run merged with others of its kind in the batch (its value is then
-        its outcome from the merged call; alone, *function* runs).
+        its outcome from the merged call; alone, *function* runs, or the merge's ``alone``
+        if *function* is ``None``).
 
         Raises:
             StoreClosedError: the writer was closed.
@@ -185,6 +190,8 @@ class GroupCommitWriter:
         """
         if self._closed:
             raise StoreClosedError("the store is closed")
+        if function is None and merge is None:
+            raise ValueError("a write needs a function or a merge")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append(_Write(function, durable, future, merge))
         wakeup = self._wakeup
@@ -226,7 +233,7 @@ class GroupCommitWriter:
             wakeup.set_result(None)
 
     async def _commit(self, batch: Sequence[_Write]) -> None:
-        functions = [write.function for write in batch]
+        functions = [_function(write) for write in batch]
         durable = any(write.durable for write in batch)
         try:
             outcomes = None if durable else self._commit_inline(functions)
@@ -298,6 +305,15 @@ class GroupCommitWriter:
         self._level = level
         self._inline_since_thread = 0  # its commit checkpointed as SQLite saw fit
         return outcomes
+
+
+def _function(write: _Write) -> WriteFunction:
+    """What *write* runs: its function, or its merge's write alone."""
+    if write.function is not None:
+        return write.function
+    merge = write.merge
+    assert merge is not None  # submit refuses a write with neither
+    return partial(merge.alone, merge.payload)
 
 
 def _settle(future: "asyncio.Future[Any] | None", ok: bool, value: Any) -> None:
