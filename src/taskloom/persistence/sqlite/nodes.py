@@ -6,14 +6,16 @@ read once for all of them, and the rows are written by one statement over a JSON
 (starts) or one prepared statement run for each (ends), instead of a script, a
 savepoint and a fence read per node. The rules are those of
 :func:`taskloom.persistence.sql.runs.start_node` and ``end_node`` (their texts, their
-checks): a refused start or end writes nothing, and one alone runs that script as before.
+checks; the ends' updates with positional parameters, their guard that the node runs
+that attempt checked by the read before them): a refused start or end writes nothing,
+and one alone runs that script as before.
 """
 
 import json
 import sqlite3
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 from taskloom.engine.errors import TaskloomError
 from taskloom.engine.runs import (
@@ -76,21 +78,39 @@ def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Ou
     names = [end.node for _, end, _ in payloads]
     if len(set(names)) < len(names):
         return _one_by_one(payloads, end_one, raw)
-    listed = {"task": lease.task_id, "nodes": json.dumps(names)}
+    task = lease.task_id
+    listed = {"task": task, "nodes": json.dumps(names)}
     running = {row[0]: row for row in raw.execute(_running_sql(), listed)}
-    landing: list[dict[str, object]] = []
+    attempts: list[tuple[object, ...]] = []
+    checkpoints: list[tuple[object, ...]] = []
     outcomes: list[Outcome] = []
     for _, end, now in payloads:
         row = running.get(end.node)
         if row is None or row[1] != end.attempt:
             outcomes.append((False, runs.not_running(lease, end.node)))
             continue
-        landing.append(runs.end_parameters(SQLITE, lease, end, now))
+        error = end.error.model_dump_json() if end.error is not None else None
+        output = json.dumps(end.output) if end.state is NodeState.COMPLETED else None
+        attempts.append((now, end.outcome.value, error, task, end.node, end.attempt))
+        checkpoints.append(
+            (
+                end.state.value,
+                int(end.outcome in FAILURE_OUTCOMES),
+                output,
+                error,
+                SQLITE.stored(end.not_before),
+                end.waiting_for,
+                end.interruptions,
+                now,
+                task,
+                end.node,
+                end.attempt,
+            )
+        )
         outcomes.append((True, _ended(row, end, now)))
-    if landing:
-        attempts_sql, runs_sql = _end_sql()
-        raw.executemany(attempts_sql, landing)
-        raw.executemany(runs_sql, landing)
+    if attempts:
+        raw.executemany(_END_ATTEMPT, attempts)
+        raw.executemany(_END_CHECKPOINT, checkpoints)
     return outcomes
 
 
@@ -176,11 +196,19 @@ def _start_sql() -> tuple[str, str]:
     return attempts, checkpoints
 
 
-@cache
-def _end_sql() -> tuple[str, str]:
-    """:func:`runs.end_node`'s writes, run once per end (no rows returned)."""
-    attempts, checkpoints = runs.end_writes(SQLITE)
-    return attempts, checkpoints.split(" RETURNING ")[0]
+_END_ATTEMPT: Final = (
+    "UPDATE node_attempts SET ended_at = ?, outcome = ?, error = ?"
+    " WHERE task_id = ? AND node = ? AND attempt = ?"
+)
+"""An attempt's end, as :func:`runs.end_writes` writes it, with positional parameters
+and without its guard that the node is running that attempt: :func:`end_many` read the
+running rows in this savepoint, under the write lock, and lists only those."""
+_END_CHECKPOINT: Final = (
+    "UPDATE node_runs SET state = ?, failures = failures + ?, output = ?, error = ?,"
+    " not_before = ?, waiting_for = ?, interruptions = coalesce(?, interruptions),"
+    " updated_at = ? WHERE task_id = ? AND node = ? AND attempt = ? AND state = 'running'"
+)
+"""The checkpoint's update of :func:`runs.end_writes`, with positional parameters."""
 
 
 @cache
