@@ -156,14 +156,14 @@ class SqliteTaskStore(SqlStore):
         payload = (lease, start, SQLITE.time(now))
         merge = Merge((lease.task_id, lease.token), payload, nodes.start_many, nodes.start_one)
         # survives a crash of the process; power loss re-runs the node
-        run: NodeRun = await self.writer.submit(None, durable=False, merge=merge)
+        run: NodeRun = await self.writer.enqueue(None, durable=False, merge=merge)
         return run
 
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
         payload = (lease, end, SQLITE.time(now))
         merge = Merge((lease.task_id, lease.token), payload, nodes.end_many, nodes.end_one)
-        run: NodeRun = await self.writer.submit(None, merge=merge)
+        run: NodeRun = await self.writer.enqueue(None, merge=merge)
         return run
 
     # -- versions (VersionStore) ------------------------------------------------------------

@@ -26,10 +26,9 @@ import contextlib
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, NamedTuple, TypeVar, cast
 
 import aiosqlite
 import anyio
@@ -60,9 +59,9 @@ ManyFunction = Callable[[Sequence[Any], sqlite3.Connection], list[_Outcome]]
 raises refuses (a ``TaskloomError``) or fails (anything else) every one of them."""
 
 
-@dataclass(frozen=True, slots=True)
-class Merge:
-    """How a write runs together with others of its *key* in the same batch."""
+class Merge(NamedTuple):
+    """How a write runs together with others of its *key* in the same batch (a tuple:
+    two are made per node, and a tuple is made fastest)."""
 
     key: Hashable
     """Writes with equal keys (and equal *many*) merge."""
@@ -188,6 +187,17 @@ class GroupCommitWriter:
             StoreClosedError: the writer was closed.
             TaskloomError: what *function* raised (its changes were undone).
         """
+        return cast(_T, await self.enqueue(function, durable=durable, merge=merge))
+
+    def enqueue(
+        self,
+        function: Callable[[sqlite3.Connection], Any] | None,
+        *,
+        durable: bool = True,
+        merge: Merge | None = None,
+    ) -> "asyncio.Future[Any]":
+        """:meth:`submit` without its coroutine: the future its answer settles (a store
+        method awaits it directly, one coroutine less per node write)."""
         if self._closed:
             raise StoreClosedError("the store is closed")
         if function is None and merge is None:
@@ -197,7 +207,7 @@ class GroupCommitWriter:
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
-        return cast(_T, await future)
+        return future
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Commit batches until :meth:`close`, then finish what is queued and return.
