@@ -1,11 +1,19 @@
-"""``trusted_node_run`` builds the checkpoint pydantic's own constructors build."""
+"""``trusted_node_run`` and ``completed_end`` build what pydantic's own constructors build."""
 
 from datetime import UTC, datetime
 
 import pytest
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
-from taskloom.engine.runs import ErrorInfo, NodeRun, NodeState, trusted_node_run
+from taskloom.engine.runs import (
+    AttemptOutcome,
+    ErrorInfo,
+    NodeEnd,
+    NodeRun,
+    NodeState,
+    completed_end,
+    trusted_node_run,
+)
 
 FIELDS = {
     "node": "leaf[3]",
@@ -40,3 +48,18 @@ def test_behaves_as_a_frozen_model() -> None:
     assert trusted.attempt == 2  # the copy's fields are its own
     assert copied.model_fields_set == trusted.model_fields_set
     assert NodeRun.model_validate(trusted.model_dump()) == trusted
+
+
+def test_a_completed_end_equals_the_validated_one() -> None:
+    output: JsonValue = {"items": [1, 2.5, "three", None], "done": True}
+    trusted = completed_end("leaf[3]", 2, output)
+    validated = NodeEnd(
+        node="leaf[3]",
+        attempt=2,
+        outcome=AttemptOutcome.COMPLETED,
+        state=NodeState.COMPLETED,
+        output=output,
+    )
+    assert trusted == validated
+    assert trusted.model_dump_json() == validated.model_dump_json()
+    assert repr(trusted) == repr(validated)

@@ -52,6 +52,7 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
+    completed_end,
 )
 from taskloom.engine.submit import arguments_problem
 from taskloom.engine.waits import NodeWaits, Wait
@@ -628,14 +629,7 @@ class RunExecution:
                     output = dump(await node.function(context))
                 timed_out = scope.cancelled_caught
             if not timed_out:
-                completed = NodeEnd(
-                    node=step.key,
-                    attempt=attempt,
-                    outcome=AttemptOutcome.COMPLETED,
-                    state=NodeState.COMPLETED,
-                    output=output,
-                )
-                return completed, None
+                return completed_end(step.key, attempt, output), None
         except NodeWaits as waits:
             waiting = NodeEnd(
                 node=step.key,

@@ -9,6 +9,7 @@ from typing import (
     NotRequired,
     Protocol,
     TypedDict,
+    TypeVar,
     Unpack,
     runtime_checkable,
 )
@@ -34,6 +35,9 @@ def at(now: Instant) -> datetime:
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+_M = TypeVar("_M", bound=_Frozen)
 
 
 class NodeState(StrEnum):
@@ -100,6 +104,19 @@ class NodeRun(_Frozen):
 _set_attribute = object.__setattr__
 
 
+def _trusted(model: type[_M], values: dict[str, object]) -> _M:
+    """An instance of the frozen *model* holding *values* (every field), built as
+    ``model.model_construct`` builds it with every field given, without its loop over
+    the fields (about three times faster) and without validating: for values already
+    checked. ``tests/unit/test_trusted_node_run.py`` holds it to pydantic's."""
+    instance = model.__new__(model)
+    _set_attribute(instance, "__dict__", values)
+    _set_attribute(instance, "__pydantic_fields_set__", set(values))
+    _set_attribute(instance, "__pydantic_extra__", None)
+    _set_attribute(instance, "__pydantic_private__", None)
+    return instance
+
+
 def trusted_node_run(
     node: str,
     state: NodeState,
@@ -113,11 +130,9 @@ def trusted_node_run(
     updated_at: datetime,
 ) -> NodeRun:
     """A checkpoint from values already checked (a store's columns, whose types and
-    checks hold what the model checks): as ``NodeRun.model_construct`` with every field
-    given builds it, about three times faster (a store builds one at each node's start
-    and end; ADR 0051). ``tests/unit/test_trusted_node_run.py`` holds it to pydantic's."""
-    run = NodeRun.__new__(NodeRun)
-    values = {
+    checks hold what the model checks): a store builds one at each node's start and end
+    (ADR 0051)."""
+    values: dict[str, object] = {
         "node": node,
         "state": state,
         "attempt": attempt,
@@ -129,11 +144,25 @@ def trusted_node_run(
         "error": error,
         "updated_at": updated_at,
     }
-    _set_attribute(run, "__dict__", values)
-    _set_attribute(run, "__pydantic_fields_set__", set(values))
-    _set_attribute(run, "__pydantic_extra__", None)
-    _set_attribute(run, "__pydantic_private__", None)
-    return run
+    return _trusted(NodeRun, values)
+
+
+def completed_end(node: str, attempt: int, output: JsonValue) -> "NodeEnd":
+    """The end of an attempt that completed with *output*, already JSON (the node's
+    output dumped by its adapter) and *attempt* counted from 1: not validated again (a
+    1,000-item output costs about 0.25 ms to validate as ``JsonValue``)."""
+    values: dict[str, object] = {
+        "node": node,
+        "attempt": attempt,
+        "outcome": AttemptOutcome.COMPLETED,
+        "state": NodeState.COMPLETED,
+        "output": output,
+        "error": None,
+        "not_before": None,
+        "interruptions": None,
+        "waiting_for": None,
+    }
+    return _trusted(NodeEnd, values)
 
 
 class NodeAttempt(_Frozen):
