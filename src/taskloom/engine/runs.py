@@ -108,10 +108,14 @@ def _trusted(model: type[_M], values: dict[str, object]) -> _M:
     """An instance of the frozen *model* holding *values* (every field), built as
     ``model.model_construct`` builds it with every field given, without its loop over
     the fields (about three times faster) and without validating: for values already
-    checked. ``tests/unit/test_trusted_node_run.py`` holds it to pydantic's."""
+    checked. ``tests/unit/test_trusted_node_run.py`` holds it to pydantic's.
+
+    The instances of one model share one set of fields set (every field): a frozen model
+    never changes its own, and a copy gets a copy of it (fewer objects per node, fewer
+    for the garbage collector to walk: a 10,000-item map keeps 10,000 checkpoints)."""
     instance = model.__new__(model)
     _set_attribute(instance, "__dict__", values)
-    _set_attribute(instance, "__pydantic_fields_set__", set(values))
+    _set_attribute(instance, "__pydantic_fields_set__", _ALL_FIELDS[model])
     _set_attribute(instance, "__pydantic_extra__", None)
     _set_attribute(instance, "__pydantic_private__", None)
     return instance
@@ -227,6 +231,11 @@ class NodeEnd(_Frozen):
     """The node's new count of worker deaths, when this end records one (a give-up)."""
     waiting_for: str | None = None
     """What the node waits for, when *state* is ``waiting``."""
+
+
+_ALL_FIELDS: Final[dict[type[_Frozen], set[str]]] = {
+    model: set(model.model_fields) for model in (NodeRun, NodeEnd)
+}
 
 
 def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> NodeRun:
