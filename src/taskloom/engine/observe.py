@@ -119,6 +119,11 @@ class Observers:
                 flat.append(observer)
         self._observers: tuple[Observer, ...] = tuple(flat)
 
+    @property
+    def empty(self) -> bool:
+        """No observer that does something: an event need not even be built."""
+        return not self._observers
+
     def task_created(self, task: Task) -> None:
         """Tell every observer."""
         self._each(lambda observer: observer.task_created(task))

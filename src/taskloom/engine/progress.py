@@ -176,16 +176,20 @@ class RunProgress:
         self._changed.set()
 
     def _say_items(self, phase: str) -> None:
-        def items() -> str:
-            total = sum(self._items_total[phase].values())
-            return f"{self._items_done[phase]:,}/{total:,} items"
+        # one object per call, not two closures: a map says this once per item
+        self.status(partial(self._items_line, phase))
 
-        self._say(phase, items)
+    def _items_line(self, phase: str) -> str:
+        total = sum(self._items_total[phase].values())
+        return self._line(phase, f"{self._items_done[phase]:,}/{total:,} items")
+
+    def _line(self, phase: str, detail: str) -> str:
+        number = self._phases.index(phase) + 1
+        return f"phase {number}/{len(self._phases)} {phase}: {detail}"
 
     def _say(self, phase: str, detail: Callable[[], str]) -> None:
         def line() -> str:
-            number = self._phases.index(phase) + 1
-            return f"phase {number}/{len(self._phases)} {phase}: {detail()}"
+            return self._line(phase, detail())
 
         self.status(line)
 

@@ -41,7 +41,7 @@ from taskloom.engine.fanout import ItemFailure, item_key, parse_item_key
 from taskloom.engine.fingerprint import describe
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import InputRequest, Progress, TaskFailure
-from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
+from taskloom.engine.observe import AttemptEnd, AttemptInfo, Observers, RunInfo
 from taskloom.engine.progress import RunProgress
 from taskloom.engine.retry import MAX_INTERRUPTIONS
 from taskloom.engine.runs import (
@@ -52,11 +52,13 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeStart,
     NodeState,
+    completed_end,
 )
 from taskloom.engine.submit import arguments_problem
 from taskloom.engine.waits import NodeWaits, Wait
 
 _FINAL_WRITE_S: Final = 10.0
+_NONE: Final[frozenset[str]] = frozenset()
 
 
 class RunEnd(StrEnum):
@@ -155,6 +157,8 @@ class RunExecution:
         self.end: RunEnd | None = None
         """How the run ended or is ending; ``None`` while it runs on."""
         self._observer = manager.observer
+        self._attempts_unobserved = isinstance(self._observer, Observers) and self._observer.empty
+        """No observer to tell of each attempt: an attempt builds no report (ADR 0051)."""
         self._info = RunInfo(task_id=self.task_id, workflow=workflow.name, resumed=claimed.resumed)
         self.dropping_lease = False
         """True while a write that drops the lease with it (the run's end, a park) is under
@@ -581,6 +585,8 @@ class RunExecution:
         self, step: _Step, attempt: int, workflow_input: Any
     ) -> tuple[NodeEnd, NodeWaits | None]:
         """:meth:`_attempt`, reported to the observer (also when it is cancelled)."""
+        if self._attempts_unobserved:
+            return await self._attempt(step, attempt, workflow_input)
         node = step.node
         info = AttemptInfo(
             task_id=self.task_id,
@@ -623,14 +629,7 @@ class RunExecution:
                     output = dump(await node.function(context))
                 timed_out = scope.cancelled_caught
             if not timed_out:
-                completed = NodeEnd(
-                    node=step.key,
-                    attempt=attempt,
-                    outcome=AttemptOutcome.COMPLETED,
-                    state=NodeState.COMPLETED,
-                    output=output,
-                )
-                return completed, None
+                return completed_end(step.key, attempt, output), None
         except NodeWaits as waits:
             waiting = NodeEnd(
                 node=step.key,
@@ -672,20 +671,32 @@ class RunExecution:
 
     def _context(self, step: _Step, attempt: int, workflow_input: Any) -> NodeContext[Any]:
         node = step.node
-        common: dict[str, Any] = {
-            "task_id": self.task_id,
-            "node": node,
-            "attempt": attempt,
-            "input": workflow_input,
-            "outputs": self._outputs,
-            "failed": frozenset(self._failed.intersection(node.deps)),
-            "runtime": _Runtime(self, step),
-            "settings": self.workflow.settings,
-            "answers": self._answers,
-        }
+        failed = frozenset(self._failed.intersection(node.deps)) if self._failed else _NONE
         if step.index is None:
-            return NodeContext(**common)
-        return MapContext(item=step.item, index=step.index, **common)
+            return NodeContext(
+                task_id=self.task_id,
+                node=node,
+                attempt=attempt,
+                input=workflow_input,
+                outputs=self._outputs,
+                failed=failed,
+                runtime=_Runtime(self, step),
+                settings=self.workflow.settings,
+                answers=self._answers,
+            )
+        return MapContext(
+            item=step.item,
+            index=step.index,
+            task_id=self.task_id,
+            node=node,
+            attempt=attempt,
+            input=workflow_input,
+            outputs=self._outputs,
+            failed=failed,
+            runtime=_Runtime(self, step),
+            settings=self.workflow.settings,
+            answers=self._answers,
+        )
 
     async def _record_stopped(self, step: _Step, attempt: int) -> None:
         if self.end is RunEnd.LEASE_LOST:

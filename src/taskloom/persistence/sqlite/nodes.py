@@ -6,17 +6,28 @@ read once for all of them, and the rows are written by one statement over a JSON
 (starts) or one prepared statement run for each (ends), instead of a script, a
 savepoint and a fence read per node. The rules are those of
 :func:`taskloom.persistence.sql.runs.start_node` and ``end_node`` (their texts, their
-checks): a refused start or end writes nothing, and one alone runs that script as before.
+checks; the ends' updates with positional parameters, their guard that the node runs
+that attempt checked by the read before them): a refused start or end writes nothing,
+and one alone runs that script as before.
 """
 
 import json
 import sqlite3
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 from taskloom.engine.errors import TaskloomError
-from taskloom.engine.runs import FAILURE_OUTCOMES, Lease, NodeEnd, NodeRun, NodeStart, NodeState
+from taskloom.engine.runs import (
+    FAILURE_OUTCOMES,
+    ErrorInfo,
+    Lease,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+    trusted_node_run,
+)
 from taskloom.persistence.sql import rows, runs
 from taskloom.persistence.sql.dialect import SQLITE
 from taskloom.persistence.sql.script import run_sync
@@ -34,7 +45,7 @@ def start_many(payloads: Sequence[StartPayload], raw: sqlite3.Connection) -> lis
     runs.check_start(lease, raw.execute(fence.read, {"task": lease.task_id}).fetchone())
     names = [start.node for _, start, _ in payloads]
     if len(set(names)) < len(names):
-        return _one_by_one(payloads, _start_one, raw)
+        return _one_by_one(payloads, start_one, raw)
     close, _, _ = runs.start_writes(SQLITE, "")
     for _, start, now in payloads:
         if start.interrupted_attempt is not None:
@@ -54,7 +65,7 @@ def start_many(payloads: Sequence[StartPayload], raw: sqlite3.Connection) -> lis
     attempts_sql, runs_sql = _start_sql()
     raw.execute(attempts_sql, parameters)
     found = raw.execute(runs_sql, parameters).fetchall()
-    started = {run.node: run for run in (rows.node_run(SQLITE, row) for row in found)}
+    started = {run.node: run for run in map(_started, found)}
     return [(True, started[name]) for name in names]
 
 
@@ -66,22 +77,40 @@ def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Ou
     runs.check_end(lease, raw.execute(fence.read, {"task": lease.task_id}).fetchone())
     names = [end.node for _, end, _ in payloads]
     if len(set(names)) < len(names):
-        return _one_by_one(payloads, _end_one, raw)
-    listed = {"task": lease.task_id, "nodes": json.dumps(names)}
+        return _one_by_one(payloads, end_one, raw)
+    task = lease.task_id
+    listed = {"task": task, "nodes": json.dumps(names)}
     running = {row[0]: row for row in raw.execute(_running_sql(), listed)}
-    landing: list[dict[str, object]] = []
+    attempts: list[tuple[object, ...]] = []
+    checkpoints: list[tuple[object, ...]] = []
     outcomes: list[Outcome] = []
     for _, end, now in payloads:
         row = running.get(end.node)
         if row is None or row[1] != end.attempt:
             outcomes.append((False, runs.not_running(lease, end.node)))
             continue
-        landing.append(runs.end_parameters(SQLITE, lease, end, now))
+        error = end.error.model_dump_json() if end.error is not None else None
+        output = json.dumps(end.output) if end.state is NodeState.COMPLETED else None
+        attempts.append((now, end.outcome.value, error, task, end.node, end.attempt))
+        checkpoints.append(
+            (
+                end.state.value,
+                int(end.outcome in FAILURE_OUTCOMES),
+                output,
+                error,
+                SQLITE.stored(end.not_before),
+                end.waiting_for,
+                end.interruptions,
+                now,
+                task,
+                end.node,
+                end.attempt,
+            )
+        )
         outcomes.append((True, _ended(row, end, now)))
-    if landing:
-        attempts_sql, runs_sql = _end_sql()
-        raw.executemany(attempts_sql, landing)
-        raw.executemany(runs_sql, landing)
+    if attempts:
+        raw.executemany(_END_ATTEMPT, attempts)
+        raw.executemany(_END_CHECKPOINT, checkpoints)
     return outcomes
 
 
@@ -90,7 +119,7 @@ def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
     ``node_runs`` row, :func:`_running_sql`'s columns), as the end's update writes it and
     ``engine.runs.node_ended`` states it: built here rather than read back."""
     node, attempt, failures, interruptions = running
-    return NodeRun(
+    return trusted_node_run(
         node=node,
         state=end.state,
         attempt=attempt,
@@ -101,6 +130,24 @@ def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
         output=end.output if end.state is NodeState.COMPLETED else None,
         error=end.error,
         updated_at=SQLITE.moment(now),
+    )
+
+
+def _started(row: tuple[Any, ...]) -> NodeRun:
+    """A started node's checkpoint from its row (:data:`rows.NODE_COLUMNS`), read as
+    :func:`rows.node_run` reads one, built as the end's is (values the columns checked)."""
+    node, state, attempt, failures, interruptions, not_before, waiting_for, output, error, at = row
+    return trusted_node_run(
+        node=node,
+        state=NodeState(state),
+        attempt=attempt,
+        failures=failures,
+        interruptions=interruptions,
+        not_before=SQLITE.read(not_before),
+        waiting_for=waiting_for,
+        output=None if output is None else json.loads(output),
+        error=None if error is None else ErrorInfo.model_validate_json(error),
+        updated_at=SQLITE.moment(at),
     )
 
 
@@ -115,12 +162,14 @@ def _one_by_one(payloads: Sequence[Any], one: Any, raw: sqlite3.Connection) -> l
     return outcomes
 
 
-def _start_one(payload: StartPayload, raw: sqlite3.Connection) -> NodeRun:
+def start_one(payload: StartPayload, raw: sqlite3.Connection) -> NodeRun:
+    """One start alone: the shared script of :func:`runs.start_node`."""
     lease, start, now = payload
     return run_sync(runs.start_node(SQLITE, lease, start, now), raw.execute)
 
 
-def _end_one(payload: EndPayload, raw: sqlite3.Connection) -> NodeRun:
+def end_one(payload: EndPayload, raw: sqlite3.Connection) -> NodeRun:
+    """One end alone: the shared script of :func:`runs.end_node`."""
     lease, end, now = payload
     return run_sync(runs.end_node(SQLITE, lease, end, now), raw.execute)
 
@@ -147,11 +196,19 @@ def _start_sql() -> tuple[str, str]:
     return attempts, checkpoints
 
 
-@cache
-def _end_sql() -> tuple[str, str]:
-    """:func:`runs.end_node`'s writes, run once per end (no rows returned)."""
-    attempts, checkpoints = runs.end_writes(SQLITE)
-    return attempts, checkpoints.split(" RETURNING ")[0]
+_END_ATTEMPT: Final = (
+    "UPDATE node_attempts SET ended_at = ?, outcome = ?, error = ?"
+    " WHERE task_id = ? AND node = ? AND attempt = ?"
+)
+"""An attempt's end, as :func:`runs.end_writes` writes it, with positional parameters
+and without its guard that the node is running that attempt: :func:`end_many` read the
+running rows in this savepoint, under the write lock, and lists only those."""
+_END_CHECKPOINT: Final = (
+    "UPDATE node_runs SET state = ?, failures = failures + ?, output = ?, error = ?,"
+    " not_before = ?, waiting_for = ?, interruptions = coalesce(?, interruptions),"
+    " updated_at = ? WHERE task_id = ? AND node = ? AND attempt = ? AND state = 'running'"
+)
+"""The checkpoint's update of :func:`runs.end_writes`, with positional parameters."""
 
 
 @cache

@@ -20,7 +20,7 @@ from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.outage import Outage
 from taskloom.persistence.sql import history as sql_history
-from taskloom.persistence.sql import runs, tasks
+from taskloom.persistence.sql import tasks
 from taskloom.persistence.sql.dialect import SQLITE
 from taskloom.persistence.sql.script import Script, Statement, run_sync
 from taskloom.persistence.sql.store import Make, SqlStore
@@ -153,21 +153,17 @@ class SqliteTaskStore(SqlStore):
 
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
-        moment = SQLITE.time(now)
-        starting = partial(runs.start_node, SQLITE, lease, start, moment)
-        merge = Merge((lease.task_id, lease.token), (lease, start, moment), nodes.start_many)
+        payload = (lease, start, SQLITE.time(now))
+        merge = Merge((lease.task_id, lease.token), payload, nodes.start_many, nodes.start_one)
         # survives a crash of the process; power loss re-runs the node
-        run: NodeRun = await self.writer.submit(
-            partial(_script, starting), durable=False, merge=merge
-        )
+        run: NodeRun = await self.writer.enqueue(None, durable=False, merge=merge)
         return run
 
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
-        moment = SQLITE.time(now)
-        ending = partial(runs.end_node, SQLITE, lease, end, moment)
-        merge = Merge((lease.task_id, lease.token), (lease, end, moment), nodes.end_many)
-        run: NodeRun = await self.writer.submit(partial(_script, ending), merge=merge)
+        payload = (lease, end, SQLITE.time(now))
+        merge = Merge((lease.task_id, lease.token), payload, nodes.end_many, nodes.end_one)
+        run: NodeRun = await self.writer.enqueue(None, merge=merge)
         return run
 
     # -- versions (VersionStore) ------------------------------------------------------------

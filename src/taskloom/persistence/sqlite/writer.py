@@ -26,10 +26,9 @@ import contextlib
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, NamedTuple, TypeVar, cast
 
 import aiosqlite
 import anyio
@@ -60,15 +59,18 @@ ManyFunction = Callable[[Sequence[Any], sqlite3.Connection], list[_Outcome]]
 raises refuses (a ``TaskloomError``) or fails (anything else) every one of them."""
 
 
-@dataclass(frozen=True, slots=True)
-class Merge:
-    """How a write runs together with others of its *key* in the same batch."""
+class Merge(NamedTuple):
+    """How a write runs together with others of its *key* in the same batch (a tuple:
+    two are made per node, and a tuple is made fastest)."""
 
     key: Hashable
     """Writes with equal keys (and equal *many*) merge."""
     payload: Any
     """This write's part of the merged call."""
     many: ManyFunction
+    alone: Callable[[Any, sqlite3.Connection], Any]
+    """The write of *payload* alone (``alone(payload, raw)``): what runs when it merges
+    with none, built only then (no function made per write for the rare case)."""
 
 
 class _Write:
@@ -76,13 +78,14 @@ class _Write:
 
     def __init__(
         self,
-        function: WriteFunction,
+        function: WriteFunction | None,
         durable: bool,
         future: "asyncio.Future[Any] | None",
         merge: Merge | None = None,
         members: "list[_Write] | None" = None,
     ):
         self.function = function
+        """What runs; ``None`` for a merged write's member: its merge's ``alone``."""
         self.durable = durable
         self.future = future
         self.merge = merge
@@ -167,7 +170,7 @@ class GroupCommitWriter:
 
     async def submit(
         self,
-        function: Callable[[sqlite3.Connection], _T],
+        function: Callable[[sqlite3.Connection], _T] | None,
         *,
         durable: bool = True,
         merge: Merge | None = None,
@@ -177,20 +180,34 @@ class GroupCommitWriter:
         With ``durable=False`` the write is bookkeeping: committed without its own fsync
         unless it shares a batch with a durable write (see the module docstring). With
         *merge*, it may run merged with others of its kind in the batch (its value is then
-        its outcome from the merged call; alone, *function* runs).
+        its outcome from the merged call; alone, *function* runs, or the merge's ``alone``
+        if *function* is ``None``).
 
         Raises:
             StoreClosedError: the writer was closed.
             TaskloomError: what *function* raised (its changes were undone).
         """
+        return cast(_T, await self.enqueue(function, durable=durable, merge=merge))
+
+    def enqueue(
+        self,
+        function: Callable[[sqlite3.Connection], Any] | None,
+        *,
+        durable: bool = True,
+        merge: Merge | None = None,
+    ) -> "asyncio.Future[Any]":
+        """:meth:`submit` without its coroutine: the future its answer settles (a store
+        method awaits it directly, one coroutine less per node write)."""
         if self._closed:
             raise StoreClosedError("the store is closed")
+        if function is None and merge is None:
+            raise ValueError("a write needs a function or a merge")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append(_Write(function, durable, future, merge))
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
-        return cast(_T, await future)
+        return future
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Commit batches until :meth:`close`, then finish what is queued and return.
@@ -226,7 +243,7 @@ class GroupCommitWriter:
             wakeup.set_result(None)
 
     async def _commit(self, batch: Sequence[_Write]) -> None:
-        functions = [write.function for write in batch]
+        functions = [_function(write) for write in batch]
         durable = any(write.durable for write in batch)
         try:
             outcomes = None if durable else self._commit_inline(functions)
@@ -298,6 +315,15 @@ class GroupCommitWriter:
         self._level = level
         self._inline_since_thread = 0  # its commit checkpointed as SQLite saw fit
         return outcomes
+
+
+def _function(write: _Write) -> WriteFunction:
+    """What *write* runs: its function, or its merge's write alone."""
+    if write.function is not None:
+        return write.function
+    merge = write.merge
+    assert merge is not None  # submit refuses a write with neither
+    return partial(merge.alone, merge.payload)
 
 
 def _settle(future: "asyncio.Future[Any] | None", ok: bool, value: Any) -> None:
