@@ -165,9 +165,17 @@ class Worker:
         self._reserved[task.id] = task.owner
         return EagerSlot(self, task.id)
 
-    def release_slot(self, task_id: TaskId) -> None:
-        """Free the slot :meth:`reserve` held for task *task_id*."""
-        del self._reserved[task_id]
+    def release_slot(self, task_id: TaskId, *, unused: bool = False) -> None:
+        """Free the slot :meth:`reserve` held for task *task_id*; *unused*: no run took
+        it (nothing was created), so work that a claim or a full worker left waiting for
+        it (the claim counted it as taken) is looked for now."""
+        owner = self._reserved.pop(task_id)
+        if unused and (self._claiming or self._saturated or self._was_full(owner)):
+            self.wake()
+
+    def _was_full(self, owner: str | None) -> bool:
+        """Whether *owner* held every slot it may before one of its slots was freed."""
+        return owner is not None and self._held_by(owner) + 1 >= per_owner_limit(self.settings)
 
     def start_eagerly(self, run: ClaimedRun, asked: float) -> None:
         """Run *run* now: its create, begun at *asked*, claimed it for this worker. A
@@ -534,15 +542,15 @@ class EagerSlot:
 
     def cancel(self, lease: Lease | None) -> None:
         """See :class:`taskloom.engine.eager.Reservation`."""
-        self._use()
-        if lease is not None:
+        self._use(unused=lease is None)
+        if lease is not None:  # the store just failed: the polls find what waits
             self._worker.hand_back(lease)
 
-    def _use(self) -> None:
+    def _use(self, *, unused: bool = False) -> None:
         if self._used:
             raise RuntimeError("this eager slot was used already")
         self._used = True
-        self._worker.release_slot(self._task_id)
+        self._worker.release_slot(self._task_id, unused=unused)
 
 
 def _is_store_failure(error: BaseException) -> bool:
