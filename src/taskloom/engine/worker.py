@@ -40,10 +40,11 @@ _MARK_EVERY_S = 15.0
 their status message (at its first record, then at most this often)."""
 
 _CLAIMABLE_STATES = frozenset({TaskState.QUEUED, TaskState.INPUT_REQUIRED})
-_MOST_UNREAD = 64
-"""New runs a full worker remembers to read later; older ones wait for its polls."""
 """The states in which another process's change may make a run claimable (a new or
 parked run, an answer arriving for one)."""
+
+_MOST_UNREAD = 64
+"""New runs a full worker remembers to read later; older ones wait for its polls."""
 
 _FORGET_S = 2.0
 """How long a stopping worker tries to drop its record of loaded versions."""
@@ -262,21 +263,23 @@ class Worker:
             self.wake()  # there may be more
         else:  # the queue held nothing more for it, unless a wake came during the claim
             self._idle = not self._wake.is_set()
-            await self._read_unread()
+            if self._unread:  # read beside the claims: a slow read never holds one up
+                task_group.start_soon(self._read_unread, list(self._unread))
+                self._unread = {}
 
-    async def _read_unread(self) -> None:
+    async def _read_unread(self, unread: list[TaskId]) -> None:
         """Read the runs other processes queued while every slot was taken (not read
         then, :meth:`_wants`) once a claim found none of them claimable: one parked on a
-        timer shorter than the poll period gets its wake, as if read when announced."""
-        unread, self._unread = list(self._unread), {}
-        for task_id in unread:
-            if task_id in self._executions:
-                continue
-            try:
-                task = await self.manager.get(task_id)
-            except TaskNotFoundError:
-                continue  # ended and gone meanwhile
-            self._react(task)
+        timer shorter than the poll period gets its wake, as if read when announced. A
+        store that fails a read ends them (the polls find those runs)."""
+        try:
+            for task_id in unread:
+                if task_id in self._executions:
+                    continue
+                with contextlib.suppress(TaskNotFoundError):  # ended and gone meanwhile
+                    self._react(await self.manager.get(task_id))
+        except Exception as error:  # noqa: BLE001  # never fatal: the polls find them
+            _log_failure(self.worker_id, "reading new runs", error, self.settings.poll_s)
 
     def _adopt(self, run: ClaimedRun, asked: float, task_group: anyio.abc.TaskGroup) -> None:
         """Put *run*, claimed by a transaction that began at *asked*, in the map of
