@@ -14,6 +14,7 @@ import contextlib
 import logging
 import secrets
 import socket
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -130,6 +131,8 @@ class Worker:
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
         self._claiming = False
         """A claim is under way (its store may count leases of runs ending meanwhile)."""
+        self._ended_in_claim: Counter[str] = Counter()
+        """Runs of named owners that ended while the claim under way was being made."""
         self._unread: dict[TaskId, None] = {}
         """New runs of other processes not read while every slot was taken (oldest first)."""
         self._owners: dict[TaskId, str | None] = {}
@@ -174,9 +177,10 @@ class Worker:
         if unused and (self._claiming or self._saturated or self._was_full(owner)):
             self.wake()
 
-    def _was_full(self, owner: str | None) -> bool:
-        """Whether *owner* held every slot it may before one of its slots was freed."""
-        return owner is not None and self._held_by(owner) + 1 >= per_owner_limit(self.settings)
+    def _was_full(self, owner: str | None, freed: int = 1) -> bool:
+        """Whether *owner* held every slot it may before *freed* of its slots were freed."""
+        limit = per_owner_limit(self.settings)
+        return owner is not None and self._held_by(owner) + freed >= limit
 
     def start_eagerly(self, run: ClaimedRun, asked: float) -> None:
         """Run *run* now: its create, begun at *asked*, claimed it for this worker. A
@@ -242,7 +246,7 @@ class Worker:
             self._saturated = True
             return
         asked = anyio.current_time()
-        self._claiming = True
+        self._claiming, self._ended_in_claim = True, Counter()
         try:
             claimed = await self.manager.claim(
                 worker=self.worker_id,
@@ -258,6 +262,8 @@ class Worker:
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             self._adopt(run, asked, task_group)
+        if any(self._was_full(owner, n) for owner, n in self._ended_in_claim.items()):
+            self.wake()  # the claim may have counted their leases: its owner's runs wait
         self._saturated = len(claimed) == free
         if self._saturated:
             self.wake()  # there may be more
@@ -339,13 +345,15 @@ class Worker:
                 self._wake_at(execution.parked_until)
 
     def _owner_was_full(self, ended: RunExecution) -> bool:
-        """Whether the owner of *ended* held every slot it may before it ended, or may
-        have for a claim under way (whose store counted the lease of *ended*)."""
+        """Whether the owner of *ended* held every slot it may before it ended; during a
+        claim (whose store may have counted the lease of *ended*), the claim's end asks
+        once it has taken its runs."""
         owner = self._owners.pop(ended.task_id, None)
         if owner is None:
             return False
         if self._claiming:
-            return True
+            self._ended_in_claim[owner] += 1
+            return False
         running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
         return running + 1 >= per_owner_limit(self.settings)
 
