@@ -278,7 +278,7 @@ async def serve_ui(
     from taskloom.server.http.endpoint import principal_limiter
 
     database = settings.database
-    _refuse_unprotected_new_database(database, http)
+    _refuse_unprotected_new_database(database, http, tokens_file=False)
     if isinstance(database, SqliteSettings) and not allow_actions:
         database = database.model_copy(update={"read_only": True})
     registry = load_workflows(settings)
@@ -288,7 +288,7 @@ async def serve_ui(
             store, settings=settings.tasks, validator=JsonSchemaValidator(), observer=hub
         )
         engine = Engine(manager=manager, runs=store, workflows=registry, worker=None, tokens=store)
-        stored = await _stored_tokens(engine, http)
+        stored = await _stored_tokens(engine, http, tokens_file=False)
         authenticator = Authenticator(http, stored)
         ui = ui_app(
             manager,
@@ -313,7 +313,9 @@ async def serve_ui(
             task_group.cancel_scope.cancel()
 
 
-async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | None":
+async def _stored_tokens(
+    engine: Engine, http: HttpSettings, *, tokens_file: bool = True
+) -> "StoredTokens | None":
     """The check of the database's tokens, if they are on and some token is active.
 
     Raises:
@@ -325,11 +327,13 @@ async def _stored_tokens(engine: Engine, http: HttpSettings) -> "StoredTokens | 
     if await verifier.any_active():
         return verifier
     if not http.authenticates and not is_loopback(http.host):
-        raise _unprotected(http)
+        raise _unprotected(http, tokens_file=tokens_file)
     return None
 
 
-def _refuse_unprotected_new_database(database: DatabaseSettings, http: HttpSettings) -> None:
+def _refuse_unprotected_new_database(
+    database: DatabaseSettings, http: HttpSettings, *, tokens_file: bool = True
+) -> None:
     """Refuse before opening, so before creating, a SQLite file that does not exist yet
     where a non-loopback server without static tokens would need a stored one: a new
     database holds none (the check after opening, :func:`_stored_tokens`, covers the rest).
@@ -343,14 +347,16 @@ def _refuse_unprotected_new_database(database: DatabaseSettings, http: HttpSetti
         and not http.authenticates
         and not is_loopback(http.host)
     ):
-        raise _unprotected(http)
+        raise _unprotected(http, tokens_file=tokens_file)
 
 
-def _unprotected(http: HttpSettings) -> InvalidRequestError:
+def _unprotected(http: HttpSettings, *, tokens_file: bool) -> InvalidRequestError:
+    """The refusal; *tokens_file*: the command takes ``--tokens-file`` (``ui`` does not)."""
+    static = "TASKLOOM_TOKENS or --tokens-file" if tokens_file else "TASKLOOM_TOKENS"
     return InvalidRequestError(
         f"refusing to serve HTTP on {http.host} without tokens: create one "
-        "(taskloom tokens create --principal NAME), configure TASKLOOM_TOKENS or "
-        "--tokens-file, or bind a loopback address such as 127.0.0.1"
+        f"(taskloom tokens create --principal NAME), configure {static}, "
+        "or bind a loopback address such as 127.0.0.1"
     )
 
 

@@ -449,3 +449,51 @@ async def test_no_eager_start_of_an_owner_while_a_claim_may_fill_its_cap(
                 assert done.state is TaskState.COMPLETED
             task_group.cancel_scope.cancel()
     assert runs.eager == [busy.id]
+
+
+async def test_a_reservation_an_idempotent_replay_gives_back_wakes_the_owners_waiting_run(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """A claim counts the slot held for an eager create in flight against its owner's
+    cap; when that create turns out to be a replay of an idempotency key (nothing is
+    created, the slot is given back), a run of the owner that the claim left queued for
+    it is claimed at once, not at the next poll (an hour here)."""
+    release = anyio.Event()
+    worker, runs = _watched(manager, store, _flow(release), max_runs=4, max_runs_per_owner=2)
+    manager = worker.manager
+    flow = cast(Workflow[Hold], worker.workflows["job"])
+    committing, go_on = anyio.Event(), anyio.Event()
+    create_claimed = runs.create_claimed
+
+    async def held_at_commit(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
+        committing.set()
+        await go_on.wait()
+        return await create_claimed(task, claim, now)
+
+    async def replay() -> None:
+        again = await submit(manager, flow, {}, owner="ann", idempotency_key="k")
+        assert again.id == first.id
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()
+            first = await submit(manager, flow, {}, owner="ann", idempotency_key="k")
+            await manager.wait_until_terminal(first.id)  # ran eagerly, ended: still idle
+            busy = await submit(manager, flow, {"hold": True}, owner="ann")
+            assert busy.state is TaskState.RUNNING  # one of ann's two
+            runs.create_claimed = held_at_commit  # type: ignore[method-assign]
+            task_group.start_soon(replay)
+            await committing.wait()  # ann's second slot reserved for the replay
+            draft = manager.draft("job", {}, owner="ann", workflow_version="1")
+            queued = (await store.create(draft, draft.created_at))[0]  # another process's
+            runs.looked = anyio.Event()
+            worker.wake()
+            await runs.looked.wait()  # ann is at her cap: the queued run is left
+            assert (await manager.get(queued.id)).state is TaskState.QUEUED
+            go_on.set()  # the replay creates nothing and gives its slot back
+            done = await manager.wait_until_terminal(queued.id)
+            assert done.state is TaskState.COMPLETED
+            release.set()
+            await manager.wait_until_terminal(busy.id)
+            task_group.cancel_scope.cancel()

@@ -197,3 +197,55 @@ async def test_a_run_that_ends_during_a_claim_leaves_no_run_of_its_owner_waiting
                 done = await watched.wait_until_terminal(task.id)
                 assert done.state is TaskState.COMPLETED
             task_group.cancel_scope.cancel()
+
+
+async def test_a_run_that_ends_during_a_claim_far_below_its_owners_cap_makes_no_claim_more(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """The claim cannot have left a run of that owner queued for its cap: the worker
+    does not claim again (it would for every named run ending during a claim)."""
+    release = anyio.Event()
+    flow = _flow(release)
+    runs = HeldClaims(cast(RunStore, store))
+    claims: list[int] = []
+    claim_runs = runs.claim_runs
+
+    async def counted(**terms: Any) -> Sequence[ClaimedRun]:
+        claimed = await claim_runs(**terms)
+        claims.append(len(claimed))
+        return claimed
+
+    runs.claim_runs = counted  # type: ignore[method-assign]
+    watched = TaskManager(store, runs=cast(RunStore, runs), clock=manager.clock)
+    settings = QUIET.model_copy(update={"max_runs": 10, "max_runs_per_owner": 5})
+    worker = Worker(watched, {"job": flow}, settings=settings)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()
+            ended = await submit(watched, flow, owner="ann")
+            kept = await submit(watched, flow, owner="ann")
+            assert ended.state is kept.state is TaskState.RUNNING  # two of ann's five
+            runs.go = anyio.Event()
+            before = len(claims)
+            worker.wake()
+            await runs.answered.wait()
+            await watched.cancel(ended.id)
+
+            async def ended_here() -> bool:
+                return worker.active_runs == 1
+
+            await eventually(ended_here, within_s=10)
+            runs.go.set()
+            await eventually(lambda: _claimed_once_more(claims, before), within_s=10)
+            draft = watched.draft("job", {"hold": False}, workflow_version="1")
+            marker = (await store.create(draft, draft.created_at))[0]  # no wake: polls only
+            worker.wake()
+            assert (await watched.wait_until_terminal(marker.id)).state is TaskState.COMPLETED
+            assert len(claims) == before + 2, claims[before:]  # the one of the test, and ours
+            release.set()
+            task_group.cancel_scope.cancel()
+
+
+async def _claimed_once_more(claims: list[int], before: int) -> bool:
+    return len(claims) > before

@@ -50,3 +50,34 @@ async def test_a_node_changing_its_input_does_not_change_the_task(
     assert done.result == len(DATA) + 1
     assert done.arguments == {"data": DATA}
     assert (await manager.get(task.id)).arguments == {"data": DATA}
+
+
+async def test_a_node_changing_a_nested_value_of_its_input_does_not_change_the_task(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    """The copy goes all the way down: an object in an array in an object is the run's own."""
+    manager = TaskManager(store, clock=clock, validator=JsonSchemaValidator())
+    flow = Workflow("changes_nested", version="1", input=Large)
+
+    @flow.node()
+    async def change(ctx: NodeContext[Large]) -> int:
+        ctx.input.data["items"][0]["tags"].append("changed")
+        ctx.input.data["items"][1]["n"] = 0
+        return 1
+
+    worker = Worker(
+        manager,
+        {flow.name: flow},
+        settings=WorkerSettings(poll_s=0.05, progress_interval_s=0, input_recheck_s=None),
+    )
+    nested = {"items": [{"tags": ["a"], "n": 1.5}, {"n": 2, "none": None, "yes": True}]}
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(worker.run)
+        task = await submit(manager, flow, {"data": nested})
+        with anyio.fail_after(20):
+            done = await manager.wait_until_terminal(task.id)
+        task_group.cancel_scope.cancel()
+    assert done.state is TaskState.COMPLETED
+    original = {"items": [{"tags": ["a"], "n": 1.5}, {"n": 2, "none": None, "yes": True}]}
+    assert done.arguments == {"data": original}
+    assert (await manager.get(task.id)).arguments == {"data": original}

@@ -147,3 +147,28 @@ def test_the_principal_limits_come_from_flags_or_the_environment(
     )
     assert server_settings(args).max_unfinished_per_principal is None  # 0: no limit
     assert server_settings(parse_serve([])).max_unfinished_per_principal == 1_000
+
+
+def test_the_ui_refusal_names_only_what_ui_takes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``taskloom ui`` on a non-loopback address without tokens says how to give it some:
+    TASKLOOM_TOKENS or a stored token (it has no ``--tokens-file``, which serve has)."""
+    import anyio
+
+    from taskloom.persistence.sqlite import SqliteTaskStore
+
+    db = tmp_path / "tasks.db"
+
+    async def create() -> None:
+        async with SqliteTaskStore.open(db):
+            pass
+
+    anyio.run(create)
+    with pytest.raises(SystemExit) as raised:
+        main(["ui", "--host", "0.0.0.0", "--port", "0", "--db", str(db)])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("taskloom: error: refusing to serve HTTP on 0.0.0.0 without tokens")
+    assert "TASKLOOM_TOKENS" in err
+    assert "--tokens-file" not in err

@@ -12,7 +12,6 @@ their next await, and no further node starts.
 """
 
 import contextlib
-import copy
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -210,7 +209,7 @@ class RunExecution:
             return
         try:
             # a copy: a node may change its input in place, never the task it came from
-            workflow_input = self.workflow.parse_input(copy.deepcopy(self._task.arguments))
+            workflow_input = self.workflow.parse_input(_copied(self._task.arguments))
         except ValidationError as error:
             await self._fail("invalid_input", f"invalid input: {error.errors()[0]['msg']}")
             return
@@ -942,6 +941,21 @@ class _Runtime:
         if child.is_terminal:
             return child_result(child)
         raise NodeWaits(Wait("child", child.id))
+
+
+def _copied(arguments: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """*arguments* with each of their objects and arrays copied (the rest of a JSON value
+    cannot change): as private as ``copy.deepcopy``'s, in less than half its time (it
+    keeps a memo of every object), on the loop once per claim of a run."""
+    return {key: _copied_value(value) for key, value in arguments.items()}
+
+
+def _copied_value(value: JsonValue) -> JsonValue:
+    if isinstance(value, dict):
+        return _copied(value)
+    if isinstance(value, list):
+        return [_copied_value(item) for item in value]
+    return value
 
 
 def _wait_of(run: NodeRun) -> Wait | None:

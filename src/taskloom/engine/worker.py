@@ -14,6 +14,7 @@ import contextlib
 import logging
 import secrets
 import socket
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,10 +41,11 @@ _MARK_EVERY_S = 15.0
 their status message (at its first record, then at most this often)."""
 
 _CLAIMABLE_STATES = frozenset({TaskState.QUEUED, TaskState.INPUT_REQUIRED})
-_MOST_UNREAD = 64
-"""New runs a full worker remembers to read later; older ones wait for its polls."""
 """The states in which another process's change may make a run claimable (a new or
 parked run, an answer arriving for one)."""
+
+_MOST_UNREAD = 64
+"""New runs a full worker remembers to read later; older ones wait for its polls."""
 
 _FORGET_S = 2.0
 """How long a stopping worker tries to drop its record of loaded versions."""
@@ -129,6 +131,8 @@ class Worker:
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
         self._claiming = False
         """A claim is under way (its store may count leases of runs ending meanwhile)."""
+        self._ended_in_claim: Counter[str] = Counter()
+        """Runs of named owners that ended while the claim under way was being made."""
         self._unread: dict[TaskId, None] = {}
         """New runs of other processes not read while every slot was taken (oldest first)."""
         self._owners: dict[TaskId, str | None] = {}
@@ -165,9 +169,18 @@ class Worker:
         self._reserved[task.id] = task.owner
         return EagerSlot(self, task.id)
 
-    def release_slot(self, task_id: TaskId) -> None:
-        """Free the slot :meth:`reserve` held for task *task_id*."""
-        del self._reserved[task_id]
+    def release_slot(self, task_id: TaskId, *, unused: bool = False) -> None:
+        """Free the slot :meth:`reserve` held for task *task_id*; *unused*: no run took
+        it (nothing was created), so work that a claim or a full worker left waiting for
+        it (the claim counted it as taken) is looked for now."""
+        owner = self._reserved.pop(task_id)
+        if unused and (self._claiming or self._saturated or self._was_full(owner)):
+            self.wake()
+
+    def _was_full(self, owner: str | None, freed: int = 1) -> bool:
+        """Whether *owner* held every slot it may before *freed* of its slots were freed."""
+        limit = per_owner_limit(self.settings)
+        return owner is not None and self._held_by(owner) + freed >= limit
 
     def start_eagerly(self, run: ClaimedRun, asked: float) -> None:
         """Run *run* now: its create, begun at *asked*, claimed it for this worker. A
@@ -233,7 +246,7 @@ class Worker:
             self._saturated = True
             return
         asked = anyio.current_time()
-        self._claiming = True
+        self._claiming, self._ended_in_claim = True, Counter()
         try:
             claimed = await self.manager.claim(
                 worker=self.worker_id,
@@ -249,26 +262,30 @@ class Worker:
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             self._adopt(run, asked, task_group)
+        if any(self._was_full(owner, n) for owner, n in self._ended_in_claim.items()):
+            self.wake()  # the claim may have counted their leases: its owner's runs wait
         self._saturated = len(claimed) == free
         if self._saturated:
             self.wake()  # there may be more
         else:  # the queue held nothing more for it, unless a wake came during the claim
             self._idle = not self._wake.is_set()
-            await self._read_unread()
+            if self._unread:  # read beside the claims: a slow read never holds one up
+                task_group.start_soon(self._read_unread, list(self._unread))
+                self._unread = {}
 
-    async def _read_unread(self) -> None:
+    async def _read_unread(self, unread: list[TaskId]) -> None:
         """Read the runs other processes queued while every slot was taken (not read
         then, :meth:`_wants`) once a claim found none of them claimable: one parked on a
-        timer shorter than the poll period gets its wake, as if read when announced."""
-        unread, self._unread = list(self._unread), {}
-        for task_id in unread:
-            if task_id in self._executions:
-                continue
-            try:
-                task = await self.manager.get(task_id)
-            except TaskNotFoundError:
-                continue  # ended and gone meanwhile
-            self._react(task)
+        timer shorter than the poll period gets its wake, as if read when announced. A
+        store that fails a read ends them (the polls find those runs)."""
+        try:
+            for task_id in unread:
+                if task_id in self._executions:
+                    continue
+                with contextlib.suppress(TaskNotFoundError):  # ended and gone meanwhile
+                    self._react(await self.manager.get(task_id))
+        except Exception as error:  # noqa: BLE001  # never fatal: the polls find them
+            _log_failure(self.worker_id, "reading new runs", error, self.settings.poll_s)
 
     def _adopt(self, run: ClaimedRun, asked: float, task_group: anyio.abc.TaskGroup) -> None:
         """Put *run*, claimed by a transaction that began at *asked*, in the map of
@@ -328,13 +345,15 @@ class Worker:
                 self._wake_at(execution.parked_until)
 
     def _owner_was_full(self, ended: RunExecution) -> bool:
-        """Whether the owner of *ended* held every slot it may before it ended, or may
-        have for a claim under way (whose store counted the lease of *ended*)."""
+        """Whether the owner of *ended* held every slot it may before it ended; during a
+        claim (whose store may have counted the lease of *ended*), the claim's end asks
+        once it has taken its runs."""
         owner = self._owners.pop(ended.task_id, None)
         if owner is None:
             return False
         if self._claiming:
-            return True
+            self._ended_in_claim[owner] += 1
+            return False
         running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
         return running + 1 >= per_owner_limit(self.settings)
 
@@ -534,15 +553,15 @@ class EagerSlot:
 
     def cancel(self, lease: Lease | None) -> None:
         """See :class:`taskloom.engine.eager.Reservation`."""
-        self._use()
-        if lease is not None:
+        self._use(unused=lease is None)
+        if lease is not None:  # the store just failed: the polls find what waits
             self._worker.hand_back(lease)
 
-    def _use(self) -> None:
+    def _use(self, *, unused: bool = False) -> None:
         if self._used:
             raise RuntimeError("this eager slot was used already")
         self._used = True
-        self._worker.release_slot(self._task_id)
+        self._worker.release_slot(self._task_id, unused=unused)
 
 
 def _is_store_failure(error: BaseException) -> bool:
