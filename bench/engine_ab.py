@@ -16,7 +16,12 @@ the server's processes (every ``postgres`` process of the machine, so other user
 server count too). The machine is shared: compare the two trees' figures round by round
 (the ratios), with the load average beside them.
 
+With ``--observers`` the SQLite workloads run with the observers ``taskloom serve --http``
+has (spans, lifecycle logs at its default level, metrics and the dashboard's hub);
+without it, with none: an engine no observer listens to reports no attempt (ADR 0051).
+
     python bench/engine_ab.py [--base REV] [--rounds N] [--no-postgres | --no-sqlite]
+        [--observers]
 """
 
 import argparse
@@ -31,7 +36,10 @@ import tempfile
 import time
 from io import BytesIO
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from taskloom.engine.observe import Observer
 
 BENCH: Final = Path(__file__).resolve().parent
 ROOT: Final = BENCH.parent
@@ -67,7 +75,7 @@ def _child(src: Path | None, *arguments: str) -> dict[str, float]:
     return found
 
 
-def _sqlite_child(kind: str, width: int) -> dict[str, float]:
+def _sqlite_child(kind: str, width: int, observed: bool = False) -> dict[str, float]:
     import anyio
 
     import fanout_sqlite
@@ -83,7 +91,7 @@ def _sqlite_child(kind: str, width: int) -> dict[str, float]:
         flow = mapped() if kind == "map" else fan_out(width)
         arguments = {"items": width} if kind == "map" else {}
         async with SqliteTaskStore.open(path) as store:
-            manager = TaskManager(store)
+            manager = TaskManager(store, observer=_served_observer() if observed else None)
             worker = Worker(manager, {flow.name: flow}, settings=FAST)
             async with anyio.create_task_group() as task_group:
                 await task_group.start(worker.run)
@@ -99,6 +107,17 @@ def _sqlite_child(kind: str, width: int) -> dict[str, float]:
     assert fanout_sqlite  # the workloads are this checkout's
     with tempfile.TemporaryDirectory() as folder:
         return anyio.run(measure, Path(folder) / "ab.db")
+
+
+def _served_observer() -> "Observer":
+    """The observers of ``taskloom serve --http`` (``bootstrap.serve_http``); the root
+    logger left at Python's default, WARNING, as ``configure_logging`` sets it."""
+    from taskloom.engine.observe import Observers
+    from taskloom.observability import standard_observer
+    from taskloom.observability.metrics import Metrics
+    from taskloom.server.dashboard.hub import ChangeHub
+
+    return Observers([standard_observer(Metrics()), ChangeHub()])
 
 
 def _cpu_s(pid: int | str) -> float:
@@ -180,6 +199,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-sqlite", action="store_true")
+    parser.add_argument("--observers", action="store_true")
     options = parser.parse_args()
     cases = [] if options.no_sqlite else [f"{kind} {width}" for kind, width in CASES]
     if not options.no_postgres:
@@ -194,6 +214,8 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             for case in cases:
                 arguments = ("postgres",) if case == "postgres" else ("sqlite", *case.split())
+                if options.observers and case != "postgres":
+                    arguments += ("observed",)
                 for tree, src in (("base", base), ("new", None)):
                     results[case][tree].append(_child(src, *arguments))
     names = {"static 1000": "1,000-node static fan-out (SQLite)"}
@@ -206,6 +228,8 @@ if __name__ == "__main__":
         match sys.argv[2:]:
             case ["sqlite", kind, width]:
                 print(json.dumps(_sqlite_child(kind, int(width))))
+            case ["sqlite", kind, width, "observed"]:
+                print(json.dumps(_sqlite_child(kind, int(width), observed=True)))
             case ["postgres"]:
                 print(json.dumps(_postgres_child()))
             case other:

@@ -302,3 +302,65 @@ async def test_merged_starts_close_the_attempts_they_resume_from(
     assert {
         node: (stored[node].attempt, stored[node].interruptions) for node in resumed
     } == dict.fromkeys(resumed, (2, 1))
+
+
+async def _end_an_ended_node_again(runs: RunStore, lease: Lease, clock: FakeClock) -> None:
+    """Every node started; ``n5`` ended (a failure, to retry); then the same attempt of
+    every node ended at once: ``n5``'s is refused and leaves its attempt as it was."""
+    now = clock.now()
+    await _all_at_once(
+        [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
+    )
+    error = ErrorInfo(error_type="ValueError", message="bad", fingerprint="f")
+    failed = NodeEnd(
+        node=NODES[5],
+        attempt=1,
+        outcome=AttemptOutcome.FAILED,
+        state=NodeState.RETRYING,
+        error=error,
+        not_before=now + timedelta(seconds=5),
+    )
+    await runs.end_node(lease, failed, now)
+    before = [each for each in await runs.attempts(lease.task_id) if each.node == NODES[5]]
+    clock.advance(1)
+    later = clock.now()
+    ended = await _all_at_once([partial(runs.end_node, lease, _end(node), later) for node in NODES])
+    assert isinstance(ended[5], LeaseLostError)
+    assert all(run.state is NodeState.COMPLETED for i, run in enumerate(ended) if i != 5)
+    after = [each for each in await runs.attempts(lease.task_id) if each.node == NODES[5]]
+    assert after == before
+    assert before[0].outcome is AttemptOutcome.FAILED
+    assert (await runs.checkpoints(lease.task_id))[NODES[5]].state is NodeState.RETRYING
+
+
+async def test_an_end_of_a_node_that_ended_that_attempt_writes_nothing(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    """The attempt's row exists: only the check that the node runs it refuses the end
+    (a merged end's read of the running rows, on SQLite; ADR 0051's amendment)."""
+    await _end_an_ended_node_again(
+        cast(RunStore, store), await _lease(manager, store, clock), clock
+    )
+
+
+async def test_sqlite_an_end_retried_alone_after_a_failed_merge_writes_nothing_refused(
+    manager: TaskManager, store: TaskStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merged end that fails (not a refusal) is retried member by member, each by the
+    shared script: the refused one still writes nothing."""
+    if not isinstance(store, SqliteTaskStore):
+        pytest.skip("the merge and its fallback are SQLite's writer's")
+    failures: list[int] = []
+
+    def failing(payloads: Any, raw: Any) -> Any:
+        if len(payloads) > 1:
+            failures.append(len(payloads))
+            raise RuntimeError("a merged end that fails")
+        return real(payloads, raw)
+
+    real = nodes.end_many
+    monkeypatch.setattr(nodes, "end_many", failing)
+    await _end_an_ended_node_again(
+        cast(RunStore, store), await _lease(manager, store, clock), clock
+    )
+    assert failures  # the merged call failed and its members ran alone

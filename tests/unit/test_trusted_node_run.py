@@ -63,3 +63,31 @@ def test_a_completed_end_equals_the_validated_one() -> None:
     assert trusted == validated
     assert trusted.model_dump_json() == validated.model_dump_json()
     assert repr(trusted) == repr(validated)
+
+
+def test_a_completed_end_sets_the_fields_validation_sets() -> None:
+    # validation sets the fields given, not the defaults: a dump of the set fields (or
+    # a copy's) must not differ between the trusted end and the validated one
+    trusted = completed_end("leaf[3]", 2, [1, 2])
+    validated = NodeEnd(
+        node="leaf[3]",
+        attempt=2,
+        outcome=AttemptOutcome.COMPLETED,
+        state=NodeState.COMPLETED,
+        output=[1, 2],
+    )
+    assert trusted.model_fields_set == validated.model_fields_set
+    assert trusted.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    copied = trusted.model_copy(update={"attempt": 3})
+    assert copied.model_fields_set == validated.model_copy(update={"attempt": 3}).model_fields_set
+
+
+def test_the_shared_fields_set_is_never_changed_by_a_copy() -> None:
+    first = trusted_node_run(**FIELDS)  # type: ignore[arg-type]
+    before = set(first.model_fields_set)
+    first.model_copy(update={"attempt": 3})
+    first.model_copy(deep=True)
+    end = completed_end("leaf[3]", 2, None)
+    end.model_copy(update={"waiting_for": "x"})
+    assert trusted_node_run(**FIELDS).model_fields_set == before  # type: ignore[arg-type]
+    assert completed_end("a", 1, None).model_fields_set == end.model_fields_set
