@@ -1,5 +1,6 @@
 """HTTP settings from flags and the environment; tokens; the rate limiter."""
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -165,8 +166,14 @@ def test_the_ui_refusal_names_only_what_ui_takes(
             pass
 
     anyio.run(create)
-    with pytest.raises(SystemExit) as raised:
-        main(["ui", "--host", "0.0.0.0", "--port", "0", "--db", str(db)])
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:  # ui sets up the process's logging on stderr, which pytest closes after the test
+        with pytest.raises(SystemExit) as raised:
+            main(["ui", "--host", "0.0.0.0", "--port", "0", "--db", str(db)])
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("taskloom: error: refusing to serve HTTP on 0.0.0.0 without tokens")
