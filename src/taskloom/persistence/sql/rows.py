@@ -9,7 +9,14 @@ from pydantic import JsonValue, ValidationError
 
 from taskloom.engine.errors import CorruptDatabaseError
 from taskloom.engine.models import Task, TaskId
-from taskloom.engine.runs import AttemptOutcome, ErrorInfo, NodeAttempt, NodeRun, NodeState
+from taskloom.engine.runs import (
+    AttemptOutcome,
+    ErrorInfo,
+    NodeAttempt,
+    NodeRun,
+    NodeState,
+    trusted_node_run,
+)
 from taskloom.persistence.sql import bodies
 from taskloom.persistence.sql.dialect import Dialect
 from taskloom.persistence.sql.script import Statement
@@ -124,7 +131,7 @@ def node_run(d: Dialect, row: tuple[Any, ...]) -> NodeRun:
     the columns' types and checks hold what the model would check (every node's start
     and end reads one)."""
     node, state, attempt, failures, interruptions, not_before, waiting_for, output, error, at = row
-    return NodeRun.model_construct(
+    return trusted_node_run(
         node=node,
         state=NodeState(state),
         attempt=attempt,

@@ -20,7 +20,6 @@ from typing import Any, Final
 from taskloom.engine.errors import TaskloomError
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
-    ErrorInfo,
     Lease,
     NodeEnd,
     NodeRun,
@@ -134,21 +133,8 @@ def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
 
 
 def _started(row: tuple[Any, ...]) -> NodeRun:
-    """A started node's checkpoint from its row (:data:`rows.NODE_COLUMNS`), read as
-    :func:`rows.node_run` reads one, built as the end's is (values the columns checked)."""
-    node, state, attempt, failures, interruptions, not_before, waiting_for, output, error, at = row
-    return trusted_node_run(
-        node=node,
-        state=NodeState(state),
-        attempt=attempt,
-        failures=failures,
-        interruptions=interruptions,
-        not_before=SQLITE.read(not_before),
-        waiting_for=waiting_for,
-        output=None if output is None else json.loads(output),
-        error=None if error is None else ErrorInfo.model_validate_json(error),
-        updated_at=SQLITE.moment(at),
-    )
+    """A started node's checkpoint from its row (:data:`rows.NODE_COLUMNS`)."""
+    return rows.node_run(SQLITE, row)
 
 
 def _one_by_one(payloads: Sequence[Any], one: Any, raw: sqlite3.Connection) -> list[Outcome]:
