@@ -19,12 +19,15 @@ server count too). The machine is shared: compare the two trees' figures round b
 With ``--observers`` the SQLite workloads run with the observers ``taskloom serve --http``
 has (spans, lifecycle logs at its default level, metrics and the dashboard's hub);
 without it, with none: an engine no observer listens to reports no attempt (ADR 0051).
+A full garbage collection runs before the measured part: the observers' imports would
+otherwise leave one full pass (some 30 ms) to fall inside it.
 
     python bench/engine_ab.py [--base REV] [--rounds N] [--no-postgres | --no-sqlite]
         [--observers]
 """
 
 import argparse
+import gc
 import glob
 import json
 import os
@@ -95,6 +98,7 @@ def _sqlite_child(kind: str, width: int, observed: bool = False) -> dict[str, fl
             worker = Worker(manager, {flow.name: flow}, settings=FAST)
             async with anyio.create_task_group() as task_group:
                 await task_group.start(worker.run)
+                gc.collect()  # what setting up left (imports, the flow) is not the nodes'
                 cpu, started = time.process_time(), time.perf_counter()
                 task = await submit(manager, flow, arguments)
                 done = await manager.wait_until_terminal(task.id)

@@ -1,9 +1,11 @@
 """OpenTelemetry spans: node attempts nest under their task's span, failures are errors."""
 
+import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import INVALID_SPAN, ProxyTracer, Span, StatusCode
 
 from taskloom.observability.tracing import NODE_SPAN, TASK_SPAN, TraceObserver
 from tests.observability.test_observer import engine, run_shaky
@@ -55,3 +57,26 @@ async def test_without_an_sdk_the_default_tracer_does_nothing() -> None:
         done = await run_shaky(manager)
     assert done.error is not None
     assert done.error.code == "node_failed"
+
+
+async def test_without_a_provider_no_span_is_started_until_one_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API's no-op spans cost microseconds a node: none is started while the global
+    tracer provider is unset, and spans start as soon as the application sets one."""
+    started: list[str] = []
+
+    def start_span(self: ProxyTracer, name: str, **_: object) -> Span:
+        started.append(name)
+        return INVALID_SPAN
+
+    monkeypatch.setattr(ProxyTracer, "start_span", start_span)
+    observer = TraceObserver()
+    async with engine(observer) as manager:
+        await run_shaky(manager)
+    assert started == []
+    monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)  # as if set
+    async with engine(observer) as manager:
+        await run_shaky(manager)
+    assert started.count(TASK_SPAN) == 1
+    assert started.count(NODE_SPAN) > 1

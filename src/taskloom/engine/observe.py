@@ -107,7 +107,8 @@ class Observers:
     """Several observers as one; an observer that raises does not stop the others.
 
     Nested ``Observers`` are flattened and ``NullObserver`` dropped, so an event costs
-    one call per observer that does something.
+    one call per observer that does something; an event an observer inherits from
+    ``NullObserver`` (ignores) is not even passed to it.
     """
 
     def __init__(self, observers: Iterable[Observer]) -> None:
@@ -118,6 +119,12 @@ class Observers:
             elif type(observer) is not NullObserver:
                 flat.append(observer)
         self._observers: tuple[Observer, ...] = tuple(flat)
+        self._task_created = _listening(flat, "task_created")
+        self._task_finished = _listening(flat, "task_finished")
+        self._run_started = _listening(flat, "run_started")
+        self._run_ended = _listening(flat, "run_ended")
+        self._attempt_started = _listening(flat, "attempt_started")
+        self._attempt_ended = _listening(flat, "attempt_ended")
 
     @property
     def empty(self) -> bool:
@@ -126,31 +133,64 @@ class Observers:
 
     def task_created(self, task: Task) -> None:
         """Tell every observer."""
-        self._each(lambda observer: observer.task_created(task))
+        for call in self._task_created:
+            try:
+                call(task)
+            except Exception:
+                logger.exception("observer %s failed", _owner(call))
 
     def task_finished(self, task: Task) -> None:
         """Tell every observer."""
-        self._each(lambda observer: observer.task_finished(task))
+        for call in self._task_finished:
+            try:
+                call(task)
+            except Exception:
+                logger.exception("observer %s failed", _owner(call))
 
     def run_started(self, run: RunInfo) -> None:
         """Tell every observer."""
-        self._each(lambda observer: observer.run_started(run))
+        for call in self._run_started:
+            try:
+                call(run)
+            except Exception:
+                logger.exception("observer %s failed", _owner(call))
 
     def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
         """Tell every observer."""
-        self._each(lambda observer: observer.run_ended(run, outcome, duration_s))
+        for call in self._run_ended:
+            try:
+                call(run, outcome, duration_s)
+            except Exception:
+                logger.exception("observer %s failed", _owner(call))
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Tell every observer."""
-        self._each(lambda observer: observer.attempt_started(attempt))
+        for call in self._attempt_started:
+            try:
+                call(attempt)
+            except Exception:
+                logger.exception("observer %s failed", _owner(call))
 
     def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Tell every observer."""
-        self._each(lambda observer: observer.attempt_ended(attempt, end))
-
-    def _each(self, call: Callable[[Observer], None]) -> None:
-        for observer in self._observers:
+        for call in self._attempt_ended:
             try:
-                call(observer)
+                call(attempt, end)
             except Exception:
-                logger.exception("observer %s failed", type(observer).__name__)
+                logger.exception("observer %s failed", _owner(call))
+
+
+def _listening(observers: Iterable[Observer], event: str) -> tuple[Callable[..., None], ...]:
+    """The bound methods of *observers* for *event*, but those ``NullObserver`` gives
+    them (which ignore it)."""
+    ignored = getattr(NullObserver, event)
+    return tuple(
+        getattr(observer, event)
+        for observer in observers
+        if getattr(type(observer), event, None) is not ignored
+    )
+
+
+def _owner(call: Callable[..., None]) -> str:
+    """The name of the class of the observer *call* is a method of."""
+    return type(getattr(call, "__self__", call)).__name__

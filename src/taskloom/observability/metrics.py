@@ -30,7 +30,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from taskloom.engine.models import Task
 from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
-from taskloom.engine.runs import FAILURE_OUTCOMES
+from taskloom.engine.runs import FAILURE_OUTCOMES, AttemptOutcome
 from taskloom.engine.versions import VersionLine
 
 BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -91,6 +91,11 @@ class Metrics:
             "Age of the oldest unfinished run of a workflow version no live process has.",
             by_version,
         )
+        self._attempt_children: dict[tuple[str, str, AttemptOutcome], tuple[Counter, Histogram]]
+        self._attempt_children = {}
+        """Each label set's children of the attempts' counter and histogram, looked up
+        once (``labels`` checks, converts and locks at each call); these two metrics are
+        never cleared."""
 
     def versions_seen(self, lines: Sequence[VersionLine], now: datetime) -> None:
         """Set the gauges of the versions no live process has from a version report
@@ -136,8 +141,14 @@ class Metrics:
 
     def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Count it, its duration and its error."""
-        labels = (attempt.workflow, attempt.phase, end.outcome.value)
-        self.node_attempts.labels(*labels).inc()
-        self.attempt_duration.labels(*labels).observe(end.duration_s)
+        key = (attempt.workflow, attempt.phase, end.outcome)
+        children = self._attempt_children.get(key)
+        if children is None:
+            labels = (attempt.workflow, attempt.phase, end.outcome.value)
+            children = self.node_attempts.labels(*labels), self.attempt_duration.labels(*labels)
+            self._attempt_children[key] = children
+        count, duration = children
+        count.inc()
+        duration.observe(end.duration_s)
         if end.error is not None and end.outcome in FAILURE_OUTCOMES:
             self.node_errors.labels(attempt.workflow, end.error.error_type).inc()

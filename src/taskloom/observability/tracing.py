@@ -1,14 +1,15 @@
 """OpenTelemetry spans for runs and node attempts, through the OpenTelemetry API only.
 
 Without an SDK configured by the application (``opentelemetry-sdk`` and a
-``TracerProvider``), the API's tracer is a no-op and this costs next to nothing. Each
+``TracerProvider``), the API's tracer is a no-op: then no span is even started (the
+API's no-op spans cost microseconds a node and show nothing), until one is set. Each
 execution of a run is a ``taskloom.task`` span; each node attempt a ``taskloom.node`` span
 whose parent is its run's span. A failed attempt or run has the ERROR status with the
 error's type (never its message: it may quote secret arguments).
 """
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, Status, StatusCode, Tracer
 
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
@@ -23,8 +24,17 @@ class TraceObserver:
 
     def __init__(self, tracer: Tracer | None = None) -> None:
         self._tracer = tracer if tracer is not None else trace.get_tracer("taskloom")
+        self._provided = tracer is not None
+        """A tracer was given, or the global one has a provider (set once, ever)."""
         self._runs: dict[TaskId, Span] = {}  # a process runs a task once at a time
         self._attempts: dict[AttemptInfo, Span] = {}
+
+    def _recording(self) -> bool:
+        """Whether spans may record: a tracer was given, or the application has set the
+        global tracer provider (until it does, the global tracer is the API's no-op)."""
+        if not self._provided:
+            self._provided = not isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+        return self._provided
 
     def task_created(self, task: Task) -> None:
         """No span: a task's span is its execution."""
@@ -33,7 +43,11 @@ class TraceObserver:
         """No span: the run's span ends with :meth:`run_ended`."""
 
     def run_started(self, run: RunInfo) -> None:
-        """Start the run's span."""
+        """Start the run's span; none without a tracer provider (should one be set
+        meanwhile, the run's attempts have no parent span, as under the API's no-op)."""
+        if not self._recording():
+            self._runs[run.task_id] = INVALID_SPAN
+            return
         self._runs[run.task_id] = self._tracer.start_span(
             TASK_SPAN,
             attributes={
@@ -55,6 +69,8 @@ class TraceObserver:
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Start the attempt's span, under its run's span."""
+        if not self._recording():
+            return
         parent = self._runs.get(attempt.task_id)
         context = trace.set_span_in_context(parent) if parent is not None else None
         self._attempts[attempt] = self._tracer.start_span(
@@ -71,6 +87,8 @@ class TraceObserver:
 
     def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """End the attempt's span with its outcome (and error type)."""
+        if not self._attempts:
+            return
         span = self._attempts.pop(attempt, None)
         if span is None:
             return
