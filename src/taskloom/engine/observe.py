@@ -10,7 +10,7 @@ raises is logged and otherwise ignored: observing never breaks a run.
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import AttemptOutcome, ErrorInfo
@@ -133,51 +133,27 @@ class Observers:
 
     def task_created(self, task: Task) -> None:
         """Tell every observer."""
-        for call in self._task_created:
-            try:
-                call(task)
-            except Exception:
-                logger.exception("observer %s failed", _owner(call))
+        _tell(self._task_created, task)
 
     def task_finished(self, task: Task) -> None:
         """Tell every observer."""
-        for call in self._task_finished:
-            try:
-                call(task)
-            except Exception:
-                logger.exception("observer %s failed", _owner(call))
+        _tell(self._task_finished, task)
 
     def run_started(self, run: RunInfo) -> None:
         """Tell every observer."""
-        for call in self._run_started:
-            try:
-                call(run)
-            except Exception:
-                logger.exception("observer %s failed", _owner(call))
+        _tell(self._run_started, run)
 
     def run_ended(self, run: RunInfo, outcome: str, duration_s: float) -> None:
         """Tell every observer."""
-        for call in self._run_ended:
-            try:
-                call(run, outcome, duration_s)
-            except Exception:
-                logger.exception("observer %s failed", _owner(call))
+        _tell(self._run_ended, run, outcome, duration_s)
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
         """Tell every observer."""
-        for call in self._attempt_started:
-            try:
-                call(attempt)
-            except Exception:
-                logger.exception("observer %s failed", _owner(call))
+        _tell(self._attempt_started, attempt)
 
     def attempt_ended(self, attempt: AttemptInfo, end: AttemptEnd) -> None:
         """Tell every observer."""
-        for call in self._attempt_ended:
-            try:
-                call(attempt, end)
-            except Exception:
-                logger.exception("observer %s failed", _owner(call))
+        _tell(self._attempt_ended, attempt, end)
 
 
 def _listening(observers: Iterable[Observer], event: str) -> tuple[Callable[..., None], ...]:
@@ -189,6 +165,15 @@ def _listening(observers: Iterable[Observer], event: str) -> tuple[Callable[...,
         for observer in observers
         if getattr(type(observer), event, None) is not ignored
     )
+
+
+def _tell(calls: tuple[Callable[..., None], ...], *event: Any) -> None:
+    """Call each of *calls* with *event*; one that raises is logged, the others go on."""
+    for call in calls:
+        try:
+            call(*event)
+        except Exception:
+            logger.exception("observer %s failed", _owner(call))
 
 
 def _owner(call: Callable[..., None]) -> str:
