@@ -40,9 +40,13 @@ async def store() -> AsyncIterator[PostgresTaskStore]:
         await postgres.drop_schema(name)
 
 
-async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sent_once(
-    store: PostgresTaskStore,
-) -> None:
+async def _start_stopped_by_the_server(
+    store: PostgresTaskStore, stop: str
+) -> tuple[list[PersistenceError], int]:
+    """Start a node of a new run while its lease row is locked elsewhere (the start's
+    fence share-locks it: it waits), then *stop* (``pg_terminate_backend`` or
+    ``pg_cancel_backend``) the waiting backend: what the start raised, and how many
+    attempts of the run were written."""
     clock = FakeClock()
     manager = TaskManager(store, clock=clock)
     task = await manager.create("job")
@@ -54,74 +58,8 @@ async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sen
         limit=1,
         start=claim_start(clock.now()),
     )
-    leases = sql.Identifier(store.settings.schema_name, "leases")
-    failures: list[BaseException] = []
-
-    async def start() -> None:
-        try:
-            await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
-        except OutcomeUnknownError as error:
-            failures.append(error)
-
-    async with (
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
-    ):
-        # the start's fence share-locks the lease row: it waits behind this lock
-        await holder.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(leases),
-            (task.id,),
-        )
-
-        async def waiting() -> list[int]:
-            cursor = await admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-                " AND wait_event_type = 'Lock'",
-                (application_name(store.origin),),
-            )
-            return [pid for (pid,) in await cursor.fetchall()]
-
-        async def one_waits() -> bool:
-            return bool(await waiting())
-
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as group:
-                group.start_soon(start)
-                await eventually(one_waits)
-                (pid,) = await waiting()
-                await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        await holder.rollback()
-        assert len(failures) == 1  # not retried on another connection
-        cursor = await admin.execute(
-            sql.SQL("SELECT count(*) FROM {} WHERE task_id = %s").format(
-                sql.Identifier(store.settings.schema_name, "node_attempts")
-            ),
-            (task.id,),
-        )
-        assert await cursor.fetchone() == (0,)  # this one was not written (terminated)
-
-
-async def test_a_start_the_server_refuses_is_known_not_to_have_landed(
-    store: PostgresTaskStore,
-) -> None:
-    """A statement the server ends with an ERROR (here cancelled, as ``statement_timeout``
-    would; disk full, out of memory) rolled back its own transaction and the session goes
-    on: nothing was written, and the store must say so, not "the connection failed, the
-    outcome is unknown" (which also reports an outage, and gives up on the transient
-    ones that a transaction would retry)."""
-    clock = FakeClock()
-    manager = TaskManager(store, clock=clock)
-    task = await manager.create("job")
-    (claimed,) = await store.claim_runs(
-        worker="w",
-        workflows=frozenset({"job"}),
-        now=clock.now(),
-        lease_for=timedelta(seconds=60),
-        limit=1,
-        start=claim_start(clock.now()),
-    )
-    leases = sql.Identifier(store.settings.schema_name, "leases")
-    failures: list[BaseException] = []
+    schema = store.settings.schema_name
+    failures: list[PersistenceError] = []
 
     async def start() -> None:
         try:
@@ -134,7 +72,9 @@ async def test_a_start_the_server_refuses_is_known_not_to_have_landed(
         await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
     ):
         await holder.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(leases),
+            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(
+                sql.Identifier(schema, "leases")
+            ),
             (task.id,),
         )
 
@@ -154,10 +94,39 @@ async def test_a_start_the_server_refuses_is_known_not_to_have_landed(
                 group.start_soon(start)
                 await eventually(one_waits)
                 (pid,) = await waiting()
-                await admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+                await admin.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(stop)), (pid,))
         await holder.rollback()
+        cursor = await admin.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE task_id = %s").format(
+                sql.Identifier(schema, "node_attempts")
+            ),
+            (task.id,),
+        )
+        (attempts,) = await cursor.fetchone() or (None,)
+    return failures, int(attempts)
+
+
+async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sent_once(
+    store: PostgresTaskStore,
+) -> None:
+    failures, attempts = await _start_stopped_by_the_server(store, "pg_terminate_backend")
+    assert len(failures) == 1  # not retried on another connection
+    assert isinstance(failures[0], OutcomeUnknownError), failures[0]
+    assert attempts == 0  # this one was not written (terminated)
+
+
+async def test_a_start_the_server_refuses_is_known_not_to_have_landed(
+    store: PostgresTaskStore,
+) -> None:
+    """A statement the server ends with an ERROR (here cancelled, as ``statement_timeout``
+    would; disk full, out of memory) rolled back its own transaction and the session goes
+    on: nothing was written, and the store must say so, not "the connection failed, the
+    outcome is unknown" (which also reports an outage, and gives up on the transient
+    ones that a transaction would retry)."""
+    failures, attempts = await _start_stopped_by_the_server(store, "pg_cancel_backend")
     assert len(failures) == 1
     assert not isinstance(failures[0], OutcomeUnknownError), failures[0]
+    assert attempts == 0
     assert "canceling statement" in str(failures[0])
 
 
