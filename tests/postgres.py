@@ -9,7 +9,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -91,3 +91,17 @@ async def emptied_store(schema: str) -> AsyncIterator[PostgresTaskStore]:
                 sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, table))
             )
         yield store
+
+
+@asynccontextmanager
+async def fresh_store(**settings: Any) -> AsyncIterator[PostgresTaskStore]:
+    """A store on a new schema of its own (skips without a server), dropped at the end;
+    *settings* are more of its ``PostgresSettings``."""
+    require_server()
+    name = new_schema_name()
+    try:
+        chosen = PostgresSettings(url=TEST_URL, schema_name=name, **settings)
+        async with PostgresTaskStore.open(chosen) as opened:
+            yield opened
+    finally:
+        await drop_schema(name)

@@ -39,14 +39,8 @@ class Empty(BaseModel):
 
 @pytest.fixture
 async def store() -> AsyncIterator[PostgresTaskStore]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    try:
-        settings = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-        async with PostgresTaskStore.open(settings) as opened:
-            yield opened
-    finally:
-        await postgres.drop_schema(name)
+    async with postgres.fresh_store() as opened:
+        yield opened
 
 
 async def test_a_claim_takes_the_next_run_when_another_claim_holds_the_first(

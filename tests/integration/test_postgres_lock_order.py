@@ -18,7 +18,7 @@ from psycopg import sql
 
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task, TaskId
-from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.testing import FakeClock
 from tests import postgres
 from tests.helpers import eventually
@@ -26,14 +26,8 @@ from tests.helpers import eventually
 
 @pytest.fixture
 async def store() -> AsyncIterator[PostgresTaskStore]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    try:
-        settings = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-        async with PostgresTaskStore.open(settings) as opened:
-            yield opened
-    finally:
-        await postgres.drop_schema(name)
+    async with postgres.fresh_store() as opened:
+        yield opened
 
 
 async def test_a_renewal_waiting_for_one_lease_holds_none_after_it(

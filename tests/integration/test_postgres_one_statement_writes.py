@@ -21,7 +21,7 @@ from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState
 from taskloom.engine.states import TaskState
-from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.persistence.postgres.driver import application_name
 from taskloom.testing import FakeClock
 from tests import postgres
@@ -30,14 +30,8 @@ from tests.helpers import eventually
 
 @pytest.fixture
 async def store() -> AsyncIterator[PostgresTaskStore]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    try:
-        settings = PostgresSettings(url=postgres.TEST_URL, schema_name=name, retry_s=30)
-        async with PostgresTaskStore.open(settings) as opened:
-            yield opened
-    finally:
-        await postgres.drop_schema(name)
+    async with postgres.fresh_store(retry_s=30) as opened:
+        yield opened
 
 
 async def _start_stopped_by_the_server(
