@@ -354,8 +354,7 @@ class Worker:
         if self._claiming:
             self._ended_in_claim[owner] += 1
             return False
-        running = sum(1 for task_id in self._executions if self._owners.get(task_id) == owner)
-        return running + 1 >= per_owner_limit(self.settings)
+        return self._was_full(owner)
 
     async def _watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """React to this process's changes at once: new work, and cancellations."""
