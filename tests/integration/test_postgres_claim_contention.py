@@ -8,6 +8,7 @@ with 2 and 4 worker processes, about 10 empty claims each per 300 runs, and no s
 """
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from psycopg import sql
 from pydantic import BaseModel
 
-from taskloom.bootstrap import open_engine
+from taskloom.bootstrap import Engine, open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager, claim_start
@@ -94,50 +95,28 @@ async def test_a_full_worker_does_not_read_new_runs_but_claims_when_a_slot_frees
         await release.wait()
         return 1
 
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    database = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-    registry = WorkflowRegistry({flow.name: flow})
-    never = 600.0  # no poll, no heartbeat: what the worker learns, NOTIFY brought
+    async with _two_processes(flow) as (server, working):
+        worker = working.worker
+        assert worker is not None
+        with anyio.fail_after(30):
+            await eventually(lambda: _idle(worker))  # its first claim found nothing
+            first = await submit(working.manager, flow, {})
+            assert first.state is TaskState.RUNNING  # started eagerly: no claim
+            read: list[str] = []
+            get = working.manager.get
 
-    def settings(*, run_worker: bool) -> TaskloomSettings:
-        return TaskloomSettings(
-            database=database,
-            workflow_modules=(),
-            load_entry_points=False,
-            run_worker=run_worker,
-            run_sweeper=False,
-            worker=WorkerSettings(max_runs=1, poll_s=never, lease_s=3 * never),
-        )
+            async def counting_get(task_id: str, **kwargs: Any) -> Task:
+                read.append(task_id)
+                return await get(task_id, **kwargs)
 
-    try:
-        async with (
-            open_engine(settings(run_worker=False), workflows=registry) as server,
-            open_engine(settings(run_worker=True), workflows=registry) as working,
-        ):
-            worker = working.worker
-            assert worker is not None
-            with anyio.fail_after(30):
-                await eventually(lambda: _idle(worker))  # its first claim found nothing
-                first = await submit(working.manager, flow, {})
-                assert first.state is TaskState.RUNNING  # started eagerly: no claim
-                read: list[str] = []
-                get = working.manager.get
-
-                async def counting_get(task_id: str, **kwargs: Any) -> Task:
-                    read.append(task_id)
-                    return await get(task_id, **kwargs)
-
-                working.manager.get = counting_get  # type: ignore[method-assign]
-                second = await submit(server.manager, flow, {})
-                await eventually(lambda: _told(worker))  # its NOTIFY, not read
-                assert second.id not in read
-                release.set()
-                done = await server.manager.wait_until_terminal(second.id)
-            assert done.state is TaskState.COMPLETED
-            assert (await server.manager.get(first.id)).state is TaskState.COMPLETED
-    finally:
-        await postgres.drop_schema(name)
+            working.manager.get = counting_get  # type: ignore[method-assign]
+            second = await submit(server.manager, flow, {})
+            await eventually(lambda: _told(worker))  # its NOTIFY, not read
+            assert second.id not in read
+            release.set()
+            done = await server.manager.wait_until_terminal(second.id)
+        assert done.state is TaskState.COMPLETED
+        assert (await server.manager.get(first.id)).state is TaskState.COMPLETED
 
 
 async def test_a_run_parked_elsewhere_on_a_short_timer_while_the_worker_is_full_is_claimed_when_due() -> (
@@ -157,11 +136,51 @@ async def test_a_run_parked_elsewhere_on_a_short_timer_while_the_worker_is_full_
         return 1
 
     held_id = ""
+    async with _two_processes(flow) as (server, working):
+        worker = working.worker
+        assert worker is not None
+        with anyio.fail_after(15):  # the timer is due in 2 s; the next poll in 600 s
+            await eventually(lambda: _idle(worker))
+            held = await submit(working.manager, flow, {})
+            held_id = held.id
+            assert held.state is TaskState.RUNNING  # started eagerly: the worker is full
+            napping = await submit(server.manager, flow, {})
+            # another process's worker runs it and its node sleeps 2 s: it parks
+            manager = server.manager
+            (run,) = await manager.claim(
+                worker="elsewhere",
+                workflows=frozenset({(flow.name, flow.version)}),
+                lease_for=timedelta(seconds=NEVER),
+                limit=1,
+            )
+            due = manager.clock.now() + timedelta(seconds=2)
+
+            def sleeps(task: Task) -> Task:
+                changes: dict[str, Any] = {"timers": {"nap": due}, "version": task.version + 1}
+                return task.model_copy(update={**changes, "updated_at": manager.clock.now()})
+
+            store = server.runs
+            assert isinstance(store, PostgresTaskStore)
+            await store.update(napping.id, manager.clock.now(), sleeps, run.lease)
+            await manager.park(napping.id, [Wait("timer", "nap")], lease=run.lease)
+            await eventually(lambda: _told(worker))
+            release.set()  # a slot frees up before the timer is due
+            done = await server.manager.wait_until_terminal(napping.id)
+        assert done.state is TaskState.COMPLETED
+
+
+NEVER = 600.0
+"""No poll and no heartbeat in the two-process tests: what the worker learns, NOTIFY brought."""
+
+
+@asynccontextmanager
+async def _two_processes(flow: Workflow[Any]) -> AsyncIterator[tuple[Engine, Engine]]:
+    """Two engines on a new schema, as two processes would be: one without a worker
+    (``server``), one with a worker of one slot that never polls (``working``)."""
     postgres.require_server()
     name = postgres.new_schema_name()
     database = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
     registry = WorkflowRegistry({flow.name: flow})
-    never = 600.0
 
     def settings(*, run_worker: bool) -> TaskloomSettings:
         return TaskloomSettings(
@@ -170,7 +189,7 @@ async def test_a_run_parked_elsewhere_on_a_short_timer_while_the_worker_is_full_
             load_entry_points=False,
             run_worker=run_worker,
             run_sweeper=False,
-            worker=WorkerSettings(max_runs=1, poll_s=never, lease_s=3 * never),
+            worker=WorkerSettings(max_runs=1, poll_s=NEVER, lease_s=3 * NEVER),
         )
 
     try:
@@ -178,36 +197,7 @@ async def test_a_run_parked_elsewhere_on_a_short_timer_while_the_worker_is_full_
             open_engine(settings(run_worker=False), workflows=registry) as server,
             open_engine(settings(run_worker=True), workflows=registry) as working,
         ):
-            worker = working.worker
-            assert worker is not None
-            with anyio.fail_after(15):  # the timer is due in 2 s; the next poll in 600 s
-                await eventually(lambda: _idle(worker))
-                held = await submit(working.manager, flow, {})
-                held_id = held.id
-                assert held.state is TaskState.RUNNING  # started eagerly: the worker is full
-                napping = await submit(server.manager, flow, {})
-                # another process's worker runs it and its node sleeps 2 s: it parks
-                manager = server.manager
-                (run,) = await manager.claim(
-                    worker="elsewhere",
-                    workflows=frozenset({(flow.name, flow.version)}),
-                    lease_for=timedelta(seconds=never),
-                    limit=1,
-                )
-                due = manager.clock.now() + timedelta(seconds=2)
-
-                def sleeps(task: Task) -> Task:
-                    changes: dict[str, Any] = {"timers": {"nap": due}, "version": task.version + 1}
-                    return task.model_copy(update={**changes, "updated_at": manager.clock.now()})
-
-                store = server.runs
-                assert isinstance(store, PostgresTaskStore)
-                await store.update(napping.id, manager.clock.now(), sleeps, run.lease)
-                await manager.park(napping.id, [Wait("timer", "nap")], lease=run.lease)
-                await eventually(lambda: _told(worker))
-                release.set()  # a slot frees up before the timer is due
-                done = await server.manager.wait_until_terminal(napping.id)
-            assert done.state is TaskState.COMPLETED
+            yield server, working
     finally:
         await postgres.drop_schema(name)
 
