@@ -9,7 +9,7 @@ from typing import Any, Unpack
 
 import anyio
 
-from taskloom.engine import cascade
+from taskloom.engine import cascade, runs
 from taskloom.engine.claims import ClaimAtCreate, ClaimRule, WorkflowKey, new_token, take
 from taskloom.engine.errors import (
     LeaseLostError,
@@ -26,24 +26,6 @@ from taskloom.engine.models import (
     ensure_successor,
 )
 from taskloom.engine.ports import Finished, finished_states
-from taskloom.engine.runs import (
-    FAILURE_OUTCOMES,
-    AttemptOutcome,
-    ClaimedRun,
-    ClaimTerms,
-    FailureQuery,
-    Instant,
-    Lease,
-    NodeAttempt,
-    NodeEnd,
-    NodeRun,
-    NodeStart,
-    NodeState,
-    at,
-    node_ended,
-    node_interrupted,
-    node_started,
-)
 from taskloom.engine.states import TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import (
@@ -67,9 +49,9 @@ class InMemoryTaskStore:
         self._order: list[int] = []
         self._keys: dict[_Key, TaskId] = {}
         self._next_position = 1
-        self._leases: dict[TaskId, Lease] = {}
-        self._nodes: dict[TaskId, dict[str, NodeRun]] = {}
-        self._attempts: dict[TaskId, list[NodeAttempt]] = {}
+        self._leases: dict[TaskId, runs.Lease] = {}
+        self._nodes: dict[TaskId, dict[str, runs.NodeRun]] = {}
+        self._attempts: dict[TaskId, list[runs.NodeAttempt]] = {}
         self._children: dict[TaskId, list[TaskId]] = {}
         self._tokens: dict[str, TokenRecord] = {}
         self._history: dict[TaskId, list[HistoryEntry]] = {}
@@ -186,7 +168,7 @@ class InMemoryTaskStore:
         return {state: min(count, at_most) for state, count in counts.items()}
 
     async def update(
-        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: runs.Lease | None = None
     ) -> Task:
         """See :meth:`taskloom.engine.ports.TaskStore.update`."""
         await anyio.lowlevel.checkpoint()
@@ -275,12 +257,12 @@ class InMemoryTaskStore:
 
     # -- runs (RunStore) ------------------------------------------------------------------
 
-    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+    async def claim_runs(self, **terms: Unpack[runs.ClaimTerms]) -> Sequence[runs.ClaimedRun]:
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`."""
         await anyio.lowlevel.checkpoint()
-        now = at(terms["now"])  # after the checkpoint: the time this claim commits at
+        now = runs.at(terms["now"])  # after the checkpoint: the time this claim commits at
         worker, per_owner = terms["worker"], terms.get("per_owner")
-        claimed: list[ClaimedRun] = []
+        claimed: list[runs.ClaimedRun] = []
         reserved = terms.get("reserved", {})
         held = Counter(
             self._tasks[self._positions[task_id]].owner
@@ -315,21 +297,23 @@ class InMemoryTaskStore:
             self._take(task, started, new_lease)
             nodes = dict(self._nodes.get(task.id, {}))
             resumed = lease is not None or bool(nodes) or task.state is not TaskState.QUEUED
-            claimed.append(ClaimedRun(task=started, lease=new_lease, nodes=nodes, resumed=resumed))
+            claimed.append(
+                runs.ClaimedRun(task=started, lease=new_lease, nodes=nodes, resumed=resumed)
+            )
         return claimed
 
     async def create_claimed(
-        self, task: Task, claim: ClaimAtCreate, now: Instant
-    ) -> tuple[Task, ClaimedRun | None]:
+        self, task: Task, claim: ClaimAtCreate, now: runs.Instant
+    ) -> tuple[Task, runs.ClaimedRun | None]:
         """See :meth:`taskloom.engine.runs.RunStore.create_claimed`."""
         stored, created = await self.create(task, task.created_at)
         if not created:  # nothing awaited since the create: one atomic step
             return stored, None
-        run = claim.applied(task, at(now))
+        run = claim.applied(task, runs.at(now))
         self._take(task, run.task, run.lease)
         return run.task, run
 
-    def _take(self, task: Task, started: Task, lease: Lease) -> None:
+    def _take(self, task: Task, started: Task, lease: runs.Lease) -> None:
         """Write what claiming *task* writes (``claims.take`` gave *started* and
         *lease*): *started* over *task* with its history row, and the lease."""
         if started is not task:
@@ -338,11 +322,11 @@ class InMemoryTaskStore:
         self._leases[task.id] = lease
 
     async def renew_leases(
-        self, *, worker: str, now: Instant, lease_for: timedelta
+        self, *, worker: str, now: runs.Instant, lease_for: timedelta
     ) -> dict[TaskId, Task | None]:
         """See :meth:`taskloom.engine.runs.RunStore.renew_leases`."""
         await anyio.lowlevel.checkpoint()
-        now = at(now)
+        now = runs.at(now)
         held: dict[TaskId, Task | None] = {}
         for task_id, lease in list(self._leases.items()):
             if lease.worker == worker:
@@ -351,17 +335,19 @@ class InMemoryTaskStore:
                 held[task_id] = self._tasks[position] if position is not None else None
         return held
 
-    async def release_lease(self, lease: Lease) -> None:
+    async def release_lease(self, lease: runs.Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`."""
         await anyio.lowlevel.checkpoint()
         self._release(lease)
 
-    def _release(self, lease: Lease) -> None:
+    def _release(self, lease: runs.Lease) -> None:
         current = self._leases.get(lease.task_id)
         if current is not None and current.token == lease.token:
             del self._leases[lease.task_id]
 
-    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+    async def start_node(
+        self, lease: runs.Lease, start: runs.NodeStart, now: datetime
+    ) -> runs.NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
         await anyio.lowlevel.checkpoint()
         self._check_fence(lease)
@@ -375,12 +361,12 @@ class InMemoryTaskStore:
                     attempt.ended_at is None
                 ):
                     history[index] = attempt.model_copy(
-                        update={"ended_at": now, "outcome": AttemptOutcome.INTERRUPTED}
+                        update={"ended_at": now, "outcome": runs.AttemptOutcome.INTERRUPTED}
                     )
         nodes = self._nodes.setdefault(lease.task_id, {})
-        run = nodes[start.node] = node_started(nodes.get(start.node), start, now)
+        run = nodes[start.node] = runs.node_started(nodes.get(start.node), start, now)
         history.append(
-            NodeAttempt(
+            runs.NodeAttempt(
                 task_id=lease.task_id,
                 node=start.node,
                 attempt=start.attempt,
@@ -390,7 +376,7 @@ class InMemoryTaskStore:
         )
         return run
 
-    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+    async def end_node(self, lease: runs.Lease, end: runs.NodeEnd, now: datetime) -> runs.NodeRun:
         """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
         await anyio.lowlevel.checkpoint()
         run = self._ended(lease, end, now)
@@ -398,8 +384,8 @@ class InMemoryTaskStore:
         return run
 
     async def finish_run(
-        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
-    ) -> tuple[NodeRun, Task]:
+        self, lease: runs.Lease, end: runs.NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[runs.NodeRun, Task]:
         """See :meth:`taskloom.engine.runs.RunStore.finish_run`."""
         await anyio.lowlevel.checkpoint()
         current = self._current(lease.task_id, now)
@@ -409,14 +395,16 @@ class InMemoryTaskStore:
         self._record_end(lease, end, run, now)  # every check passed: now write both
         return run, self._write(current, lambda _: new, lease, now)
 
-    async def attempts(self, task_id: TaskId) -> Sequence[NodeAttempt]:
+    async def attempts(self, task_id: TaskId) -> Sequence[runs.NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.attempts`."""
         await anyio.lowlevel.checkpoint()
         return sorted(
             self._attempts.get(task_id, []), key=lambda a: (a.started_at, a.node, a.attempt)
         )
 
-    async def failed_attempts(self, query: FailureQuery, now: datetime) -> Sequence[NodeAttempt]:
+    async def failed_attempts(
+        self, query: runs.FailureQuery, now: datetime
+    ) -> Sequence[runs.NodeAttempt]:
         """See :meth:`taskloom.engine.runs.RunStore.failed_attempts`."""
         await anyio.lowlevel.checkpoint()
         failed = [
@@ -425,19 +413,19 @@ class InMemoryTaskStore:
             if (task := self._live(task_id, now)) is not None
             and (not query.match_owner or task.owner == query.owner)
             for attempt in history
-            if attempt.outcome in FAILURE_OUTCOMES and attempt.ended_at is not None
+            if attempt.outcome in runs.FAILURE_OUTCOMES and attempt.ended_at is not None
         ]
         failed.sort(key=lambda a: (a.ended_at, a.task_id, a.node, a.attempt), reverse=True)
         return failed[: query.limit]
 
-    async def checkpoints(self, task_id: TaskId) -> dict[str, NodeRun]:
+    async def checkpoints(self, task_id: TaskId) -> dict[str, runs.NodeRun]:
         """See :meth:`taskloom.engine.runs.RunStore.checkpoints`."""
         await anyio.lowlevel.checkpoint()
         return dict(self._nodes.get(task_id, {}))
 
     async def fork_run(
         self, task: Task, *, source: TaskId, nodes: frozenset[str], now: datetime
-    ) -> dict[str, NodeRun]:
+    ) -> dict[str, runs.NodeRun]:
         """See :meth:`taskloom.engine.runs.RunStore.fork_run`."""
         await anyio.lowlevel.checkpoint()
         if self._live(source, now) is None:
@@ -445,7 +433,7 @@ class InMemoryTaskStore:
         copies = {
             name: run
             for name, run in self._nodes.get(source, {}).items()
-            if name in nodes and run.state is NodeState.COMPLETED
+            if name in nodes and run.state is runs.NodeState.COMPLETED
         }
         self._insert(task)
         if copies:
@@ -459,7 +447,7 @@ class InMemoryTaskStore:
         return current
 
     def _write(
-        self, current: Task, mutate: TaskMutation, fence: Lease | None, now: datetime
+        self, current: Task, mutate: TaskMutation, fence: runs.Lease | None, now: datetime
     ) -> Task:
         """Store ``mutate(current)`` by the one rule of :mod:`taskloom.engine.cascade`."""
         rule = cascade.write(current, mutate, fence, now)
@@ -498,22 +486,24 @@ class InMemoryTaskStore:
         for index, attempt in enumerate(history):
             if attempt.ended_at is None:
                 history[index] = attempt.model_copy(
-                    update={"ended_at": now, "outcome": AttemptOutcome.INTERRUPTED}
+                    update={"ended_at": now, "outcome": runs.AttemptOutcome.INTERRUPTED}
                 )
         nodes = self._nodes.get(task_id, {})
         for name, run in nodes.items():
-            nodes[name] = node_interrupted(run, now)
+            nodes[name] = runs.node_interrupted(run, now)
 
-    def _ended(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+    def _ended(self, lease: runs.Lease, end: runs.NodeEnd, now: datetime) -> runs.NodeRun:
         """The node's checkpoint after *end*, once the fence and its state allow it (nothing
         is stored yet)."""
         self._check_fence(lease)
-        run = node_ended(self._nodes.get(lease.task_id, {}).get(end.node), end, now)
+        run = runs.node_ended(self._nodes.get(lease.task_id, {}).get(end.node), end, now)
         if run is None:
             raise LeaseLostError(f"node {end.node!r} of task {lease.task_id} is not running")
         return run
 
-    def _record_end(self, lease: Lease, end: NodeEnd, run: NodeRun, now: datetime) -> None:
+    def _record_end(
+        self, lease: runs.Lease, end: runs.NodeEnd, run: runs.NodeRun, now: datetime
+    ) -> None:
         self._nodes[lease.task_id][end.node] = run
         history = self._attempts[lease.task_id]
         for index, attempt in enumerate(history):
@@ -522,7 +512,7 @@ class InMemoryTaskStore:
                     update={"ended_at": now, "outcome": end.outcome, "error": end.error}
                 )
 
-    def _check_fence(self, lease: Lease) -> None:
+    def _check_fence(self, lease: runs.Lease) -> None:
         current = self._leases.get(lease.task_id)
         if current is None or current.token != lease.token:
             raise LeaseLostError(

@@ -35,6 +35,7 @@ from typing import Final
 import anyio
 
 from taskloom.engine.scopes import Grant
+from taskloom.engine.tokens import TokenState
 from taskloom.server import audit
 
 logger = logging.getLogger(__name__)
@@ -47,10 +48,10 @@ EndedTokens = Callable[[Collection[str]], Awaitable[Mapping[str, object]]]
 
 
 class Ending(StrEnum):
-    """Why the server ended a request or stream."""
+    """Why the server ended a request or stream: its stored token's state, or the stop."""
 
-    REVOKED = "revoked"
-    EXPIRED = "expired"
+    REVOKED = TokenState.REVOKED.value
+    EXPIRED = TokenState.EXPIRED.value
     SHUTDOWN = "shutdown"
 
 
@@ -230,7 +231,7 @@ class GrantWatch:
             if live is None:
                 continue
             if live.token_id is not None and live.token_id in ended:
-                expired = str(ended[live.token_id]) == Ending.EXPIRED.value
+                expired = ended[live.token_id] == TokenState.EXPIRED
                 held.end(Ending.EXPIRED if expired else Ending.REVOKED)
             elif self._expired(live):
                 held.end(Ending.EXPIRED)
