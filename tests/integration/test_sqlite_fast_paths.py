@@ -1,9 +1,8 @@
 """The SQLite store's fast paths: bookkeeping writes without their own fsync, point reads
-without a thread hop, durable writes alone on the loop's thread while the disk is fast."""
+without a thread hop."""
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -12,7 +11,6 @@ import pytest
 from taskloom.engine.manager import TaskManager
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.persistence.sqlite.settings import SqliteSettings
-from taskloom.persistence.sqlite.writer import DURABLE_PAGES
 
 pytestmark = pytest.mark.anyio
 
@@ -151,105 +149,3 @@ async def test_a_stretch_of_inline_bookkeeping_is_checkpointed_from_the_writer_t
         )
         assert count == 11
         assert writer.checkpoints == 3
-
-
-def _where(raw: sqlite3.Connection) -> tuple[str, int]:
-    """The level a write commits at, and the thread it runs in."""
-    return _level(raw), threading.get_ident()
-
-
-async def test_a_durable_write_alone_runs_on_the_loop_thread_while_the_disk_is_fast(
-    tmp_path: Path,
-) -> None:
-    loop = threading.get_ident()
-    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
-        writer = store.writer
-        writer._inline_durable_s = 60.0  # every commit here counts as fast
-        level, thread = await writer.submit(_where)
-        assert (level, thread != loop) == ("FULL", True)  # the disk's speed is not known yet
-        assert await writer.submit(_where) == ("FULL", loop)
-        assert await writer.submit(_where, durable=False) == ("NORMAL", loop)
-        assert await writer.submit(_where) == ("FULL", loop)
-        together: list[tuple[str, int]] = []
-
-        async def write() -> None:
-            together.append(await writer.submit(_where))
-
-        async with anyio.create_task_group() as task_group:  # one batch of two writes
-            task_group.start_soon(write)
-            task_group.start_soon(write)
-        assert [level for level, _ in together] == ["FULL", "FULL"]
-        assert all(thread != loop for _, thread in together)
-        assert (writer.synced_batches, writer.inline_durable_batches) == (4, 2)
-
-
-async def test_a_slow_durable_commit_sends_durable_writes_back_to_the_writer_thread(
-    tmp_path: Path,
-) -> None:
-    loop = threading.get_ident()
-
-    def slow(raw: sqlite3.Connection) -> int:
-        time.sleep(0.6)  # stands for a slow fsync: longer than the limit below
-        return threading.get_ident()
-
-    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
-        writer = store.writer
-        writer._inline_durable_s = 0.5
-        await writer.submit(_where)  # the first, in the writer thread, was fast
-        assert await writer.submit(slow) == loop
-        assert (await writer.submit(_where))[1] != loop  # after a slow one: the thread
-        assert (await writer.submit(_where))[1] == loop  # which was fast again
-
-
-async def test_a_durable_write_waits_off_the_loop_while_another_process_holds_the_lock(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "t.db"
-    async with SqliteTaskStore.open(path) as store:
-        writer = store.writer
-        writer._inline_durable_s = 60.0
-        await writer.submit(_where)
-        assert (await writer.submit(_where))[1] == threading.get_ident()
-        other = sqlite3.connect(path, isolation_level=None)  # as another process would
-        try:
-            other.execute("BEGIN IMMEDIATE")  # holds the write lock
-            found: tuple[str, int] | None = None
-
-            async def durable() -> None:
-                nonlocal found
-                found = await writer.submit(_where)
-
-            with anyio.fail_after(20):
-                async with anyio.create_task_group() as task_group:
-                    task_group.start_soon(durable)
-                    await anyio.wait_all_tasks_blocked()
-                    assert found is None  # waiting for the lock, off the loop
-                    other.execute("COMMIT")
-            assert found is not None
-            assert found == ("FULL", found[1])
-            assert found[1] != threading.get_ident()
-        finally:
-            other.close()
-
-
-async def test_inline_durable_writes_count_their_pages_towards_the_checkpoint(
-    tmp_path: Path,
-) -> None:
-    def note(raw: sqlite3.Connection) -> None:
-        raw.execute("CREATE TABLE IF NOT EXISTS notes (x)")
-        raw.execute("INSERT INTO notes VALUES (1)")
-
-    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
-        writer = store.writer
-        writer._inline_durable_s = 60.0
-        writer._checkpoint_every = 2 * DURABLE_PAGES + 1
-        await writer.submit(note)  # in the writer thread
-        for _ in range(2):
-            await writer.submit(note)
-        assert (writer.inline_durable_batches, writer.checkpoints) == (2, 0)
-        await writer.submit(note)  # the third inline: a checkpoint follows it
-        count = await writer.submit(  # the writer takes this once the checkpoint is done
-            lambda raw: raw.execute("SELECT count(*) FROM notes").fetchone()[0]
-        )
-        assert count == 4
-        assert writer.checkpoints == 1

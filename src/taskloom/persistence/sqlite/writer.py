@@ -13,13 +13,6 @@ written to the WAL, so it survives a crash of the process, and fsynced by the ne
 durable commit, which syncs the whole log. Power loss can undo only bookkeeping that no
 durable commit followed, and the engine redoes that work on its own (ADR 0016).
 
-Bookkeeping alone runs on the event loop's thread (no fsync to wait for: the two thread
-hops cost more than the transaction, ADR 0016). So does a durable batch of one write
-while the disk is fast: the last durable transaction, fsync included, took at most
-``INLINE_DURABLE_S``; a slower one sends the durable batches back to the writer thread
-until one there is fast again, so a slow disk stalls the loop at most once each time it
-turns slow (ADR 0053). Either way the commit is the same, at the same level.
-
 Writes of one kind that can run as one (a run's node starts, or ends, behind one lease:
 ADR 0051) name a :class:`Merge`: those in one batch run as one function, in one
 savepoint, each caller still answered on its own. A merged write that fails as a whole
@@ -31,7 +24,6 @@ The store is asyncio-only (aiosqlite), so the hot path uses asyncio futures dire
 import asyncio
 import contextlib
 import sqlite3
-import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
@@ -57,15 +49,8 @@ _Outcome = tuple[bool, Any]
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
 BOOKKEEPING_LEVEL: Final[Synchronous] = "NORMAL"
 CHECKPOINT_EVERY: Final = 1000
-"""Pages, about, written by inline batches after which the writer thread checkpoints, as
-SQLite's own auto-checkpoint would after 1000 pages."""
-DURABLE_PAGES: Final = 10
-"""What an inline durable batch counts towards ``CHECKPOINT_EVERY`` (a bookkeeping batch
-counts one): a create or a run's end writes about ten pages (the task row and its
-indexes, its history rows); a trivial run's three batches write about 24."""
-INLINE_DURABLE_S: Final = 0.002
-"""The longest the last durable transaction may have taken (its fsync included) for the
-next durable batch of one write to run on the loop's thread (ADR 0053)."""
+"""Inline bookkeeping batches (a page or more each) after which the writer thread
+checkpoints, as SQLite's own auto-checkpoint would after 1000 pages."""
 
 
 ManyFunction = Callable[[Sequence[Any], sqlite3.Connection], list[_Outcome]]
@@ -154,27 +139,18 @@ class GroupCommitWriter:
         synchronous: Synchronous = "FULL",
         inline: sqlite3.Connection | None = None,
         checkpoint_every: int = CHECKPOINT_EVERY,
-        inline_durable_s: float = INLINE_DURABLE_S,
         outage: Outage | None = None,
     ) -> None:
         self._connection = connection
         self.outage = outage
         """Hears whether the database answered (ADR 0038)."""
         self._inline = inline
-        """A second write connection, used on the event loop's thread for batches of
-        bookkeeping alone and durable batches of one write (see :meth:`_commit_inline`)."""
-        self._inline_level: Synchronous | None = BOOKKEEPING_LEVEL
-        """The level the inline connection is at now (the store opens it at ``NORMAL``);
-        ``None`` when a failed batch left it unknown."""
+        """A second write connection, at ``NORMAL``, used on the event loop's thread for
+        batches of bookkeeping alone (see :meth:`_commit_inline`)."""
         self._checkpoint_every = checkpoint_every
         self._inline_since_thread = 0
-        """Pages, about, that inline batches wrote since the writer thread's last commit
-        (where SQLite checkpoints the log: the inline connection never does, so as not to
-        stall the loop)."""
-        self._inline_durable_s = inline_durable_s
-        self._durable_s = float("inf")
-        """How long the last durable transaction took, fsync included (unknown at first:
-        the first one runs in the writer thread)."""
+        """Inline batches since the writer thread's last commit (where SQLite checkpoints
+        the log: the inline connection never does, so as not to stall the loop)."""
         self._path = path
         self._max_batch = max_batch
         self._lock_retry_s = lock_retry_s
@@ -189,8 +165,6 @@ class GroupCommitWriter:
         """Transactions committed so far (a write count above this means batching worked)."""
         self.synced_batches = 0
         """Of those, the ones committed at the durable level."""
-        self.inline_durable_batches = 0
-        """Of those, the durable ones committed on the event loop's thread."""
         self.checkpoints = 0
         """Checkpoints run after a stretch of inline bookkeeping (see :meth:`_checkpoint`)."""
 
@@ -272,8 +246,7 @@ class GroupCommitWriter:
         functions = [_function(write) for write in batch]
         durable = any(write.durable for write in batch)
         try:
-            inline = not durable or (len(batch) == 1 and self._durable_s <= self._inline_durable_s)
-            outcomes = self._commit_inline(functions, durable) if inline else None
+            outcomes = None if durable else self._commit_inline(functions)
             if outcomes is None:
                 outcomes = await self._commit_in_thread(functions, durable)
         except Exception as error:  # noqa: BLE001  # handed to the waiting callers
@@ -297,23 +270,16 @@ class GroupCommitWriter:
                 for member, (each_ok, each) in zip(write.members, value, strict=True):
                     _settle(member.future, each_ok, each)
 
-    def _commit_inline(
-        self, functions: Sequence[WriteFunction], durable: bool
-    ) -> list[_Outcome] | None:
-        """A batch on the event loop's thread, on the inline connection: bookkeeping
-        (without an fsync to wait for, a hop to the writer thread and back costs more than
-        the transaction), or a durable batch of one write while the disk is fast (ADR
-        0053). ``None`` when another process holds the write lock (the writer thread then
-        waits for it). Batches never overlap, so the two connections of this process
-        never contend."""
+    def _commit_inline(self, functions: Sequence[WriteFunction]) -> list[_Outcome] | None:
+        """Bookkeeping on the event loop's thread, on the inline connection: without an
+        fsync to wait for, a hop to the writer thread and back costs more than the
+        transaction. ``None`` when another process holds the write lock (the writer
+        thread then waits for it). Batches never overlap, so the two connections of
+        this process never contend."""
         if self._inline is None:
             return None
-        level = self._durable_level if durable else BOOKKEEPING_LEVEL
-        switch = level if level != self._inline_level else None
-        self._inline_level = None  # unknown until the batch returns
-        started = time.perf_counter()
         try:
-            outcomes = _run_batch(functions, switch, self._inline)
+            outcomes = _run_batch(functions, None, self._inline)
         except sqlite3.Error as error:
             if is_transient(error):
                 return None
@@ -322,13 +288,7 @@ class GroupCommitWriter:
                 translated.retry_after_s = self.outage.retry_after_s
                 self.outage.failed(error)
             raise translated from error
-        self._inline_level = level
-        if durable:
-            self._durable_s = time.perf_counter() - started
-            self.inline_durable_batches += 1
-            if self.outage is not None:
-                self.outage.answered()  # as a commit in the writer thread tells it
-        self._inline_since_thread += DURABLE_PAGES if durable else 1
+        self._inline_since_thread += 1
         return outcomes
 
     async def _checkpoint(self) -> None:
@@ -346,15 +306,13 @@ class GroupCommitWriter:
     ) -> list[_Outcome]:
         level = self._durable_level if durable else BOOKKEEPING_LEVEL
         switch = level if level != self._level else None
-        outcomes, took = await retry_transient(
-            partial(run_in_thread, self._connection, partial(_timed_batch, functions, switch)),
+        outcomes = await retry_transient(
+            partial(run_in_thread, self._connection, partial(_run_batch, functions, switch)),
             path=self._path,
             within_s=self._lock_retry_s,
             outage=self.outage,
         )
         self._level = level
-        if durable:
-            self._durable_s = took
         self._inline_since_thread = 0  # its commit checkpointed as SQLite saw fit
         return outcomes
 
@@ -379,16 +337,6 @@ def _settle(future: "asyncio.Future[Any] | None", ok: bool, value: Any) -> None:
 
 def _passive_checkpoint(raw: sqlite3.Connection) -> None:
     raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-
-
-def _timed_batch(
-    functions: Sequence[WriteFunction], switch: str | None, raw: sqlite3.Connection
-) -> tuple[list[_Outcome], float]:
-    """:func:`_run_batch`, and how long it took (in the connection's thread: the
-    transaction and its fsync, without the hops)."""
-    started = time.perf_counter()
-    outcomes = _run_batch(functions, switch, raw)
-    return outcomes, time.perf_counter() - started
 
 
 def _run_batch(
@@ -419,11 +367,4 @@ def _run_batch(
     return outcomes
 
 
-__all__ = (
-    "BOOKKEEPING_LEVEL",
-    "INLINE_DURABLE_S",
-    "GroupCommitWriter",
-    "ManyFunction",
-    "Merge",
-    "Synchronous",
-)
+__all__ = ("BOOKKEEPING_LEVEL", "GroupCommitWriter", "ManyFunction", "Merge", "Synchronous")
