@@ -45,6 +45,9 @@ from taskloom.engine.manager import TaskManager
 from taskloom.persistence.sqlite import SqliteTaskStore
 
 BENCH: Final = Path(__file__).resolve().parent
+SRC: Final = BENCH.parent / "src"
+"""This checkout's source, first on the servers' path: the venv's install may be another
+checkout's (a git worktree shares the main checkout's venv)."""
 Row = figures.Row
 FLOOR, TASKLOOM = "floor", "taskloom"
 QUEUE_ONLY = "taskloom, worker off"
@@ -88,7 +91,7 @@ def taskloom_spec(folder: Path) -> ServerSpec:
     command = [sys.executable, "-m", "taskloom", "serve", "--db", str(folder / "bench.db")]
     # No lingering worker: the kill -9 round's restart is what resumes the runs, and a
     # worker left behind would outlive the benchmark's temporary database.
-    env = {"PYTHONPATH": str(BENCH), "TASKLOOM_LINGER": "0"}
+    env = {"PYTHONPATH": f"{SRC}:{BENCH}", "TASKLOOM_LINGER": "0"}
     return ServerSpec(TASKLOOM, [*command, "--workflows", "flows"], env)
 
 
@@ -105,7 +108,7 @@ def baseline_spec(src: Path) -> Callable[[Path], ServerSpec]:
 
 def queue_only_spec(folder: Path) -> ServerSpec:
     command = [sys.executable, str(BENCH / "queue_only_server.py"), str(folder / "bench.db")]
-    return ServerSpec(QUEUE_ONLY, command, {"PYTHONPATH": str(BENCH)})
+    return ServerSpec(QUEUE_ONLY, command, {"PYTHONPATH": f"{SRC}:{BENCH}"})
 
 
 def floor_spec(folder: Path, prefill: int = 0) -> ServerSpec:

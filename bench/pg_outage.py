@@ -117,7 +117,7 @@ async def _one_outage(outage_s: float) -> tuple[float, float]:
         ledger.touch()
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
-        env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+        env = {**os.environ, "PYTHONPATH": f"{REPOSITORY / 'src'}:{REPOSITORY}"}
         command = [
             sys.executable, "-m", "taskloom", "serve", "--db", cluster.url,
             "--http", f"127.0.0.1:{port}", "--workflows", str(FLOW),

@@ -226,7 +226,9 @@ def _pg_spec(url: str) -> Callable[[Path], ServerSpec]:
     def spec(folder: Path) -> ServerSpec:
         command = [sys.executable, "-m", "taskloom", "serve", "--db", url]
         return ServerSpec(
-            TASKLOOM_PG, [*command, "--workflows", "flows"], {"PYTHONPATH": str(BENCH)}
+            TASKLOOM_PG,
+            [*command, "--workflows", "flows"],
+            {"PYTHONPATH": f"{BENCH.parent / 'src'}:{BENCH}"},  # this checkout's src first
         )
 
     return spec
