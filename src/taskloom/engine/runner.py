@@ -49,9 +49,9 @@ from taskloom.engine.runs import (
     ErrorInfo,
     NodeEnd,
     NodeRun,
-    NodeStart,
     NodeState,
     completed_end,
+    trusted_start,
 )
 from taskloom.engine.submit import arguments_problem
 from taskloom.engine.waits import NodeWaits, Wait
@@ -519,12 +519,7 @@ class RunExecution:
             await self._sleep_until_due(previous)
         while True:
             attempt += 1
-            start = NodeStart(
-                node=step.key,
-                attempt=attempt,
-                interruptions=interruptions,
-                interrupted_attempt=interrupted,
-            )
+            start = trusted_start(step.key, attempt, interruptions, interrupted)
             self._nodes[step.key] = await self._runs.start_node(self.lease, start, self._now())
             interrupted = None
             end, waits = await self._observed_attempt(step, attempt, workflow_input)
