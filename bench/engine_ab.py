@@ -62,10 +62,12 @@ def _unpack(revision: str, into: Path) -> Path:
 
 
 def _child(src: Path | None, *arguments: str) -> dict[str, float]:
-    """Run this file with *arguments* in a fresh process on *src* (``None``: this tree)."""
+    """Run this file with *arguments* in a fresh process on *src* (``None``: this tree's
+    ``src``)."""
     environment = dict(os.environ)
-    path = [str(src)] if src is not None else []
-    environment["PYTHONPATH"] = os.pathsep.join([*path, str(BENCH)])
+    # this tree's src named, not left to the environment: an installed taskloom (a path
+    # install of another checkout) would otherwise run as "this tree"
+    environment["PYTHONPATH"] = os.pathsep.join([str(src or ROOT / "src"), str(BENCH)])
     done = subprocess.run(
         [sys.executable, str(Path(__file__)), "--child", *arguments],
         check=True,

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from engine_ab import BENCH, _served_observer, _unpack
+from engine_ab import BENCH, ROOT, _served_observer, _unpack
 
 POLL_S: Final = 0.1
 
@@ -77,7 +77,7 @@ def _instructions(src: Path | None, kind: str, width: int, observed: bool) -> in
     with tempfile.TemporaryDirectory() as folder:
         gate = Path(folder)
         environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join([*([str(src)] if src else []), str(BENCH)])
+        environment["PYTHONPATH"] = os.pathsep.join([str(src or ROOT / "src"), str(BENCH)])
         arguments = ["--child", kind, str(width), str(gate), *(["observed"] if observed else [])]
         child = subprocess.Popen(
             [
