@@ -56,6 +56,15 @@ def _schema_8_file(path: Path) -> None:
         )
 
 
+def _orphans(path: Path) -> None:
+    """Node rows of a task deleted with foreign keys off (sqlite3's default)."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
+        raw.execute(
+            "INSERT INTO node_runs VALUES ('gone', 'a', 'running', 1, 0, 0, NULL, NULL, NULL, NULL, 1)"
+        )
+        raw.execute("INSERT INTO node_attempts VALUES ('gone', 'a', 1, 'w', 1, NULL, NULL, NULL)")
+
+
 def _node_rows(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     with closing(sqlite3.connect(path)) as raw:
         runs = raw.execute("SELECT * FROM node_runs ORDER BY node").fetchall()
@@ -73,6 +82,16 @@ async def test_migrating_to_schema_9_keeps_every_node_row(tmp_path: Path) -> Non
     with closing(sqlite3.connect(path)) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == schema.latest_version()
         assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+async def test_node_rows_of_a_task_gone_are_not_copied(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _schema_8_file(path)
+    kept = _node_rows(path)
+    _orphans(path)
+    async with SqliteTaskStore.open(path):
+        pass
+    assert _node_rows(path) == kept
 
 
 async def test_the_rebuilt_checks_refuse_what_they_refused(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 -- building a temporary index of the list for each row it writes: every node's end (an
 -- attempt's outcome, a checkpoint's state) paid for one or two. The same values, the same
 -- rule, as a chain of comparisons. SQLite cannot change a CHECK constraint in place: both
--- run tables are rebuilt, their rows copied as they are.
+-- run tables are rebuilt, their rows copied as they are; rows of a task that no longer
+-- exists (left only by a delete made with foreign keys off) are not: nothing reads them,
+-- and the new tables' foreign keys would refuse them.
 CREATE TABLE node_runs_v9 (
     task_id       TEXT    NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
     node          TEXT    NOT NULL,
@@ -24,7 +26,7 @@ INSERT INTO node_runs_v9
      error, updated_at)
     SELECT task_id, node, state, attempt, failures, interruptions, not_before, waiting_for,
            output, error, updated_at
-    FROM node_runs;
+    FROM node_runs WHERE task_id IN (SELECT id FROM tasks);
 DROP TABLE node_runs;
 ALTER TABLE node_runs_v9 RENAME TO node_runs;
 
@@ -44,6 +46,6 @@ CREATE TABLE node_attempts_v9 (
 INSERT INTO node_attempts_v9
     (task_id, node, attempt, worker, started_at, ended_at, outcome, error)
     SELECT task_id, node, attempt, worker, started_at, ended_at, outcome, error
-    FROM node_attempts;
+    FROM node_attempts WHERE task_id IN (SELECT id FROM tasks);
 DROP TABLE node_attempts;
 ALTER TABLE node_attempts_v9 RENAME TO node_attempts;
