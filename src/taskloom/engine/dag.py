@@ -345,32 +345,8 @@ class MapContext(NodeContext[InputT], Generic[InputT, ItemT]):
     """The context of one item of a map node (``Workflow.map``): a :class:`NodeContext`
     with the item and its position in the list."""
 
-    def __init__(  # the context's arguments named: one is made per item (ADR 0054)
-        self,
-        *,
-        item: ItemT,
-        index: int,
-        task_id: str,
-        node: "Node[Any]",
-        attempt: int,
-        input: InputT,
-        outputs: Mapping[str, JsonValue],
-        failed: frozenset[str],
-        runtime: NodeRuntime,
-        settings: BaseModel | None = None,
-        answers: Mapping[str, JsonValue] | None = None,
-    ) -> None:
-        super().__init__(
-            task_id=task_id,
-            node=node,
-            attempt=attempt,
-            input=input,
-            outputs=outputs,
-            failed=failed,
-            runtime=runtime,
-            settings=settings,
-            answers=answers,
-        )
+    def __init__(self, *, item: ItemT, index: int, **context: Any) -> None:
+        super().__init__(**context)
         self.item = item
         """This item, typed as an element of the list the map runs over."""
         self.index = index

@@ -143,7 +143,6 @@ class RunExecution:
         self._answers: dict[str, JsonValue] = {}
         self._failed: set[str] = set()
         self.progress = RunProgress(workflow)
-        self._settings = workflow.settings
         for run in claimed.nodes.values():
             self._remember(run)
         limit = workflow.max_concurrency or node_concurrency
@@ -678,31 +677,20 @@ class RunExecution:
     def _context(self, step: _Step, attempt: int, workflow_input: Any) -> NodeContext[Any]:
         node = step.node
         failed = frozenset(self._failed.intersection(node.deps)) if self._failed else _NONE
+        context: dict[str, Any] = {
+            "task_id": self.task_id,
+            "node": node,
+            "attempt": attempt,
+            "input": workflow_input,
+            "outputs": self._outputs,
+            "failed": failed,
+            "runtime": _Runtime(self, step),
+            "settings": self.workflow.settings,
+            "answers": self._answers,
+        }
         if step.index is None:
-            return NodeContext(
-                task_id=self.task_id,
-                node=node,
-                attempt=attempt,
-                input=workflow_input,
-                outputs=self._outputs,
-                failed=failed,
-                runtime=_Runtime(self, step),
-                settings=self._settings,
-                answers=self._answers,
-            )
-        return MapContext(
-            item=step.item,
-            index=step.index,
-            task_id=self.task_id,
-            node=node,
-            attempt=attempt,
-            input=workflow_input,
-            outputs=self._outputs,
-            failed=failed,
-            runtime=_Runtime(self, step),
-            settings=self._settings,
-            answers=self._answers,
-        )
+            return NodeContext(**context)
+        return MapContext(item=step.item, index=step.index, **context)
 
     async def _record_stopped(self, step: _Step, attempt: int) -> None:
         if self.end is RunEnd.LEASE_LOST:
