@@ -1,7 +1,12 @@
-"""ADR 0054: schema 9 writes the node tables' CHECK constraints as comparisons. Migrating
-a schema-8 file keeps every node row; the constraints refuse what they refused; and a
-node's end no longer builds a temporary index of the allowed values for each row."""
+"""ADR 0054: schema 9 writes the CHECK constraints of tasks.state, node_runs.state and
+node_attempts.outcome as comparisons, editing the schema's text in place. Migrating a
+schema-8 file keeps every row and passes SQLite's integrity check; the constraints refuse
+what they refused; a node's end no longer builds a temporary index of the allowed values
+for each row; a text not found fails the migration; where SQLite refuses edits of its
+schema (defensive mode) the former constraints stay."""
 
+import ctypes
+import logging
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime
@@ -16,6 +21,7 @@ from taskloom.persistence.sqlite import SqliteTaskStore, nodes, rows, schema
 
 BEFORE_CHECKS = 8
 TASK = "a" * 22
+DEFENSIVE = 1010  # SQLITE_DBCONFIG_DEFENSIVE
 
 
 def _schema_8_file(path: Path) -> None:
@@ -65,14 +71,38 @@ def _orphans(path: Path) -> None:
         raw.execute("INSERT INTO node_attempts VALUES ('gone', 'a', 1, 'w', 1, NULL, NULL, NULL)")
 
 
-def _node_rows(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+def _node_rows(path: Path) -> tuple[list[tuple[object, ...]], ...]:
     with closing(sqlite3.connect(path)) as raw:
-        runs = raw.execute("SELECT * FROM node_runs ORDER BY node").fetchall()
-        attempts = raw.execute("SELECT * FROM node_attempts ORDER BY node, attempt").fetchall()
-    return runs, attempts
+        tasks = raw.execute("SELECT * FROM tasks ORDER BY seq").fetchall()
+        runs = raw.execute("SELECT * FROM node_runs ORDER BY task_id, node").fetchall()
+        attempts = raw.execute(
+            "SELECT * FROM node_attempts ORDER BY task_id, node, attempt"
+        ).fetchall()
+    return tasks, runs, attempts
 
 
-async def test_migrating_to_schema_9_keeps_every_node_row(tmp_path: Path) -> None:
+def _checks(raw: sqlite3.Connection) -> str:
+    found = raw.execute(
+        "SELECT group_concat(sql, ';') FROM sqlite_schema WHERE type = 'table'"
+        " AND name IN ('tasks', 'node_runs', 'node_attempts')"
+    ).fetchone()[0]
+    assert isinstance(found, str)
+    return found
+
+
+def _defensive(raw: sqlite3.Connection) -> None:
+    """Turn on SQLITE_DBCONFIG_DEFENSIVE (Python 3.11's sqlite3 has no setconfig)."""
+    if hasattr(raw, "setconfig"):  # Python 3.12 and later
+        raw.setconfig(DEFENSIVE, True)
+        return
+    library = ctypes.CDLL("libsqlite3.so.0")  # the one the sqlite3 module links
+    handle = ctypes.c_void_p.from_address(id(raw) + object.__basicsize__)  # its sqlite3*
+    now = ctypes.c_int(-1)
+    library.sqlite3_db_config(handle, DEFENSIVE, ctypes.c_int(1), ctypes.byref(now))
+    assert now.value == 1
+
+
+async def test_migrating_to_schema_9_keeps_every_row(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     _schema_8_file(path)
     before = _node_rows(path)
@@ -82,28 +112,100 @@ async def test_migrating_to_schema_9_keeps_every_node_row(tmp_path: Path) -> Non
     with closing(sqlite3.connect(path)) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == schema.latest_version()
         assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert " IN (" not in _checks(raw)
+        assert " IN\n" not in _checks(raw)
+        assert raw.execute(
+            "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'schema_9%'"
+        ).fetchone() == (0,)
 
 
-async def test_node_rows_of_a_task_gone_are_not_copied(tmp_path: Path) -> None:
+async def test_node_rows_of_a_task_gone_do_not_stop_the_migration(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     _schema_8_file(path)
-    kept = _node_rows(path)
     _orphans(path)
+    kept = _node_rows(path)
     async with SqliteTaskStore.open(path):
         pass
-    assert _node_rows(path) == kept
+    assert _node_rows(path) == kept  # in place: nothing copied, nothing dropped
 
 
-async def test_the_rebuilt_checks_refuse_what_they_refused(tmp_path: Path) -> None:
-    path = tmp_path / "new.db"
+async def test_a_connection_open_before_the_migration_reads_the_new_checks(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    _schema_8_file(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as early:
+        assert early.execute("SELECT count(*) FROM node_runs").fetchone() == (2,)
+        async with SqliteTaskStore.open(path):
+            pass
+        assert early.execute("SELECT count(*) FROM node_runs").fetchone() == (2,)
+        program = early.execute(
+            "EXPLAIN " + nodes.END_ATTEMPT, [None] * nodes.END_ATTEMPT.count("?")
+        ).fetchall()
+        assert [op for _, op, *_ in program if op == "OpenEphemeral"] == []
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            early.execute("UPDATE node_runs SET state = 'done' WHERE node = 'a'")
+
+
+def test_a_check_text_not_found_fails_the_migration(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _schema_8_file(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
+        raw.execute("PRAGMA writable_schema = ON")
+        raw.execute(  # the same rule, spelt otherwise: not the text schema 9 replaces
+            "UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (state IN (', 'CHECK (state  IN (')"
+            " WHERE name = 'node_runs'"
+        )
+        raw.execute("PRAGMA writable_schema = RESET")
+        before = _checks(raw)
+        with pytest.raises(sqlite3.IntegrityError, match="IN list was not found"):
+            schema.migrate(raw, path)
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == BEFORE_CHECKS
+        assert _checks(raw) == before
+        assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def test_defensive_mode_keeps_the_former_checks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "old.db"
+    _schema_8_file(path)
+    before = _node_rows(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
+        _defensive(raw)
+        former = _checks(raw)
+        with caplog.at_level(logging.WARNING, logger="taskloom.store"):
+            assert schema.migrate(raw, path) == schema.latest_version()
+        assert "defensive mode" in caplog.text
+        assert _checks(raw) == former
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == schema.latest_version()
+        assert raw.execute("PRAGMA writable_schema").fetchone() == (0,)
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            raw.execute("UPDATE node_runs SET state = 'done' WHERE node = 'a'")
+    assert _node_rows(path) == before
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["new-file", "migrated-from-8"])
+async def test_the_checks_refuse_what_they_refused(tmp_path: Path, old: bool) -> None:
+    path = tmp_path / "db"
+    if old:
+        _schema_8_file(path)
     async with SqliteTaskStore.open(path):
         pass
     with closing(sqlite3.connect(path, isolation_level=None)) as raw:
-        raw.execute(
-            "INSERT INTO tasks (id, name, state, version, updated_at, created_us, body)"
-            " VALUES (?, 'flow', 'running', 1, 0, 0, '{}')",
-            (TASK,),
-        )
+        raw.execute("DELETE FROM tasks")
+        for task_state in TaskState:
+            raw.execute(
+                "INSERT INTO tasks (id, name, state, version, updated_at, created_us, body)"
+                " VALUES (?, 'flow', ?, 1, 0, 0, '{}')",
+                (f"t-{task_state.value}", task_state.value),
+            )
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            raw.execute("UPDATE tasks SET state = 'done' WHERE id = 't-running'")
+        with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
+            raw.execute("UPDATE tasks SET state = NULL WHERE id = 't-running'")
+        raw.execute("UPDATE tasks SET id = ? WHERE id = 't-running'", (TASK,))
         for state in NodeState:
             raw.execute(
                 "INSERT INTO node_runs (task_id, node, state, attempt, updated_at)"

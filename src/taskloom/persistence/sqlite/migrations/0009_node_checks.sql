@@ -1,51 +1,42 @@
--- taskloom schema 9: the node tables' CHECK constraints written as comparisons (ADR 0054).
--- SQLite evaluates `column IN (a, b, c, ...)` of more than two values in a constraint by
--- building a temporary index of the list for each row it writes: every node's end (an
--- attempt's outcome, a checkpoint's state) paid for one or two. The same values, the same
--- rule, as a chain of comparisons. SQLite cannot change a CHECK constraint in place: both
--- run tables are rebuilt, their rows copied as they are; rows of a task that no longer
--- exists (left only by a delete made with foreign keys off) are not: nothing reads them,
--- and the new tables' foreign keys would refuse them.
-CREATE TABLE node_runs_v9 (
-    task_id       TEXT    NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-    node          TEXT    NOT NULL,
-    state         TEXT    NOT NULL CHECK (state = 'running' OR state = 'retrying'
-                      OR state = 'waiting' OR state = 'completed' OR state = 'failed'),
-    attempt       INTEGER NOT NULL CHECK (attempt >= 1),
-    failures      INTEGER NOT NULL DEFAULT 0,
-    interruptions INTEGER NOT NULL DEFAULT 0,
-    not_before    INTEGER,
-    waiting_for   TEXT,
-    output        TEXT,                      -- JSON
-    error         TEXT,                      -- JSON: error_type, message, fingerprint
-    updated_at    INTEGER NOT NULL,
-    PRIMARY KEY (task_id, node)
-) WITHOUT ROWID;
-INSERT INTO node_runs_v9
-    (task_id, node, state, attempt, failures, interruptions, not_before, waiting_for, output,
-     error, updated_at)
-    SELECT task_id, node, state, attempt, failures, interruptions, not_before, waiting_for,
-           output, error, updated_at
-    FROM node_runs WHERE task_id IN (SELECT id FROM tasks);
-DROP TABLE node_runs;
-ALTER TABLE node_runs_v9 RENAME TO node_runs;
-
-CREATE TABLE node_attempts_v9 (
-    task_id    TEXT    NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-    node       TEXT    NOT NULL,
-    attempt    INTEGER NOT NULL,
-    worker     TEXT    NOT NULL,
-    started_at INTEGER NOT NULL,
-    ended_at   INTEGER,
-    outcome    TEXT CHECK (outcome = 'completed' OR outcome = 'failed'
-                   OR outcome = 'timed_out' OR outcome = 'cancelled'
-                   OR outcome = 'interrupted' OR outcome = 'waiting'),
-    error      TEXT,
-    PRIMARY KEY (task_id, node, attempt)
-) WITHOUT ROWID;
-INSERT INTO node_attempts_v9
-    (task_id, node, attempt, worker, started_at, ended_at, outcome, error)
-    SELECT task_id, node, attempt, worker, started_at, ended_at, outcome, error
-    FROM node_attempts WHERE task_id IN (SELECT id FROM tasks);
-DROP TABLE node_attempts;
-ALTER TABLE node_attempts_v9 RENAME TO node_attempts;
+-- taskloom schema 9: the CHECK constraints of tasks.state, node_runs.state and
+-- node_attempts.outcome written as chains of comparisons (ADR 0054). SQLite evaluates
+-- `column IN (a, b, c, ...)` of more than two values in a constraint by building a
+-- temporary index of the list for each row it writes. The same values, the same rule
+-- (NULL allowed where it was), so the stored rows satisfy the new text: it is changed in
+-- place, by SQLite's documented procedure (lang_altertable.html, "Making Other Kinds Of
+-- Table Schema Changes"), with no table copied. Where SQLite refuses writes to its schema
+-- (defensive mode), schema.migrate() skips the rest of this file after the first
+-- statement and the former constraints stay: the same rule, checked more slowly.
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (state IN
+                        (''queued'', ''running'', ''input_required'', ''completed'', ''failed'', ''cancelled''))',
+    'CHECK (state = ''queued'' OR state = ''running'' OR state = ''input_required''
+                        OR state = ''completed'' OR state = ''failed'' OR state = ''cancelled'')')
+WHERE type = 'table' AND name = 'tasks';
+UPDATE sqlite_schema SET sql = replace(sql,
+    'CHECK (state IN (''running'', ''retrying'', ''waiting'', ''completed'', ''failed''))',
+    'CHECK (state = ''running'' OR state = ''retrying'' OR state = ''waiting''
+                          OR state = ''completed'' OR state = ''failed'')')
+WHERE type = 'table' AND name = 'node_runs';
+UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (outcome IN
+                   (''completed'', ''failed'', ''timed_out'', ''cancelled'', ''interrupted'', ''waiting''))',
+    'CHECK (outcome = ''completed'' OR outcome = ''failed'' OR outcome = ''timed_out''
+                   OR outcome = ''cancelled'' OR outcome = ''interrupted'' OR outcome = ''waiting'')')
+WHERE type = 'table' AND name = 'node_attempts';
+-- Reload this connection's schema from the new text (a text that does not parse fails
+-- here, and the migration rolls back).
+PRAGMA writable_schema = RESET;
+-- Fail loudly if a text was not found (a file whose tables were written otherwise): each
+-- table must hold its chain and no IN list. The
+-- table's creation and drop also move the schema cookie, so that other connections open on
+-- the file reload the schema (the procedure's `PRAGMA schema_version` step).
+CREATE TABLE schema_9_check (
+    rewritten INTEGER CONSTRAINT "schema 9: a CHECK constraint's IN list was not found"
+        CHECK (rewritten)
+);
+INSERT INTO schema_9_check
+    SELECT count(*) = 3 FROM sqlite_schema
+    WHERE type = 'table' AND name IN ('tasks', 'node_runs', 'node_attempts')
+      AND instr(sql, ' = ''completed'' OR ') > 0
+      AND instr(sql, 'state IN') = 0 AND instr(sql, 'outcome IN') = 0;
+DROP TABLE schema_9_check;
