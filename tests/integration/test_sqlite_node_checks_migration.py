@@ -6,8 +6,10 @@ for each row; a text not found fails the migration; where SQLite refuses edits o
 schema (defensive mode) the former constraints stay."""
 
 import ctypes
+import importlib
 import logging
 import sqlite3
+import sys
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,14 +93,38 @@ def _checks(raw: sqlite3.Connection) -> str:
 
 
 def _defensive(raw: sqlite3.Connection) -> None:
-    """Turn on SQLITE_DBCONFIG_DEFENSIVE (Python 3.11's sqlite3 has no setconfig)."""
+    """Turn on SQLITE_DBCONFIG_DEFENSIVE. Python 3.12 and later have ``setconfig``; on
+    CPython 3.11 the connection's ``sqlite3*`` is the field after the object's header and
+    ``sqlite3_db_config`` is called through ctypes, in the SQLite the sqlite3 module is
+    linked with. The test is skipped, never run on a guess, where that cannot be checked."""
     if hasattr(raw, "setconfig"):  # Python 3.12 and later
         raw.setconfig(DEFENSIVE, True)
         return
-    library = ctypes.CDLL("libsqlite3.so.0")  # the one the sqlite3 module links
-    handle = ctypes.c_void_p.from_address(id(raw) + object.__basicsize__)  # its sqlite3*
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        pytest.skip("a connection's sqlite3* is read at CPython 3.11's offset only")
+    try:
+        # Looked up from the module's own handle: its SQLite whether linked dynamically
+        # (dlsym searches the module's dependencies) or statically and exported; never
+        # another copy of the library, whose sqlite3 struct may differ.
+        library = ctypes.CDLL(importlib.import_module("_sqlite3").__file__)
+        config = library.sqlite3_db_config
+        version = library.sqlite3_libversion
+        filename = library.sqlite3_db_filename
+    except (OSError, AttributeError, TypeError):
+        pytest.skip("the sqlite3 module's SQLite cannot be reached through ctypes")
+    version.restype = ctypes.c_char_p
+    if version() != sqlite3.sqlite_version.encode():
+        pytest.skip("ctypes reached another SQLite than the sqlite3 module's")
+    handle = ctypes.c_void_p.from_address(id(raw) + object.__basicsize__).value
+    filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    filename.restype = ctypes.c_char_p
+    assert (
+        filename(handle, b"main") == str(raw.execute("PRAGMA database_list").fetchone()[2]).encode()
+    )
+    config.argtypes = [ctypes.c_void_p, ctypes.c_int]  # the rest variadic (arm64 passes them apart)
+    config.restype = ctypes.c_int
     now = ctypes.c_int(-1)
-    library.sqlite3_db_config(handle, DEFENSIVE, ctypes.c_int(1), ctypes.byref(now))
+    assert config(handle, DEFENSIVE, ctypes.c_int(1), ctypes.byref(now)) == 0
     assert now.value == 1
 
 
