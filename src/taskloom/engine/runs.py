@@ -251,9 +251,10 @@ class NodeEnd(_Frozen):
 _NODE_RUN_FIELDS: Final[set[str]] = set(NodeRun.model_fields)
 """The fields :func:`trusted_node_run` sets: every one."""
 _COMPLETED_END_FIELDS: Final[set[str]] = {"node", "attempt", "outcome", "state", "output"}
-_START_FIELDS: Final[set[str]] = {"node", "attempt", "interruptions", "interrupted_attempt"}
 """The fields :func:`completed_end` sets: those a validated completed end is given (its
 error, wait, timer and interruptions left at their defaults, unset)."""
+_START_FIELDS: Final[set[str]] = {"node", "attempt", "interruptions", "interrupted_attempt"}
+"""The fields :func:`trusted_start` sets: every one (the runner names all four)."""
 
 
 def node_started(previous: NodeRun | None, start: NodeStart, now: datetime) -> NodeRun:
