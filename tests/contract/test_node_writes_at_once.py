@@ -235,7 +235,7 @@ async def test_merged_ends_leave_the_checkpoints_node_ended_states(
     manager: TaskManager, store: TaskStore, clock: FakeClock
 ) -> None:
     """Ends of every kind, after starts that carry failures, interruptions, an error and
-    an output over: each answer, and each row stored, is ``engine.runs.node_ended`` of
+    an output over (a completed end after a retrying one among them): each answer, and each row stored, is ``engine.runs.node_ended`` of
     the checkpoint the start left (ADR 0051 builds a merged end's answer from the
     running row rather than reading it back)."""
     runs = cast(RunStore, store)
@@ -255,7 +255,15 @@ async def test_merged_ends_leave_the_checkpoints_node_ended_states(
         started = await _all_at_once([partial(runs.start_node, lease, s, now) for s in starts])
         clock.advance(1)
         later = clock.now()
-        ends = _ends(attempt, later)
+        # each kind of end moves to the next node at attempt 2: the completed end then
+        # follows a failed attempt's error and retry time (ADR 0054's constant text)
+        ends = sorted(
+            (
+                end.model_copy(update={"node": names[(index + attempt - 1) % len(names)]})
+                for index, end in enumerate(_ends(attempt, later))
+            ),
+            key=lambda end: names.index(end.node),
+        )
         ended = await _all_at_once([partial(runs.end_node, lease, end, later) for end in ends])
         expected = [node_ended(run, end, later) for run, end in zip(started, ends, strict=True)]
         assert ended == expected

@@ -10,9 +10,11 @@ from taskloom.engine.runs import (
     ErrorInfo,
     NodeEnd,
     NodeRun,
+    NodeStart,
     NodeState,
     completed_end,
     trusted_node_run,
+    trusted_start,
 )
 
 FIELDS = {
@@ -91,3 +93,15 @@ def test_the_shared_fields_set_is_never_changed_by_a_copy() -> None:
     end.model_copy(update={"waiting_for": "x"})
     assert trusted_node_run(**FIELDS).model_fields_set == before  # type: ignore[arg-type]
     assert completed_end("a", 1, None).model_fields_set == end.model_fields_set
+
+
+@pytest.mark.parametrize("interrupted", [None, 2])
+def test_a_trusted_start_equals_the_validated_one(interrupted: int | None) -> None:
+    trusted = trusted_start("leaf[3]", 3, 1, interrupted)
+    validated = NodeStart(
+        node="leaf[3]", attempt=3, interruptions=1, interrupted_attempt=interrupted
+    )
+    assert trusted == validated
+    assert trusted.model_dump_json() == validated.model_dump_json()
+    assert trusted.model_fields_set == validated.model_fields_set
+    assert repr(trusted) == repr(validated)

@@ -49,9 +49,9 @@ from taskloom.engine.runs import (
     ErrorInfo,
     NodeEnd,
     NodeRun,
-    NodeStart,
     NodeState,
     completed_end,
+    trusted_start,
 )
 from taskloom.engine.submit import arguments_problem
 from taskloom.engine.waits import NodeWaits, Wait
@@ -102,9 +102,10 @@ class _NodeFailed(Exception):
         self.error = error
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Step:
-    """One node run to execute: a plain node (keyed by its name) or one item of a map."""
+    """One node run to execute: a plain node (keyed by its name) or one item of a map
+    (not frozen: one is made per node run, and a frozen one is made slower)."""
 
     node: Node[Any]
     key: str
@@ -349,13 +350,13 @@ class RunExecution:
                     lanes.add(name)
             if unsettled == 0 or running == 0:  # done, or every node left waits (or waits
                 return  # for one that does): the run parks
-            name = await ended.next()
-            running -= 1
-            if name not in self._outputs and name not in self._failed:
-                continue  # not settled (it, or an item of it, waits): its dependents wait
-
-            settle(name)
-            if unsettled:  # the last node's news travels with the outcome
+            names = await ended.taken()  # all that ended meanwhile: one wake-up
+            running -= len(names)
+            # one not settled (it, or an item of it, waits) leaves its dependents waiting
+            moved = [name for name in names if name in self._outputs or name in self._failed]
+            for name in moved:
+                settle(name)
+            if moved and unsettled:  # the last node's news travels with the outcome
                 self.progress.phase_moved()
 
     def _remember(self, run: NodeRun) -> None:
@@ -374,6 +375,16 @@ class RunExecution:
         else:
             self._failed.add(run.node)
         self.progress.settled(self.workflow.nodes[run.node])
+
+    def _remember_step(self, step: _Step, run: NodeRun) -> None:
+        """:meth:`_remember` for *step*'s own checkpoint: an item's map is known, its key
+        not parsed (every item's start and end passes here)."""
+        if step.index is None:
+            self._remember(run)
+            return
+        self._nodes[run.node] = run
+        if run.state is NodeState.COMPLETED or run.state is NodeState.FAILED:
+            self.progress.item_settled(step.node, run.node)
 
     def _settled(self, name: str) -> bool:
         run = self._nodes.get(name)
@@ -507,12 +518,7 @@ class RunExecution:
             await self._sleep_until_due(previous)
         while True:
             attempt += 1
-            start = NodeStart(
-                node=step.key,
-                attempt=attempt,
-                interruptions=interruptions,
-                interrupted_attempt=interrupted,
-            )
+            start = trusted_start(step.key, attempt, interruptions, interrupted)
             self._nodes[step.key] = await self._runs.start_node(self.lease, start, self._now())
             interrupted = None
             end, waits = await self._observed_attempt(step, attempt, workflow_input)
@@ -529,7 +535,7 @@ class RunExecution:
                 await self._finish(node, end)
                 return
             with anyio.CancelScope(shield=True):
-                self._remember(await self._runs.end_node(self.lease, end, self._now()))
+                self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
             if end.state is NodeState.COMPLETED:
                 return
             if end.state is NodeState.RETRYING:
@@ -846,18 +852,21 @@ class _EndedNodes:
     """The names of nodes whose run ended, in the order they ended."""
 
     def __init__(self) -> None:
-        self._names: deque[str] = deque()
+        self._names: list[str] = []
         self._arrived = anyio.Event()
 
     def put(self, name: str) -> None:
         self._names.append(name)
         self._arrived.set()
 
-    async def next(self) -> str:
+    async def taken(self) -> list[str]:
+        """Every name put since the last call (at least one: waits for it), in order:
+        the lanes end many nodes per commit, and the scheduler takes them all at once."""
         while not self._names:
             self._arrived = anyio.Event()
             await self._arrived.wait()
-        return self._names.popleft()
+        names, self._names = self._names, []
+        return names
 
 
 class _Runtime:

@@ -3,7 +3,7 @@ task as JSON; its other columns are indexed copies."""
 
 import json
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 from pydantic import JsonValue, ValidationError
 
@@ -126,6 +126,9 @@ def _body(task: Task) -> str:
     return body
 
 
+_NODE_STATES: Final[dict[object, NodeState]] = {state.value: state for state in NodeState}
+
+
 def node_run(d: Dialect, row: tuple[Any, ...]) -> NodeRun:
     """A ``node_runs`` row (:data:`NODE_COLUMNS`) as a checkpoint. Not validated again:
     the columns' types and checks hold what the model would check (every node's start
@@ -133,7 +136,7 @@ def node_run(d: Dialect, row: tuple[Any, ...]) -> NodeRun:
     node, state, attempt, failures, interruptions, not_before, waiting_for, output, error, at = row
     return trusted_node_run(
         node=node,
-        state=NodeState(state),
+        state=_NODE_STATES.get(state) or NodeState(state),  # cheaper than the enum's call
         attempt=attempt,
         failures=failures,
         interruptions=interruptions,

@@ -20,6 +20,7 @@ from typing import Any, Final
 from taskloom.engine.errors import TaskloomError
 from taskloom.engine.runs import (
     FAILURE_OUTCOMES,
+    AttemptOutcome,
     Lease,
     NodeEnd,
     NodeRun,
@@ -82,11 +83,16 @@ def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Ou
     running = {row[0]: row for row in raw.execute(_running_sql(), listed)}
     attempts: list[tuple[object, ...]] = []
     checkpoints: list[tuple[object, ...]] = []
+    completed: list[tuple[object, ...]] = []
     outcomes: list[Outcome] = []
     for _, end, now in payloads:
         row = running.get(end.node)
         if row is None or row[1] != end.attempt:
             outcomes.append((False, runs.not_running(lease, end.node)))
+            continue
+        outcomes.append((True, _ended(row, end, now)))
+        if _plainly_completed(end):
+            completed.append((now, json.dumps(end.output), task, end.node, end.attempt))
             continue
         error = end.error.model_dump_json() if end.error is not None else None
         output = json.dumps(end.output) if end.state is NodeState.COMPLETED else None
@@ -106,11 +112,26 @@ def end_many(payloads: Sequence[EndPayload], raw: sqlite3.Connection) -> list[Ou
                 end.attempt,
             )
         )
-        outcomes.append((True, _ended(row, end, now)))
+    if completed:
+        raw.executemany(END_ATTEMPT_COMPLETED, completed)
+        raw.executemany(END_CHECKPOINT_COMPLETED, completed)
     if attempts:
-        raw.executemany(_END_ATTEMPT, attempts)
-        raw.executemany(_END_CHECKPOINT, checkpoints)
+        raw.executemany(END_ATTEMPT, attempts)
+        raw.executemany(END_CHECKPOINT, checkpoints)
     return outcomes
+
+
+def _plainly_completed(end: NodeEnd) -> bool:
+    """True for the end most nodes have: completed, nothing else to say (no error, no
+    wait, no count of interruptions), written by the ``*_COMPLETED`` texts."""
+    return (
+        end.state is NodeState.COMPLETED
+        and end.outcome is AttemptOutcome.COMPLETED
+        and end.error is None
+        and end.not_before is None
+        and end.waiting_for is None
+        and end.interruptions is None
+    )
 
 
 def _ended(running: tuple[Any, ...], end: NodeEnd, now: int) -> NodeRun:
@@ -182,19 +203,34 @@ def _start_sql() -> tuple[str, str]:
     return attempts, checkpoints
 
 
-_END_ATTEMPT: Final = (
+END_ATTEMPT: Final = (
     "UPDATE node_attempts SET ended_at = ?, outcome = ?, error = ?"
     " WHERE task_id = ? AND node = ? AND attempt = ?"
 )
 """An attempt's end, as :func:`runs.end_writes` writes it, with positional parameters
 and without its guard that the node is running that attempt: :func:`end_many` read the
 running rows in this savepoint, under the write lock, and lists only those."""
-_END_CHECKPOINT: Final = (
+END_CHECKPOINT: Final = (
     "UPDATE node_runs SET state = ?, failures = failures + ?, output = ?, error = ?,"
     " not_before = ?, waiting_for = ?, interruptions = coalesce(?, interruptions),"
     " updated_at = ? WHERE task_id = ? AND node = ? AND attempt = ? AND state = 'running'"
 )
 """The checkpoint's update of :func:`runs.end_writes`, with positional parameters."""
+END_ATTEMPT_COMPLETED: Final = (
+    "UPDATE node_attempts SET ended_at = ?1, outcome = 'completed', error = NULL"
+    " WHERE task_id = ?3 AND node = ?4 AND attempt = ?5"
+)
+""":data:`END_ATTEMPT` of a plainly completed end (:func:`_plainly_completed`), its
+constants written in the text: the sqlite3 module adapts each ``None`` it binds (a
+dictionary lookup and two attribute lookups), and most nodes end so. Its parameters are
+those of :data:`END_CHECKPOINT_COMPLETED`: ``(now, output, task, node, attempt)``."""
+END_CHECKPOINT_COMPLETED: Final = (
+    "UPDATE node_runs SET state = 'completed', output = ?2, error = NULL,"
+    " not_before = NULL, waiting_for = NULL, updated_at = ?1"
+    " WHERE task_id = ?3 AND node = ?4 AND attempt = ?5 AND state = 'running'"
+)
+""":data:`END_CHECKPOINT` of a plainly completed end: no failure counted, the
+interruptions kept."""
 
 
 @cache

@@ -1,5 +1,6 @@
 """Recognising a taskloom database and migrating it with numbered SQL files."""
 
+import logging
 import sqlite3
 from pathlib import Path
 from typing import Final
@@ -8,6 +9,10 @@ from taskloom.engine.errors import CorruptDatabaseError, ForeignDatabaseError, S
 from taskloom.persistence.migrations import numbered_migrations
 
 APPLICATION_ID: Final = 0x544C4F4D  # "TLOM" in the database header
+SCHEMA_EDIT: Final = "PRAGMA writable_schema = ON;"
+"""A migration's statement that starts an edit of the schema's text in place (ADR 0054)."""
+
+logger = logging.getLogger("taskloom.store")
 
 
 def migrations() -> tuple[tuple[int, str], ...]:
@@ -85,8 +90,7 @@ def migrate(raw: sqlite3.Connection, path: Path) -> int:
         current = check_version(raw, path)
         latest = latest_version()
         for number, sql in migrations()[current:]:
-            for statement in _statements(sql):
-                raw.execute(statement)
+            _run(raw, path, number, sql)
             raw.execute(f"PRAGMA user_version = {number:d}")
         if current < latest:
             raw.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
@@ -95,6 +99,38 @@ def migrate(raw: sqlite3.Connection, path: Path) -> int:
         raw.execute("ROLLBACK")
         raise
     return max(current, latest)
+
+
+def _run(raw: sqlite3.Connection, path: Path, number: int, sql: str) -> None:
+    """Run migration *number*'s statements.
+
+    A migration may edit the schema's text in place (SQLite's documented procedure) only
+    to write a rule in another form that allows the same rows (ADR 0054). Where SQLite
+    refuses writes to its schema (``SQLITE_DBCONFIG_DEFENSIVE``), the rest of such a
+    migration is skipped, with a warning, and the former text stays.
+    """
+    for statement in _statements(sql):
+        raw.execute(statement)
+        if statement.endswith(SCHEMA_EDIT) and not _schema_writable(raw):
+            raw.execute("PRAGMA writable_schema = OFF")
+            logger.warning(
+                "%s: SQLite refuses edits of its schema here (defensive mode): schema %d "
+                "keeps the former text of its constraints (the same rule, checked more "
+                "slowly)",
+                path,
+                number,
+            )
+            return
+
+
+def _schema_writable(raw: sqlite3.Connection) -> bool:
+    """Whether SQLite lets this connection write its schema's text: defensive mode
+    refuses such an update when it is prepared, whatever ``writable_schema`` says."""
+    try:
+        raw.execute("UPDATE sqlite_schema SET sql = sql WHERE 0")
+    except sqlite3.OperationalError:
+        return False
+    return True
 
 
 def _statements(sql: str) -> list[str]:
