@@ -62,10 +62,11 @@ def _unpack(revision: str, into: Path) -> Path:
 
 
 def _child(src: Path | None, *arguments: str) -> dict[str, float]:
-    """Run this file with *arguments* in a fresh process on *src* (``None``: this tree)."""
+    """Run this file with *arguments* in a fresh process on *src* (``None``: this tree's,
+    first on the path whatever the interpreter has installed)."""
     environment = dict(os.environ)
-    path = [str(src)] if src is not None else []
-    environment["PYTHONPATH"] = os.pathsep.join([*path, str(BENCH)])
+    path = str(src) if src is not None else str(ROOT / "src")
+    environment["PYTHONPATH"] = os.pathsep.join([path, str(BENCH)])
     done = subprocess.run(
         [sys.executable, str(Path(__file__)), "--child", *arguments],
         check=True,
