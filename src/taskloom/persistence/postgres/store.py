@@ -102,14 +102,19 @@ class PostgresTaskStore(SqlStore):
             with anyio.CancelScope(shield=True):
                 await connection.close()
         database = Database(settings, name, origin=origin)
+        raised: BaseException | None = None
         async with database.opened(), anyio.create_task_group() as senders:
             store = cls(settings, database)
             await senders.start(store._starts.run)
             await senders.start(store._ends.run)
             try:
                 yield store
+            except BaseException as error:  # noqa: BLE001  # raised below, as it was
+                raised = error  # (not wrapped in the senders' task group's group)
             finally:
                 senders.cancel_scope.cancel()
+        if raised is not None:
+            raise raised
 
     async def watch_changes(
         self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
