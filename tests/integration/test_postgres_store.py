@@ -234,6 +234,32 @@ async def test_a_node_write_once_the_store_closed_says_so(dropped_afterwards: st
         await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
 
 
+async def test_a_node_write_shielded_while_everything_around_the_store_stops_lands(
+    dropped_afterwards: str,
+) -> None:
+    """A cancel of the scope around the open store (a SIGTERM) does not stop its senders
+    before its block ends: a node's end its user records in a shielded scope meanwhile
+    (the runner does) is written, as it was before the senders (ADR 0052)."""
+    clock = FakeClock()
+    settings = _settings(dropped_afterwards)
+    with anyio.fail_after(20), anyio.CancelScope() as everything:
+        async with PostgresTaskStore.open(settings) as store:
+            await TaskManager(store, clock=clock).create("job")
+            (claimed,) = await store.claim_runs(
+                worker="w",
+                workflows=frozenset({"job"}),
+                now=clock.now(),
+                lease_for=LEASE,
+                limit=1,
+                start=claim_start(clock.now()),
+            )
+            everything.cancel()
+            with anyio.CancelScope(shield=True):
+                await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
+    async with PostgresTaskStore.open(settings) as store:
+        assert list(await store.checkpoints(claimed.task.id)) == ["a"]
+
+
 # -- many processes on one database (each store is a pool of its own) ---------------------
 
 

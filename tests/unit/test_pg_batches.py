@@ -46,7 +46,7 @@ async def _batches(send: _Send) -> AsyncIterator[Batches[str]]:
     async with anyio.create_task_group() as group:
         await group.start(batches.run)
         yield batches
-        group.cancel_scope.cancel()
+        batches.close()
 
 
 async def _all(batches: Batches[str], payloads: list[str]) -> list[object]:
@@ -158,7 +158,24 @@ async def test_a_write_once_the_store_closed_is_refused() -> None:
     batches = Batches[str](send, key=str)
     async with anyio.create_task_group() as group:
         await group.start(batches.run)
-        group.cancel_scope.cancel()
+        batches.close()
     with pytest.raises(StoreClosedError):
         await batches.submit("a")
     assert send.batches == []
+
+
+async def test_a_cancel_around_the_sender_leaves_it_sending_until_closed() -> None:
+    """Everything around the store is cancelled (a SIGTERM): a write its cancelled user
+    makes in a shielded scope (a node's end) is still sent and answered."""
+    send = _Send()
+    batches = Batches[str](send, key=str)
+    found: list[str] = []
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(batches.run)
+            group.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                found.append(await batches.submit("a"))
+                batches.close()
+    assert found == ["A"]
+    assert send.batches == [["a"]]

@@ -25,7 +25,12 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from taskloom.engine.errors import PersistenceError, StoreClosedError, StoreUnavailableError
+from taskloom.engine.errors import (
+    OutcomeUnknownError,
+    PersistenceError,
+    StoreClosedError,
+    StoreUnavailableError,
+)
 
 _P = TypeVar("_P")
 Outcome = tuple[bool, Any]
@@ -59,6 +64,8 @@ class Batches(Generic[_P]):
         self._waiting: deque[_Write[_P]] = deque()
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
+        self._running = anyio.CancelScope(shield=True)
+        """:meth:`run`'s: only :meth:`close` ends it, not a cancel of the scopes around."""
 
     async def submit(self, payload: _P) -> Any:
         """Send *payload* with the writes waiting beside it; its value, or its refusal
@@ -83,30 +90,46 @@ class Batches(Generic[_P]):
             raise
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Send the batches until cancelled; then refuse what still waits."""
+        """Send the batches until :meth:`close`; then refuse what still waits. A cancel
+        of the scopes around does not stop it: the store's user, cancelled too (a
+        SIGTERM), may still write a node's end in a shielded scope until its block ends
+        (the pool stays open until then, too)."""
         loop = asyncio.get_running_loop()
-        task_status.started()
+        batch: list[_Write[_P]] = []
+        flight: asyncio.Future[None] | None = None
         try:
-            while True:
-                if not self._waiting:
-                    self._wake = loop.create_future()
-                    await self._wake
-                    # the writes that become ready on this turn of the loop join in
-                    await anyio.lowlevel.checkpoint()
-                batch = self._take()
-                flight: asyncio.Future[None] = loop.create_future()
-                for write in batch:
-                    write.flight = flight
-                with anyio.CancelScope(shield=True):
-                    outcomes = await self._outcomes([write.payload for write in batch])
-                for write, outcome in zip(batch, outcomes, strict=True):
-                    _settle(write.future, outcome)
-                flight.set_result(None)
+            with self._running:
+                task_status.started()
+                while True:
+                    if not self._waiting:
+                        self._wake = loop.create_future()
+                        await self._wake
+                        # the writes that become ready on this turn of the loop join in
+                        await anyio.lowlevel.checkpoint()
+                    batch = self._take()
+                    flight = loop.create_future()
+                    for write in batch:
+                        write.flight = flight
+                    with anyio.CancelScope(shield=True):
+                        outcomes = await self._outcomes([write.payload for write in batch])
+                    for write, outcome in zip(batch, outcomes, strict=True):
+                        _settle(write.future, outcome)
+                    flight.set_result(None)
         finally:
             self._closed = True
+            # a batch cut short (never, but for a bug): its callers must not wait forever
+            unknown = (False, OutcomeUnknownError("the store stopped while sending the write"))
+            for write in batch:
+                _settle(write.future, unknown)
+            if flight is not None and not flight.done():
+                flight.set_result(None)
             closed = (False, StoreClosedError("the store is closed"))
             while self._waiting:
                 _settle(self._waiting.popleft().future, closed)
+
+    def close(self) -> None:
+        """Stop :meth:`run` once the batch in flight is answered."""
+        self._running.cancel()
 
     def _take(self) -> list[_Write[_P]]:
         """The writes of the next batch, in their order, no two of one key."""

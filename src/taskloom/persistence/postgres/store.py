@@ -112,7 +112,8 @@ class PostgresTaskStore(SqlStore):
             except BaseException as error:  # noqa: BLE001  # raised below, as it was
                 raised = error  # (not wrapped in the senders' task group's group)
             finally:
-                senders.cancel_scope.cancel()
+                store._starts.close()
+                store._ends.close()
         if raised is not None:
             raise raised
 
