@@ -136,11 +136,14 @@ def _input(columns: tuple[tuple[str, str], ...]) -> str:
 
 
 def _fence(columns: str, source: str) -> str:
-    """The lease rows of the listed tasks, share-locked in task order (two batches that
-    share runs lock them in one order)."""
+    """The lease rows of the listed tasks, share-locked in task order: bytewise
+    (``COLLATE "C"``), the order in which a lease renewal and a claim lock them
+    (``sql/leases.py``); in the database's collation (``en_US``: case and ``-``, ``_``
+    ignored at first) a batch and a renewal of two runs would lock them crosswise."""
     return (
         f"fence AS MATERIALIZED (SELECT {columns} FROM {source}"
-        " WHERE l.task_id = ANY(%(task)s::text[]) ORDER BY l.task_id FOR SHARE OF l)"
+        " WHERE l.task_id = ANY(%(task)s::text[])"
+        ' ORDER BY l.task_id COLLATE "C" FOR SHARE OF l)'
     )
 
 
