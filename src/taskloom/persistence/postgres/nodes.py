@@ -5,8 +5,8 @@ The PostgreSQL store gathers the node starts (or ends) its callers wait on at on
 (``unnest ... WITH ORDINALITY``): the same text whatever their number, so psycopg
 prepares it once. It is the statement of :func:`taskloom.persistence.sql.runs.start_node`
 (or ``end_node``) for many rows: each row's lease fence (the lease rows share-locked
-first, in task order, as the one-row fence locks its own), each write guarded by what its
-own row's fence allows, and one answer per row in their order, whatever the fence says
+first, in bytewise task order, as the one-row fence locks its own), each write guarded
+by what its own row's fence allows, and one answer per row in their order, whatever the fence says
 (the token found, for a start the task's state too, and the checkpoint written). Each
 caller's answer is then checked by the rule's own check (``check_start``, ``check_end``):
 a lost lease, an ended task or a node not running that attempt refuses that caller
