@@ -474,12 +474,18 @@ async def test_a_reservation_an_idempotent_replay_gives_back_wakes_the_owners_wa
         again = await submit(manager, flow, {}, owner="ann", idempotency_key="k")
         assert again.id == first.id
 
+    async def no_runs() -> bool:
+        return not worker.active_runs
+
     with anyio.fail_after(20):
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
             await runs.looked.wait()
             first = await submit(manager, flow, {}, owner="ann", idempotency_key="k")
             await manager.wait_until_terminal(first.id)  # ran eagerly, ended: still idle
+            # and gone from the worker (it leaves after its end is published; leaving
+            # with busy's slot reserved, ann's two, it would wake the worker: not idle)
+            await eventually(no_runs)
             busy = await submit(manager, flow, {"hold": True}, owner="ann")
             assert busy.state is TaskState.RUNNING  # one of ann's two
             runs.create_claimed = held_at_commit  # type: ignore[method-assign]

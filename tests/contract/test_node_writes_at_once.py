@@ -1,7 +1,8 @@
-"""Many node starts and ends of one run written at once, on every store (SQLite merges
-those of one batch into one call, ADR 0051): each caller gets its own checkpoint, an
-end of a node not running is refused alone and writes nothing, a stale lease refuses
-them all, and a start that fails (not a refusal) fails alone."""
+"""Many node starts and ends written at once, on every store (SQLite merges those of one
+run in one batch into one call, ADR 0051; PostgreSQL sends those of any runs that wait
+at one moment as one statement, ADR 0052): each caller gets its own checkpoint, an end
+of a node not running is refused alone and writes nothing, a stale lease refuses its
+run's writes and no other run's, and a start that fails (not a refusal) fails alone."""
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from taskloom.engine.runs import (
     RunStore,
     node_ended,
 )
+from taskloom.persistence.sql.store import SqlStore
 from taskloom.persistence.sqlite import SqliteTaskStore, nodes
 from taskloom.testing import FakeClock
 
@@ -131,13 +133,59 @@ async def test_a_stale_lease_refuses_every_one_and_writes_nothing(
     )
 
 
-async def test_sqlite_a_merged_start_that_fails_fails_alone(
+async def test_two_runs_at_once_a_lost_lease_refuses_only_its_own_run(
+    manager: TaskManager, store: TaskStore, clock: FakeClock
+) -> None:
+    """Two runs' starts, then their ends, written at once (one statement each on
+    PostgreSQL), one run's with a lease it lost: that run's writes are refused and write
+    nothing, the other run's land, each with its own checkpoint."""
+    runs = cast(RunStore, store)
+    kept, lost = await _lease(manager, store, clock), await _lease(manager, store, clock)
+    stale = lost.model_copy(update={"token": "not-the-token"})
+    now = clock.now()
+    half = NODES[:20]
+    await _all_at_once(
+        [partial(runs.start_node, lost, NodeStart(node=node, attempt=1), now) for node in half]
+    )
+    before = await runs.checkpoints(lost.task_id), list(await runs.attempts(lost.task_id))
+    started = await _all_at_once(
+        [
+            partial(runs.start_node, lease, NodeStart(node=node, attempt=attempt), now)
+            for node in half
+            for lease, attempt in ((kept, 1), (stale, 2))
+        ]
+    )
+    assert [type(each) for each in started[1::2]] == [LeaseLostError] * len(half)
+    assert [(run.node, run.state) for run in started[::2]] == [
+        (node, NodeState.RUNNING) for node in half
+    ]
+    clock.advance(1)
+    later = clock.now()
+    ended = await _all_at_once(
+        [
+            partial(runs.end_node, lease, _end(node, output=index), later)
+            for index, node in enumerate(half)
+            for lease in (kept, stale)
+        ]
+    )
+    assert [type(each) for each in ended[1::2]] == [LeaseLostError] * len(half)
+    assert [(run.node, run.output) for run in ended[::2]] == [
+        (node, index) for index, node in enumerate(half)
+    ]
+    assert await runs.checkpoints(kept.task_id) == {run.node: run for run in ended[::2]}
+    assert (await runs.checkpoints(lost.task_id), list(await runs.attempts(lost.task_id))) == (
+        before
+    )
+
+
+async def test_a_merged_start_that_fails_fails_alone(
     manager: TaskManager, store: TaskStore, clock: FakeClock
 ) -> None:
     """A second start of an attempt already started breaks the attempts' key (in the
-    SQL stores): that start fails, the others merged with it land."""
-    if not isinstance(store, SqliteTaskStore):
-        pytest.skip("the merge and its fallback are SQLite's writer's")
+    SQL stores): that start fails, the others merged with it land (SQLite's writer runs
+    each member alone, PostgreSQL sends each write of the failed statement alone)."""
+    if not isinstance(store, SqlStore):
+        pytest.skip("the memory store has no key to break")
     runs = cast(RunStore, store)
     lease = await _lease(manager, store, clock)
     now = clock.now()

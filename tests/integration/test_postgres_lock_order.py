@@ -1,4 +1,5 @@
-"""Lease renewals lock their rows in task id order, the order claims take leases in.
+"""Lease renewals, and batches of node writes, lock their rows in task id order (bytewise),
+the order claims take leases in.
 
 A renewal that locked in heap order could hold a later lease while waiting for an
 earlier one that a claim held, while the claim waited for the later one: a deadlock,
@@ -18,6 +19,7 @@ from psycopg import sql
 
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task, TaskId
+from taskloom.engine.runs import NodeStart
 from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.testing import FakeClock
 from tests import postgres
@@ -98,3 +100,79 @@ async def test_a_renewal_waiting_for_one_lease_holds_none_after_it(
                 finally:
                     await other.execute("ROLLBACK")  # lets the renewal finish
     assert sorted(renewed) == [first, second]
+
+
+async def test_a_batch_of_node_starts_share_locks_leases_in_the_renewals_order(
+    store: PostgresTaskStore,
+) -> None:
+    """A batch of node starts (ADR 0052) share-locks its runs' leases bytewise, as a
+    renewal locks them, whatever the collation of ``task_id`` (here ICU's ``en``, as in
+    a database created with an ``en_US`` locale, where ``a`` sorts before ``B``): while
+    it waits for the first lease a renewal holds, it holds none after it."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    for _ in range(8):
+        await manager.create("job")
+    claimed = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=30),
+        limit=8,
+        start=claim_start(manager.clock.now()),
+    )
+    schema = store.settings.schema_name
+    leases = sql.Identifier(schema, "leases")
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as other,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as watcher,
+    ):
+        await other.execute(
+            sql.SQL('ALTER TABLE {} ALTER COLUMN task_id TYPE text COLLATE "en-x-icu"').format(
+                leases
+            )
+        )
+        cursor = await other.execute(
+            "SELECT a.id, b.id FROM unnest(%s::text[]) a(id), unnest(%s::text[]) b(id)"
+            ' WHERE a.id COLLATE "C" < b.id COLLATE "C"'
+            ' AND b.id COLLATE "en-x-icu" < a.id COLLATE "en-x-icu" LIMIT 1',
+            ([run.task.id for run in claimed],) * 2,
+        )
+        pair = await cursor.fetchone()
+        assert pair is not None  # 8 random ids: some two sort apart in the two orders
+        first, second = pair  # bytewise; the other way round in "en"
+        await other.execute("BEGIN")
+        await other.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR NO KEY UPDATE").format(leases),
+            (first,),
+        )
+        holder = other.info.backend_pid
+
+        async def start(task_id: str) -> None:
+            (lease,) = [run.lease for run in claimed if run.task.id == task_id]
+            await store.start_node(lease, NodeStart(node="a", attempt=1), clock.now())
+
+        async def batch_waits() -> bool:
+            cursor = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (holder,),
+            )
+            found = await cursor.fetchone()
+            return found is not None and found[0] > 0
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as task_group:
+                for task_id in (first, second):  # one batch: both wait at one moment
+                    task_group.start_soon(start, task_id)
+                await eventually(batch_waits)
+                try:  # a batch in "en" order holds the second lease by now
+                    await other.execute(
+                        sql.SQL(
+                            "SELECT 1 FROM {} WHERE task_id = %s FOR NO KEY UPDATE NOWAIT"
+                        ).format(leases),
+                        (second,),
+                    )
+                finally:
+                    await other.execute("ROLLBACK")  # lets the batch finish
+    for task_id in (first, second):
+        assert list(await store.checkpoints(TaskId(task_id))) == ["a"]

@@ -1,10 +1,11 @@
-"""A node's start and end on PostgreSQL: one statement, committed as it ends (ADR 0050).
+"""A node's start and end on PostgreSQL: one statement, committed as it ends (ADR 0050),
+with the starts (or ends) of any runs that wait at one moment (ADR 0052).
 
 Without BEGIN and COMMIT around it, a connection lost while the statement runs leaves
-its outcome unknown, as a lost COMMIT does: the store must say so and never send it
-again (a start sent twice would count an attempt twice). A connection the server closed
-while it was pooled has sent nothing yet: that write goes through a transaction and is
-retried (``test_postgres_restart.py``).
+its outcome unknown, as a lost COMMIT does: the store must say so to every caller whose
+write it carried and never send it again (a start sent twice would count an attempt
+twice). A connection the server closed while it was pooled has sent nothing yet: that
+write goes through a transaction and is retried (``test_postgres_restart.py``).
 """
 
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ from psycopg import sql
 from taskloom.engine.errors import OutcomeUnknownError, PersistenceError
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
-from taskloom.engine.runs import AttemptOutcome, NodeEnd, NodeStart, NodeState
+from taskloom.engine.runs import AttemptOutcome, Lease, NodeEnd, NodeStart, NodeState
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresTaskStore
 from taskloom.persistence.postgres.driver import application_name
@@ -35,29 +36,31 @@ async def store() -> AsyncIterator[PostgresTaskStore]:
 
 
 async def _start_stopped_by_the_server(
-    store: PostgresTaskStore, stop: str
+    store: PostgresTaskStore, stop: str, runs: int = 1
 ) -> tuple[list[PersistenceError], int]:
-    """Start a node of a new run while its lease row is locked elsewhere (the start's
-    fence share-locks it: it waits), then *stop* (``pg_terminate_backend`` or
-    ``pg_cancel_backend``) the waiting backend: what the start raised, and how many
-    attempts of the run were written."""
+    """Start a node of each of *runs* new runs at once (one statement) while the first
+    run's lease row is locked elsewhere (the start's fence share-locks it: it waits),
+    then *stop* (``pg_terminate_backend`` or ``pg_cancel_backend``) the waiting backend:
+    what the starts raised, and how many attempts of the runs were written."""
     clock = FakeClock()
     manager = TaskManager(store, clock=clock)
-    task = await manager.create("job")
-    (claimed,) = await store.claim_runs(
+    tasks = [await manager.create("job") for _ in range(runs)]
+    claimed = await store.claim_runs(
         worker="w",
         workflows=frozenset({"job"}),
         now=clock.now(),
         lease_for=timedelta(seconds=60),
-        limit=1,
+        limit=runs,
         start=claim_start(clock.now()),
     )
+    assert len(claimed) == runs
+    task = tasks[0]
     schema = store.settings.schema_name
     failures: list[PersistenceError] = []
 
-    async def start() -> None:
+    async def start(lease: Lease) -> None:
         try:
-            await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
+            await store.start_node(lease, NodeStart(node="a", attempt=1), clock.now())
         except PersistenceError as error:
             failures.append(error)
 
@@ -85,16 +88,17 @@ async def _start_stopped_by_the_server(
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
-                group.start_soon(start)
+                for each in claimed:
+                    group.start_soon(start, each.lease)
                 await eventually(one_waits)
                 (pid,) = await waiting()
                 await admin.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(stop)), (pid,))
         await holder.rollback()
         cursor = await admin.execute(
-            sql.SQL("SELECT count(*) FROM {} WHERE task_id = %s").format(
+            sql.SQL("SELECT count(*) FROM {} WHERE task_id = ANY(%s)").format(
                 sql.Identifier(schema, "node_attempts")
             ),
-            (task.id,),
+            ([each.id for each in tasks],),
         )
         (attempts,) = await cursor.fetchone() or (None,)
     return failures, int(attempts)
@@ -107,6 +111,16 @@ async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sen
     assert len(failures) == 1  # not retried on another connection
     assert isinstance(failures[0], OutcomeUnknownError), failures[0]
     assert attempts == 0  # this one was not written (terminated)
+
+
+async def test_a_batch_whose_connection_is_lost_is_an_unknown_outcome_for_each_caller(
+    store: PostgresTaskStore,
+) -> None:
+    """Three runs' starts in one statement, its backend terminated: each of the three
+    callers hears that the outcome is unknown, and none is sent again."""
+    failures, attempts = await _start_stopped_by_the_server(store, "pg_terminate_backend", 3)
+    assert [type(each) for each in failures] == [OutcomeUnknownError] * 3
+    assert attempts == 0
 
 
 async def test_a_start_the_server_refuses_is_known_not_to_have_landed(
@@ -165,6 +179,47 @@ async def test_a_node_start_and_end_are_one_round_trip_and_a_run_end_five(
     assert done.state is TaskState.COMPLETED
     # BEGIN, the task locked, the node's end, the task + history + lease + children, COMMIT
     assert sent == ["BEGIN", "SELECT", "WITH", "WITH", "COMMIT"]
+
+
+async def test_node_writes_that_wait_together_are_one_statement(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forty starts of two runs made at once, then their forty ends: a statement or two
+    of each kind (one per batch), not forty (ADR 0052)."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    for _ in range(2):
+        await manager.create("job")
+    claimed = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=60),
+        limit=2,
+        start=claim_start(clock.now()),
+    )
+    writes = [(each.lease, f"n{index}") for each in claimed for index in range(20)]
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query).split()[0])
+        return await execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    async with anyio.create_task_group() as group:
+        for lease, node in writes:
+            group.start_soon(store.start_node, lease, NodeStart(node=node, attempt=1), clock.now())
+    assert 1 <= len(sent) <= 2, sent
+    sent.clear()
+    async with anyio.create_task_group() as group:
+        for lease, node in writes:
+            group.start_soon(store.end_node, lease, _end(node), clock.now())
+    assert 1 <= len(sent) <= 2, sent
+    for each in claimed:
+        stored = await store.checkpoints(each.lease.task_id)
+        assert {run.state for run in stored.values()} == {NodeState.COMPLETED}
+        assert len(stored) == 20
 
 
 def _end(node: str) -> NodeEnd:

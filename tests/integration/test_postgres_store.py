@@ -20,7 +20,7 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import TaskId
-from taskloom.engine.runs import ClaimedRun
+from taskloom.engine.runs import ClaimedRun, NodeStart
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, schema
 from taskloom.testing import FakeClock
@@ -206,6 +206,58 @@ async def test_a_closed_store_says_so(dropped_afterwards: str) -> None:
         pass
     with pytest.raises(StoreClosedError):
         await store.get(TaskId("x" * 24), FakeClock().now())
+
+
+async def test_an_error_inside_the_open_store_comes_out_as_itself(
+    dropped_afterwards: str,
+) -> None:
+    """The store runs its node-write senders in a task group of its own (ADR 0052); an
+    error of the code using it is not wrapped in that group's exception group."""
+    with pytest.raises(LeaseLostError):
+        async with PostgresTaskStore.open(_settings(dropped_afterwards)):
+            raise LeaseLostError("raised by the store's user")
+
+
+async def test_a_node_write_once_the_store_closed_says_so(dropped_afterwards: str) -> None:
+    clock = FakeClock()
+    async with PostgresTaskStore.open(_settings(dropped_afterwards)) as store:
+        await TaskManager(store, clock=clock).create("job")
+        (claimed,) = await store.claim_runs(
+            worker="w",
+            workflows=frozenset({"job"}),
+            now=clock.now(),
+            lease_for=LEASE,
+            limit=1,
+            start=claim_start(clock.now()),
+        )
+    with pytest.raises(StoreClosedError):
+        await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
+
+
+async def test_a_node_write_shielded_while_everything_around_the_store_stops_lands(
+    dropped_afterwards: str,
+) -> None:
+    """A cancel of the scope around the open store (a SIGTERM) does not stop its senders
+    before its block ends: a node's end its user records in a shielded scope meanwhile
+    (the runner does) is written, as it was before the senders (ADR 0052)."""
+    clock = FakeClock()
+    settings = _settings(dropped_afterwards)
+    with anyio.fail_after(20), anyio.CancelScope() as everything:
+        async with PostgresTaskStore.open(settings) as store:
+            await TaskManager(store, clock=clock).create("job")
+            (claimed,) = await store.claim_runs(
+                worker="w",
+                workflows=frozenset({"job"}),
+                now=clock.now(),
+                lease_for=LEASE,
+                limit=1,
+                start=claim_start(clock.now()),
+            )
+            everything.cancel()
+            with anyio.CancelScope(shield=True):
+                await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
+    async with PostgresTaskStore.open(settings) as store:
+        assert list(await store.checkpoints(claimed.task.id)) == ["a"]
 
 
 # -- many processes on one database (each store is a pool of its own) ---------------------

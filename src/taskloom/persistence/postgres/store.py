@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
-from typing import Final, Self, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 import anyio
 import psycopg
@@ -15,9 +15,11 @@ from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import ConcurrencyError
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import Task, TaskId
+from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
-from taskloom.persistence.postgres import history, notify, rows, schema, tokens, versions
+from taskloom.persistence.postgres import history, nodes, notify, rows, schema, tokens, versions
+from taskloom.persistence.postgres.batches import Batches, Outcome
 from taskloom.persistence.postgres.driver import (
     Connection,
     Database,
@@ -32,8 +34,6 @@ from taskloom.persistence.sql import history as sql_history
 from taskloom.persistence.sql import tasks
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import (
-    AsyncCursor,
-    Parameters,
     Script,
     Statement,
     ask,
@@ -50,8 +50,9 @@ class PostgresTaskStore(SqlStore):
 
     Every method is one transaction on a pooled connection; a state change locks the
     task's row, reads it, applies the engine's mutation and writes it (fenced by the
-    lease token when a worker writes; ADR 0032). Open it with
-    :meth:`open`. The store rules are :class:`taskloom.persistence.sql.store.SqlStore`'s.
+    lease token when a worker writes; ADR 0032). Node starts, and node ends, that wait
+    at one moment go as one statement each (ADR 0052). Open it with :meth:`open`. The
+    store rules are :class:`taskloom.persistence.sql.store.SqlStore`'s.
     """
 
     dialect = POSTGRES
@@ -59,6 +60,8 @@ class PostgresTaskStore(SqlStore):
     def __init__(self, settings: PostgresSettings, database: Database) -> None:
         self.settings = settings
         self._db = database
+        self._starts = Batches[nodes.StartPayload](self._send_starts, _node_key)
+        self._ends = Batches[nodes.EndPayload](self._send_ends, _node_key)
 
     @property
     def origin(self) -> str:
@@ -99,8 +102,20 @@ class PostgresTaskStore(SqlStore):
             with anyio.CancelScope(shield=True):
                 await connection.close()
         database = Database(settings, name, origin=origin)
-        async with database.opened():
-            yield cls(settings, database)
+        raised: BaseException | None = None
+        async with database.opened(), anyio.create_task_group() as senders:
+            store = cls(settings, database)
+            await senders.start(store._starts.run)
+            await senders.start(store._ends.run)
+            try:
+                yield store
+            except BaseException as error:  # noqa: BLE001  # raised below, as it was
+                raised = error  # (not wrapped in the senders' task group's group)
+            finally:
+                store._starts.close()
+                store._ends.close()
+        if raised is not None:
+            raise raised
 
     async def watch_changes(
         self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -121,10 +136,25 @@ class PostgresTaskStore(SqlStore):
     async def _transact(self, make: Make[_T], *, durable: bool = True) -> _T:
         return await self._db.transaction(_script(make), durable=durable)
 
-    async def _transact_one(self, make: Make[_T], *, durable: bool = True) -> _T:
-        """One statement (the fence folded into a node's start or end, ADR 0047) as a
-        transaction of its own: one round trip; durable, bookkeeping or not (ADR 0050)."""
-        return await self._db.alone(_script(make, statements=1))
+    async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.start_node`: with the starts waiting
+        beside it, one statement committed as it ends, durably (ADR 0050, 0052)."""
+        started: NodeRun = await self._starts.submit((lease, start, now))
+        return started
+
+    async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
+        """See :meth:`taskloom.engine.runs.RunStore.end_node`: with the ends waiting beside
+        it, one statement committed durably before any of their callers goes on."""
+        ended: NodeRun = await self._ends.submit((lease, end, now))
+        return ended
+
+    async def _send_starts(self, payloads: Sequence[nodes.StartPayload]) -> list[Outcome]:
+        found = await self._db.alone(partial(_rows, nodes.starts(payloads)))
+        return nodes.started(payloads, found)
+
+    async def _send_ends(self, payloads: Sequence[nodes.EndPayload]) -> list[Outcome]:
+        found = await self._db.alone(partial(_rows, nodes.ends(payloads)))
+        return nodes.ended(payloads, found)
 
     async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
         return await self._db.read(_script(make))
@@ -214,22 +244,23 @@ class PostgresTaskStore(SqlStore):
 # -- transactions ------------------------------------------------------------------------
 
 
-def _script(make: Make[_T], *, statements: int | None = None) -> Work[_T]:
-    """Work that runs the shared script *make* builds (a new one each try); at most
-    *statements* of them: one more raises before it is sent."""
+def _script(make: Make[_T]) -> Work[_T]:
+    """Work that runs the shared script *make* builds (a new one each try)."""
 
     async def work(connection: Connection) -> _T:
-        if statements is None:
-            return await run_async(make(), connection.execute)
-        sent = 0
-
-        async def execute(query: str, parameters: Parameters) -> AsyncCursor:
-            nonlocal sent
-            sent += 1
-            if sent > statements:
-                raise AssertionError(f"a script meant to send {statements} sent more")
-            return await connection.execute(query, parameters)
-
-        return await run_async(make(), execute)
+        return await run_async(make(), connection.execute)
 
     return work
+
+
+async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any, ...]]:
+    """The rows *statement* returns: one statement, one round trip."""
+    cursor = await connection.execute(statement.text, statement.parameters)
+    return await cursor.fetchall()
+
+
+def _node_key(payload: tuple[Lease, NodeStart | NodeEnd, object]) -> tuple[str, str]:
+    """Two writes of one node of one run are never in one statement (an upsert may not
+    touch a row twice)."""
+    lease, write, _ = payload
+    return lease.task_id, write.node

@@ -178,12 +178,19 @@ def start_writes(d: Dialect, condition: str) -> tuple[str, str, str]:
         + guard.values(
             p("task"), p("node"), "'running'", p("attempt"), p("interruptions"), p("now")
         )
-        + " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
-        " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
-        f" RETURNING {rows.NODE_COLUMNS}"
+        + RESTARTED
     )
     return close, attempt, run
+
+
+RESTARTED = (
+    " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
+    " attempt = excluded.attempt, interruptions = excluded.interruptions,"
+    " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
+    f" RETURNING {rows.NODE_COLUMNS}"
+)
+"""The end of a node start's checkpoint insert: a checkpoint already there (a node run
+again) is set running, and the row is returned."""
 
 
 def end_node(d: Dialect, lease: Lease, end: NodeEnd, now: object) -> Script[NodeRun]:

@@ -48,13 +48,6 @@ class SqlStore(ABC):
         """Run the script *make* builds in one write transaction, committed on return.
         ``durable=False``: bookkeeping, committed without waiting for its own flush."""
 
-    async def _transact_one(self, make: Make[_T], *, durable: bool = True) -> _T:
-        """:meth:`_transact` for a script that sends one statement where the dialect
-        folds the fence (a node's start or end): a dialect may run it as a transaction
-        of its own, committed durably whatever *durable* asks (PostgreSQL: one round
-        trip instead of three)."""
-        return await self._transact(make, durable=durable)
-
     @abstractmethod
     async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
         """Run the read script *make* builds (*point*: a primary-key lookup)."""
@@ -137,17 +130,15 @@ class SqlStore(ABC):
         release = partial(runs.release_lease, self.dialect, lease)
         await self._transact(release, durable=False)  # a lease that comes back expires
 
+    @abstractmethod
     async def start_node(self, lease: Lease, start: NodeStart, now: datetime) -> NodeRun:
-        """See :meth:`taskloom.engine.runs.RunStore.start_node`."""
-        starting = partial(runs.start_node, self.dialect, lease, start, self.dialect.time(now))
-        # survives a crash of the process; power loss re-runs the node
-        return await self._transact_one(starting, durable=False)
+        """See :meth:`taskloom.engine.runs.RunStore.start_node`: the shared script
+        :func:`runs.start_node`, each dialect gathering the starts that wait at one moment
+        its own way (SQLite's writer, ADR 0051; PostgreSQL's one statement, ADR 0052)."""
 
+    @abstractmethod
     async def end_node(self, lease: Lease, end: NodeEnd, now: datetime) -> NodeRun:
-        """See :meth:`taskloom.engine.runs.RunStore.end_node`."""
-        return await self._transact_one(
-            partial(runs.end_node, self.dialect, lease, end, self.dialect.time(now))
-        )
+        """See :meth:`taskloom.engine.runs.RunStore.end_node` (as :meth:`start_node`)."""
 
     async def finish_run(
         self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation

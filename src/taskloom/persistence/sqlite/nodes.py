@@ -195,10 +195,7 @@ def _start_sql() -> tuple[str, str]:
     checkpoints = (
         "INSERT INTO node_runs (task_id, node, state, attempt, interruptions, updated_at)"
         f" SELECT :task, {node}, 'running', {attempt}, {interruptions}, {now} {each} WHERE true"
-        " ON CONFLICT (task_id, node) DO UPDATE SET state = 'running',"
-        " attempt = excluded.attempt, interruptions = excluded.interruptions,"
-        " not_before = NULL, waiting_for = NULL, updated_at = excluded.updated_at"
-        f" RETURNING {rows.NODE_COLUMNS}"
+        + runs.RESTARTED
     )
     return attempts, checkpoints
 
