@@ -9,6 +9,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import timedelta
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,7 +17,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from taskloom.engine.manager import TaskManager, claim_start
+from taskloom.engine.runs import ClaimedRun
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.testing import FakeClock
 
 DEFAULT_URL: Final = "postgresql://postgres@127.0.0.1:5432/postgres"
 TEST_URL: Final = os.environ.get("TASKLOOM_TEST_POSTGRES_URL", DEFAULT_URL)
@@ -105,3 +109,26 @@ async def fresh_store(**settings: Any) -> AsyncIterator[PostgresTaskStore]:
             yield opened
     finally:
         await drop_schema(name)
+
+
+async def claimed_jobs(
+    store: PostgresTaskStore,
+    clock: FakeClock,
+    count: int = 1,
+    *,
+    lease_for: timedelta = timedelta(seconds=60),
+) -> list[ClaimedRun]:
+    """*count* new ``job`` tasks, claimed at once by worker ``w`` for *lease_for*."""
+    manager = TaskManager(store, clock=clock)
+    for _ in range(count):
+        await manager.create("job")
+    claimed = await store.claim_runs(
+        worker="w",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=lease_for,
+        limit=count,
+        start=claim_start(clock.now()),
+    )
+    assert len(claimed) == count
+    return list(claimed)

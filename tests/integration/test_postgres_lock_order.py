@@ -17,7 +17,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import NodeStart
 from taskloom.persistence.postgres import PostgresTaskStore
@@ -36,17 +35,7 @@ async def test_a_renewal_waiting_for_one_lease_holds_none_after_it(
     store: PostgresTaskStore,
 ) -> None:
     clock = FakeClock()
-    manager = TaskManager(store, clock=clock)
-    for _ in range(2):
-        await manager.create("job")
-    claimed = await store.claim_runs(
-        worker="w",
-        workflows=frozenset({"job"}),
-        now=clock.now(),
-        lease_for=timedelta(seconds=30),
-        limit=2,
-        start=claim_start(manager.clock.now()),
-    )
+    claimed = await postgres.claimed_jobs(store, clock, 2, lease_for=timedelta(seconds=30))
     first, second = sorted(run.task.id for run in claimed)
     schema = store.settings.schema_name
     leases = sql.Identifier(schema, "leases")
@@ -110,17 +99,7 @@ async def test_a_batch_of_node_starts_share_locks_leases_in_the_renewals_order(
     a database created with an ``en_US`` locale, where ``a`` sorts before ``B``): while
     it waits for the first lease a renewal holds, it holds none after it."""
     clock = FakeClock()
-    manager = TaskManager(store, clock=clock)
-    for _ in range(8):
-        await manager.create("job")
-    claimed = await store.claim_runs(
-        worker="w",
-        workflows=frozenset({"job"}),
-        now=clock.now(),
-        lease_for=timedelta(seconds=30),
-        limit=8,
-        start=claim_start(manager.clock.now()),
-    )
+    claimed = await postgres.claimed_jobs(store, clock, 8, lease_for=timedelta(seconds=30))
     schema = store.settings.schema_name
     leases = sql.Identifier(schema, "leases")
     async with (

@@ -143,16 +143,7 @@ async def test_a_node_start_and_end_are_one_round_trip_and_a_run_end_five(
 ) -> None:
     """Counted as psycopg sends them (ADR 0050): the cost model of docs/postgresql.md."""
     clock = FakeClock()
-    manager = TaskManager(store, clock=clock)
-    await manager.create("job")
-    (claimed,) = await store.claim_runs(
-        worker="w",
-        workflows=frozenset({"job"}),
-        now=clock.now(),
-        lease_for=timedelta(seconds=60),
-        limit=1,
-        start=claim_start(clock.now()),
-    )
+    (claimed,) = await postgres.claimed_jobs(store, clock)
     sent: list[str] = []
     execute = psycopg.AsyncConnection.execute
 
@@ -187,17 +178,7 @@ async def test_node_writes_that_wait_together_are_one_statement(
     """Forty starts of two runs made at once, then their forty ends: a statement or two
     of each kind (one per batch), not forty (ADR 0052)."""
     clock = FakeClock()
-    manager = TaskManager(store, clock=clock)
-    for _ in range(2):
-        await manager.create("job")
-    claimed = await store.claim_runs(
-        worker="w",
-        workflows=frozenset({"job"}),
-        now=clock.now(),
-        lease_for=timedelta(seconds=60),
-        limit=2,
-        start=claim_start(clock.now()),
-    )
+    claimed = await postgres.claimed_jobs(store, clock, 2)
     writes = [(each.lease, f"n{index}") for each in claimed for index in range(20)]
     sent: list[str] = []
     execute = psycopg.AsyncConnection.execute

@@ -221,15 +221,7 @@ async def test_an_error_inside_the_open_store_comes_out_as_itself(
 async def test_a_node_write_once_the_store_closed_says_so(dropped_afterwards: str) -> None:
     clock = FakeClock()
     async with PostgresTaskStore.open(_settings(dropped_afterwards)) as store:
-        await TaskManager(store, clock=clock).create("job")
-        (claimed,) = await store.claim_runs(
-            worker="w",
-            workflows=frozenset({"job"}),
-            now=clock.now(),
-            lease_for=LEASE,
-            limit=1,
-            start=claim_start(clock.now()),
-        )
+        (claimed,) = await postgres.claimed_jobs(store, clock, lease_for=LEASE)
     with pytest.raises(StoreClosedError):
         await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
 
@@ -244,15 +236,7 @@ async def test_a_node_write_shielded_while_everything_around_the_store_stops_lan
     settings = _settings(dropped_afterwards)
     with anyio.fail_after(20), anyio.CancelScope() as everything:
         async with PostgresTaskStore.open(settings) as store:
-            await TaskManager(store, clock=clock).create("job")
-            (claimed,) = await store.claim_runs(
-                worker="w",
-                workflows=frozenset({"job"}),
-                now=clock.now(),
-                lease_for=LEASE,
-                limit=1,
-                start=claim_start(clock.now()),
-            )
+            (claimed,) = await postgres.claimed_jobs(store, clock, lease_for=LEASE)
             everything.cancel()
             with anyio.CancelScope(shield=True):
                 await store.start_node(claimed.lease, NodeStart(node="a", attempt=1), clock.now())
