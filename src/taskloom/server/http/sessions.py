@@ -94,6 +94,11 @@ class HttpSessions:
             try:
                 yield
             finally:
+                # Each session's transport closes before its handlers are cancelled:
+                # a cancelled handler's last answer ("Connection closed") then fails
+                # at once instead of waiting out the SDK's second for a reader gone.
+                for session_id in list(self._sessions):
+                    await self._discard(session_id)
                 task_group.cancel_scope.cancel()
                 self._task_group = None
                 self._sessions.clear()
