@@ -51,6 +51,7 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeState,
     completed_end,
+    ends_queued,
     trusted_start,
 )
 from taskloom.engine.submit import arguments_problem
@@ -138,6 +139,9 @@ class RunExecution:
         self._task = claimed.task
         self._manager = manager
         self._runs = manager.runs  # node checkpoints; task state goes through the manager
+        self._end_step = self._end_queued if ends_queued(self._runs) else self._end_shielded
+        """How a step's end is written: shielded from cancellation unless the store
+        commits a node's end once called, waited for or not (ADR 0056)."""
         self._nodes: dict[str, NodeRun] = dict(claimed.nodes)
         self._outputs: dict[str, JsonValue] = {}
         self._answers: dict[str, JsonValue] = {}
@@ -534,8 +538,7 @@ class RunExecution:
             ):
                 await self._finish(node, end)
                 return
-            with anyio.CancelScope(shield=True):
-                self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
+            await self._end_step(step, end)
             if end.state is NodeState.COMPLETED:
                 return
             if end.state is NodeState.RETRYING:
@@ -546,6 +549,17 @@ class RunExecution:
                 return
             self.end = RunEnd.CANCELLED  # the siblings stopped now are cancelled, not interrupted
             raise _NodeFailed(node, attempt, end.error or _unknown_error(), step.key)
+
+    async def _end_shielded(self, step: _Step, end: NodeEnd) -> None:
+        """Record *end*, its caller's cancel held off until the store has answered."""
+        with anyio.CancelScope(shield=True):
+            self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
+
+    async def _end_queued(self, step: _Step, end: NodeEnd) -> None:
+        """Record *end* in a store that commits it once called (``runs.ends_queued``): a
+        cancel while this waits stops the run here and the end lands all the same, as
+        the shielded wait would have seen it land."""
+        self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
 
     def _completes_dag(self, node: Node[Any]) -> bool:
         """True if every node but *node* has settled for good: completed, or failed and

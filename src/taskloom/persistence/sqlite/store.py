@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import Final, Self, TypeVar
 
 import aiosqlite
 import anyio
@@ -49,6 +49,9 @@ class SqliteTaskStore(SqlStore):
     """
 
     dialect = SQLITE
+    node_ends_queued: Final = True
+    """A node's end is in the writer's queue once ``end_node`` is called, and the writer
+    commits every queued write before the store closes (``engine.runs.ends_queued``)."""
 
     def __init__(
         self,
