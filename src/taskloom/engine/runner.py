@@ -381,14 +381,19 @@ class RunExecution:
         self.progress.settled(self.workflow.nodes[run.node])
 
     def _remember_step(self, step: _Step, run: NodeRun) -> None:
-        """:meth:`_remember` for *step*'s own checkpoint: an item's map is known, its key
-        not parsed (every item's start and end passes here)."""
-        if step.index is None:
-            self._remember(run)
-            return
+        """:meth:`_remember` for *step*'s own checkpoint: whether it is an item, and of
+        which map, is known, its key not parsed (every node's end passes here)."""
         self._nodes[run.node] = run
-        if run.state is NodeState.COMPLETED or run.state is NodeState.FAILED:
+        if run.state is not NodeState.COMPLETED and run.state is not NodeState.FAILED:
+            return
+        if step.index is not None:
             self.progress.item_settled(step.node, run.node)
+            return
+        if run.state is NodeState.COMPLETED:
+            self._outputs[run.node] = run.output
+        else:
+            self._failed.add(run.node)
+        self.progress.settled(step.node)
 
     def _settled(self, name: str) -> bool:
         run = self._nodes.get(name)
