@@ -179,3 +179,32 @@ async def test_a_refused_write_alone_in_its_batch_leaves_nothing(
         assert tables(raw) == []
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_a_write_alone_in_its_batch_that_fails_midway_leaves_nothing(
+    tmp_path: Path, durable: bool
+) -> None:
+    """A batch of one write has no savepoint (ADR 0056): a write that fails after it has
+    written (not a refusal) rolls the whole transaction back, its caller hears the error,
+    and the next batch begins a transaction of its own."""
+
+    def failing(raw: sqlite3.Connection) -> None:
+        raw.execute("CREATE TABLE scratch (x)")
+        raw.execute("INSERT INTO scratch VALUES (1)")
+        raise RuntimeError("the write broke midway")
+
+    def tables(raw: sqlite3.Connection) -> list[str]:
+        found = raw.execute("SELECT name FROM sqlite_schema WHERE name = 'scratch'")
+        return [name for (name,) in found]
+
+    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
+        with pytest.raises(RuntimeError, match="midway"):
+            await store.writer.submit(failing, durable=durable)
+        assert await store.writer.submit(tables, durable=durable) == []
+        assert await store.writer.submit(lambda raw: raw.in_transaction, durable=durable)
+    raw = sqlite3.connect(tmp_path / "t.db")
+    try:
+        assert tables(raw) == []
+    finally:
+        raw.close()
