@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import anyio.lowlevel
+import pytest
 from pydantic import BaseModel
 
 from taskloom.engine.dag import NodeContext, Workflow
@@ -154,3 +155,31 @@ async def test_a_worker_stopped_while_an_end_is_queued_leaves_it_written(tmp_pat
         ("first", AttemptOutcome.COMPLETED),
         ("second", AttemptOutcome.COMPLETED),
     ]
+
+
+async def test_a_write_that_fails_after_its_caller_stopped_waiting_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An end whose caller was cancelled is no longer awaited (ADR 0056): if its batch
+    fails for a reason other than an outage (which logs itself), the writer says so, as
+    the runner's caller would have when it waited."""
+    held, in_thread = threading.Event(), threading.Event()
+
+    def hold(raw: object) -> None:
+        in_thread.set()
+        held.wait(10)
+
+    def broken(raw: object) -> None:
+        raise RuntimeError("the end's batch broke")
+
+    async with SqliteTaskStore.open(tmp_path / "logged.db") as store:
+        try:
+            store.writer.enqueue(hold)
+            await anyio.to_thread.run_sync(in_thread.wait, 10)
+            store.writer.enqueue(broken).cancel()  # its caller stopped waiting
+        finally:
+            held.set()
+        with anyio.fail_after(10):
+            await store.writer.submit(lambda raw: None)  # committed after it
+    failed = [r for r in caplog.records if r.name == "taskloom.store" and r.exc_info]
+    assert [str(r.exc_info[1]) for r in failed if r.exc_info] == ["the end's batch broke"]

@@ -23,6 +23,7 @@ The store is asyncio-only (aiosqlite), so the hot path uses asyncio futures dire
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -44,6 +45,7 @@ from taskloom.persistence.sqlite.driver import (
 )
 
 _T = TypeVar("_T")
+logger = logging.getLogger("taskloom.store")
 WriteFunction = Callable[[sqlite3.Connection], Any]
 _Outcome = tuple[bool, Any]
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
@@ -249,14 +251,23 @@ class GroupCommitWriter:
             outcomes = None if durable else self._commit_inline(functions)
             if outcomes is None:
                 outcomes = await self._commit_in_thread(functions, durable)
-        except Exception as error:  # noqa: BLE001  # handed to the waiting callers
+        except Exception as error:  # handed to the waiting callers
             self._level = None  # whether the pragma ran is unknown: say it again next time
             alone = [member for write in batch for member in (write.members or [write])]
             if len(alone) > 1:  # find the culprit: every write alone, so others still land
                 for write in alone:
                     await self._commit([write])
                 return
-            _settle(alone[0].future, False, error)
+            future = alone[0].future
+            if (
+                future is not None
+                and future.done()
+                and not isinstance(error, StoreUnavailableError)
+            ):
+                # its caller stopped waiting (a node's end, ADR 0056): nobody else will say
+                # it (an outage logs itself)
+                logger.warning("a write whose caller had stopped waiting failed", exc_info=error)
+            _settle(future, False, error)
             return
         self.batches += 1
         self.synced_batches += durable
