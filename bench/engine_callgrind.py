@@ -14,7 +14,13 @@ progress writes (they follow the wall clock, which callgrind stretches). The cou
 includes the writer's thread, SQLite and the event loop; a batch's size still depends on
 timing, so a tree repeats to within a few percent, not exactly.
 
+``--runs N`` measures the cost per run instead (ADR 0056): the sequential eager case of
+``eager_estimate.py``, N trivial one-node runs (``flows.noop``) created one at a time by
+``submit`` with ``eager_start`` on, each awaited to its end before the next, after 64
+unmeasured runs; instructions per run.
+
     python bench/engine_callgrind.py [--base REV] [--width 300] [--items 2000] [--observers]
+    python bench/engine_callgrind.py [--base REV] --runs 300
 """
 
 import argparse
@@ -31,6 +37,7 @@ from typing import Final
 from engine_ab import BENCH, ROOT, _served_observer, _unpack
 
 POLL_S: Final = 0.1
+WARM_RUNS: Final = 64
 
 
 def _child(kind: str, width: int, gate: Path, observed: bool) -> None:
@@ -41,7 +48,7 @@ def _child(kind: str, width: int, gate: Path, observed: bool) -> None:
     from taskloom.engine.manager import TaskManager
     from taskloom.engine.states import TaskState
     from taskloom.engine.submit import submit
-    from taskloom.engine.worker import Worker
+    from taskloom.engine.worker import Worker, WorkerSettings
     from taskloom.persistence.sqlite import SqliteTaskStore
     from workflows_sqlite import fan_out
 
@@ -49,7 +56,31 @@ def _child(kind: str, width: int, gate: Path, observed: bool) -> None:
         while not (gate / name).exists():
             time.sleep(POLL_S)
 
+    async def one_at_a_time(path: Path) -> None:
+        from flows import noop
+
+        settings = WorkerSettings(max_runs=100, eager_start=True)  # as eager_estimate.py
+        async with SqliteTaskStore.open(path) as store:
+            manager = TaskManager(store, runs=store)
+            worker = Worker(manager, {noop.name: noop}, settings=settings)
+            async with anyio.create_task_group() as task_group:
+                await task_group.start(worker.run)
+                for _ in range(WARM_RUNS):
+                    await manager.wait_until_terminal((await submit(manager, noop)).id)
+                gc.collect()
+                (gate / "ready").touch()
+                wait_for("go")
+                for _ in range(width):
+                    done = await manager.wait_until_terminal((await submit(manager, noop)).id)
+                    assert done.state is TaskState.COMPLETED, done.error
+                (gate / "done").touch()
+                wait_for("stop")
+                task_group.cancel_scope.cancel()
+
     async def measure(path: Path) -> None:
+        if kind == "runs":
+            await one_at_a_time(path)
+            return
         flow = mapped() if kind == "map" else fan_out(width)
         arguments = {"items": width} if kind == "map" else {}
         quiet = FAST.model_copy(update={"progress_interval_s": 1e6})
@@ -116,7 +147,11 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=300)
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--observers", action="store_true")
+    parser.add_argument("--runs", type=int, help="instructions per run of N sequential runs")
     options = parser.parse_args()
+    if options.runs:
+        _per_run(options.base, options.runs)
+        return
     print("| workload | before: instructions a node | after | ratio |")
     print("|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
@@ -128,6 +163,17 @@ def main() -> None:
             )
             name = f"{width:,}-node static fan-out" if kind == "static" else f"{width:,}-item map"
             print(f"| {name} | {before:,.0f} | {after:,.0f} | {after / before:.2f}x |")
+
+
+def _per_run(base_revision: str, runs: int) -> None:
+    """The table of instructions per trivial run created one at a time, eagerly."""
+    print("| workload | before: instructions a run | after | ratio |")
+    print("|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        base = _unpack(base_revision, Path(folder))
+        before, after = (_instructions(src, "runs", runs, False) / runs for src in (base, None))
+    name = f"{runs:,} one-node runs, one at a time, eager start"
+    print(f"| {name} | {before:,.0f} | {after:,.0f} | {after / before:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from taskloom.engine.runs import (
     NodeRun,
     NodeState,
     completed_end,
+    ends_queued,
     trusted_start,
 )
 from taskloom.engine.submit import arguments_problem
@@ -138,6 +139,9 @@ class RunExecution:
         self._task = claimed.task
         self._manager = manager
         self._runs = manager.runs  # node checkpoints; task state goes through the manager
+        self._end_step = self._end_queued if ends_queued(self._runs) else self._end_shielded
+        """How a step's end is written: shielded from cancellation unless the store
+        commits a node's end once called, waited for or not (ADR 0056)."""
         self._nodes: dict[str, NodeRun] = dict(claimed.nodes)
         self._outputs: dict[str, JsonValue] = {}
         self._answers: dict[str, JsonValue] = {}
@@ -148,10 +152,10 @@ class RunExecution:
         limit = workflow.max_concurrency or node_concurrency
         self._run_limit = limit
         maps = any(isinstance(node, MapNode) for node in workflow.nodes.values())
-        self._limiter = (
-            anyio.CapacityLimiter(limit) if maps or limit < len(workflow.nodes) else None
-        )
-        """``None`` when every node may run at once anyway."""
+        self._limiter = anyio.Semaphore(limit) if maps or limit < len(workflow.nodes) else None
+        """``None`` when every node may run at once anyway. A semaphore, not a capacity
+        limiter: a slot is taken and given back by the same step, so the limiter's record
+        of which task holds one buys nothing, and costs 0.7 us a node (ADR 0056)."""
         self._progress_interval_s = progress_interval_s
         self.cancel_scope = anyio.CancelScope()
         self.end: RunEnd | None = None
@@ -377,14 +381,19 @@ class RunExecution:
         self.progress.settled(self.workflow.nodes[run.node])
 
     def _remember_step(self, step: _Step, run: NodeRun) -> None:
-        """:meth:`_remember` for *step*'s own checkpoint: an item's map is known, its key
-        not parsed (every item's start and end passes here)."""
-        if step.index is None:
-            self._remember(run)
-            return
+        """:meth:`_remember` for *step*'s own checkpoint: whether it is an item, and of
+        which map, is known, its key not parsed (every node's end passes here)."""
         self._nodes[run.node] = run
-        if run.state is NodeState.COMPLETED or run.state is NodeState.FAILED:
+        if run.state is not NodeState.COMPLETED and run.state is not NodeState.FAILED:
+            return
+        if step.index is not None:
             self.progress.item_settled(step.node, run.node)
+            return
+        if run.state is NodeState.COMPLETED:
+            self._outputs[run.node] = run.output
+        else:
+            self._failed.add(run.node)
+        self.progress.settled(step.node)
 
     def _settled(self, name: str) -> bool:
         run = self._nodes.get(name)
@@ -534,8 +543,7 @@ class RunExecution:
             ):
                 await self._finish(node, end)
                 return
-            with anyio.CancelScope(shield=True):
-                self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
+            await self._end_step(step, end)
             if end.state is NodeState.COMPLETED:
                 return
             if end.state is NodeState.RETRYING:
@@ -546,6 +554,17 @@ class RunExecution:
                 return
             self.end = RunEnd.CANCELLED  # the siblings stopped now are cancelled, not interrupted
             raise _NodeFailed(node, attempt, end.error or _unknown_error(), step.key)
+
+    async def _end_shielded(self, step: _Step, end: NodeEnd) -> None:
+        """Record *end*, its caller's cancel held off until the store has answered."""
+        with anyio.CancelScope(shield=True):
+            self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
+
+    async def _end_queued(self, step: _Step, end: NodeEnd) -> None:
+        """Record *end* in a store that commits it once called (``runs.ends_queued``): a
+        cancel while this waits stops the run here and the end lands all the same, as
+        the shielded wait would have seen it land."""
+        self._remember_step(step, await self._runs.end_node(self.lease, end, self._now()))
 
     def _completes_dag(self, node: Node[Any]) -> bool:
         """True if every node but *node* has settled for good: completed, or failed and

@@ -335,6 +335,17 @@ class ClaimTerms(TypedDict):
     Each counts as one lease of its owner, whether its create has committed yet or not."""
 
 
+def ends_queued(runs: object) -> bool:
+    """Whether *runs* (a :class:`RunStore`) says its node ends are queued: once
+    ``end_node`` is called, the end is committed (or refused) whether or not its caller
+    still waits for the answer, so a caller cancelled while it waits leaves the end to
+    land as it would have. Such a store has the class attribute ``node_ends_queued =
+    True`` (SQLite's group-commit writer, which drains its queue before the store
+    closes); the runner then waits for an end without a shielded scope (ADR 0056).
+    Other stores' ends are shielded from cancellation by their caller."""
+    return getattr(runs, "node_ends_queued", False) is True
+
+
 @runtime_checkable
 class RunStore(Protocol):
     """Durable run state. Every method is one atomic transaction; writes that carry a

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import ClassVar, Self, TypeVar
 
 import aiosqlite
 import anyio
@@ -49,6 +49,11 @@ class SqliteTaskStore(SqlStore):
     """
 
     dialect = SQLITE
+    node_ends_queued: ClassVar[bool] = True
+    """A node's end is in the writer's queue once ``end_node`` is called, and the writer
+    commits every queued write before the store closes (``engine.runs.ends_queued``). A
+    subclass whose ``end_node`` yields before it calls this one's sets it to ``False``
+    (not ``Final``, so that it can)."""
 
     def __init__(
         self,

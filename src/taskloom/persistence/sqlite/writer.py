@@ -23,6 +23,7 @@ The store is asyncio-only (aiosqlite), so the hot path uses asyncio futures dire
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -44,6 +45,7 @@ from taskloom.persistence.sqlite.driver import (
 )
 
 _T = TypeVar("_T")
+logger = logging.getLogger("taskloom.store")
 WriteFunction = Callable[[sqlite3.Connection], Any]
 _Outcome = tuple[bool, Any]
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
@@ -249,14 +251,23 @@ class GroupCommitWriter:
             outcomes = None if durable else self._commit_inline(functions)
             if outcomes is None:
                 outcomes = await self._commit_in_thread(functions, durable)
-        except Exception as error:  # noqa: BLE001  # handed to the waiting callers
+        except Exception as error:  # handed to the waiting callers
             self._level = None  # whether the pragma ran is unknown: say it again next time
             alone = [member for write in batch for member in (write.members or [write])]
             if len(alone) > 1:  # find the culprit: every write alone, so others still land
                 for write in alone:
                     await self._commit([write])
                 return
-            _settle(alone[0].future, False, error)
+            future = alone[0].future
+            if (
+                future is not None
+                and future.done()
+                and not isinstance(error, StoreUnavailableError)
+            ):
+                # its caller stopped waiting (a node's end, ADR 0056): nobody else will say
+                # it (an outage logs itself)
+                logger.warning("a write whose caller had stopped waiting failed", exc_info=error)
+            _settle(future, False, error)
             return
         self.batches += 1
         self.synced_batches += durable
@@ -342,10 +353,13 @@ def _passive_checkpoint(raw: sqlite3.Connection) -> None:
 def _run_batch(
     functions: Sequence[WriteFunction], switch: str | None, raw: sqlite3.Connection
 ) -> list[_Outcome]:
-    """In the connection's thread: every function in one transaction, one savepoint each."""
+    """In the connection's thread: every function in one transaction, one savepoint each
+    (a batch of one write needs none: its refusal rolls the transaction back)."""
     if switch is not None:
         raw.execute(f"PRAGMA synchronous = {switch}")
     raw.execute("BEGIN IMMEDIATE")
+    if len(functions) == 1:
+        return _run_alone(functions[0], raw)
     try:
         outcomes: list[_Outcome] = []
         for function in functions:
@@ -365,6 +379,24 @@ def _run_batch(
             raw.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _run_alone(function: WriteFunction, raw: sqlite3.Connection) -> list[_Outcome]:
+    """:func:`_run_batch` of one write, in the transaction it began: the transaction is
+    the write's savepoint (two statements fewer; most batches of a sequential run, and
+    of a run's merged node writes, hold one write)."""
+    try:
+        try:
+            value = function(raw)
+        except (TaskloomError, ValueError) as refusal:  # the write's own verdict
+            raw.execute("ROLLBACK")
+            return [(False, refusal)]
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+    return [(True, value)]
 
 
 __all__ = ("BOOKKEEPING_LEVEL", "GroupCommitWriter", "ManyFunction", "Merge", "Synchronous")
