@@ -91,6 +91,22 @@ def test_a_subclass_that_yields_before_its_end_says_its_ends_are_not_queued() ->
     assert ends_queued(_YieldsFirst) is False
 
 
+class _PassesOn:
+    """A wrapper that hands every attribute of the store on, and may yield first."""
+
+    def __init__(self, store: SqliteTaskStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+async def test_a_wrapper_that_passes_attributes_on_is_shielded(tmp_path: Path) -> None:
+    async with SqliteTaskStore.open(tmp_path / "x.db") as store:
+        assert ends_queued(store) is True
+        assert ends_queued(_PassesOn(store)) is False  # its class does not say so
+
+
 async def test_a_worker_stopped_while_an_end_is_queued_leaves_it_written(tmp_path: Path) -> None:
     """A worker stopped (cancelled: SIGTERM) while a node's end waits in the writer's
     queue: the end is committed before the store closes, the lease handed back after

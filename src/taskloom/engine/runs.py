@@ -342,8 +342,11 @@ def ends_queued(runs: object) -> bool:
     land as it would have. Such a store has the class attribute ``node_ends_queued =
     True`` (SQLite's group-commit writer, which drains its queue before the store
     closes); the runner then waits for an end without a shielded scope (ADR 0056).
-    Other stores' ends are shielded from cancellation by their caller."""
-    return getattr(runs, "node_ends_queued", False) is True
+    Other stores' ends are shielded from cancellation by their caller. The attribute is
+    read from the class: a wrapper that passes attributes on (``__getattr__``) may yield
+    before it calls ``end_node``, so it is shielded unless its own class says otherwise."""
+    owner = runs if isinstance(runs, type) else type(runs)
+    return getattr(owner, "node_ends_queued", False) is True
 
 
 @runtime_checkable
