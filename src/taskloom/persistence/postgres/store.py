@@ -11,14 +11,24 @@ import anyio
 import psycopg
 from anyio.abc import TaskStatus
 
+from taskloom.engine import cascade
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import ConcurrencyError
 from taskloom.engine.history import HistoryEntry
-from taskloom.engine.models import Task, TaskId
+from taskloom.engine.models import Task, TaskId, TaskMutation
 from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
-from taskloom.persistence.postgres import history, nodes, notify, rows, schema, tokens, versions
+from taskloom.persistence.postgres import (
+    history,
+    nodes,
+    notify,
+    rows,
+    schema,
+    tokens,
+    updates,
+    versions,
+)
 from taskloom.persistence.postgres.batches import Batches, Outcome
 from taskloom.persistence.postgres.driver import (
     Connection,
@@ -62,6 +72,7 @@ class PostgresTaskStore(SqlStore):
         self._db = database
         self._starts = Batches[nodes.StartPayload](self._send_starts, _node_key)
         self._ends = Batches[nodes.EndPayload](self._send_ends, _node_key)
+        self._updates = Batches[updates.Payload](self._send_updates, _task_key)
 
     @property
     def origin(self) -> str:
@@ -107,6 +118,7 @@ class PostgresTaskStore(SqlStore):
             store = cls(settings, database)
             await senders.start(store._starts.run)
             await senders.start(store._ends.run)
+            await senders.start(store._updates.run)
             try:
                 yield store
             except BaseException as error:  # noqa: BLE001  # raised below, as it was
@@ -114,6 +126,7 @@ class PostgresTaskStore(SqlStore):
             finally:
                 store._starts.close()
                 store._ends.close()
+                store._updates.close()
         if raised is not None:
             raise raised
 
@@ -155,6 +168,45 @@ class PostgresTaskStore(SqlStore):
     async def _send_ends(self, payloads: Sequence[nodes.EndPayload]) -> list[Outcome]:
         found = await self._db.alone(partial(_rows, nodes.ends(payloads)))
         return nodes.ended(payloads, found)
+
+    async def update(
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+    ) -> Task:
+        """See :meth:`taskloom.engine.ports.TaskStore.update`: a worker's (fenced) update
+        goes with the fenced updates waiting beside it, as one statement committed durably
+        before any of their callers goes on (ADR 0055); another, alone."""
+        if fence is None:
+            return await super().update(task_id, now, mutate)
+        updated: Task = await self._updates.submit((task_id, now, mutate, fence))
+        return updated
+
+    async def _send_updates(self, payloads: Sequence[updates.Payload]) -> list[Outcome]:
+        """One read, one write statement for the plain ones; the others alone after it."""
+        found = await self._db.read(partial(_rows, updates.read(payloads)))
+        made = updates.mutated(payloads, found)
+        plain = [(i, each) for i, each in enumerate(made) if isinstance(each, cascade.Put)]
+        answers: list[Outcome | None] = [
+            (False, each) if isinstance(each, Exception) else None for each in made
+        ]
+        if plain:
+            sent = [payloads[i] for i, _ in plain]
+            puts = [put for _, put in plain]
+            statement = updates.writes(sent, puts)
+            got = updates.written(sent, puts, await self._db.alone(partial(_rows, statement)))
+            for (i, _), answer in zip(plain, got, strict=True):
+                answers[i] = answer
+        return [
+            answer if answer is not None else await self._update_alone(payload)
+            for payload, answer in zip(payloads, answers, strict=True)
+        ]
+
+    async def _update_alone(self, payload: updates.Payload) -> Outcome:
+        """*payload* written as a lone update: a locked transaction (its own outcome)."""
+        task_id, now, mutate, fence = payload
+        try:
+            return True, await super().update(task_id, now, mutate, fence)
+        except Exception as error:  # noqa: BLE001  # this caller's answer
+            return False, error
 
     async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
         return await self._db.read(_script(make))
@@ -257,6 +309,11 @@ async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any,
     """The rows *statement* returns: one statement, one round trip."""
     cursor = await connection.execute(statement.text, statement.parameters)
     return await cursor.fetchall()
+
+
+def _task_key(payload: updates.Payload) -> str:
+    """Two updates of one task are never in one statement (each saw the task before)."""
+    return payload[0]
 
 
 def _node_key(payload: tuple[Lease, NodeStart | NodeEnd, object]) -> tuple[str, str]:
