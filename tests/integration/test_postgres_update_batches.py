@@ -1,0 +1,246 @@
+"""A worker's fenced task updates (its progress writes) on PostgreSQL: those that wait at
+one moment go as one read and one write statement (ADR 0055), with ADR 0052's outcome
+rules: each row its own fence and answer, a lost connection an unknown outcome for every
+caller (nothing sent again), a statement's own error each write sent again alone."""
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+
+from taskloom.engine import cascade
+from taskloom.engine.errors import (
+    LeaseLostError,
+    OutcomeUnknownError,
+    PersistenceError,
+)
+from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import Task
+from taskloom.engine.runs import ClaimedRun, Lease
+from taskloom.persistence.postgres import PostgresTaskStore, updates
+from taskloom.persistence.postgres.driver import application_name
+from taskloom.persistence.sql.script import Statement
+from taskloom.testing import FakeClock
+from tests import postgres
+from tests.helpers import eventually
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresTaskStore]:
+    async with postgres.fresh_store(retry_s=30) as opened:
+        yield opened
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first word of every statement psycopg sends from now on."""
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query).split()[0])
+        return await execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    return sent
+
+
+async def _report_all(
+    manager: TaskManager, claimed: Sequence[ClaimedRun], message: str = "half"
+) -> list[Task | Exception]:
+    """Every run's progress reported at once: what each caller got."""
+    got: list[Task | Exception] = [ValueError("no answer")] * len(claimed)
+
+    async def one(index: int) -> None:
+        lease = claimed[index].lease
+        try:
+            got[index] = await manager.report_progress(
+                lease.task_id, completed=1, total=2, message=message, lease=lease
+            )
+        except Exception as error:  # noqa: BLE001  # the test inspects it
+            got[index] = error
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            for index in range(len(claimed)):
+                group.start_soon(one, index)
+    return got
+
+
+async def _versions(store: PostgresTaskStore, claimed: Sequence[ClaimedRun]) -> list[int]:
+    clock = FakeClock()
+    found = [await store.get(each.lease.task_id, clock.now()) for each in claimed]
+    return [task.version for task in found if task is not None]
+
+
+async def test_progress_writes_that_wait_together_are_one_read_and_one_write(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 6)
+    before = await _versions(store, claimed)
+    manager = TaskManager(store, clock=clock)
+    sent = _counting(monkeypatch)
+    got = await _report_all(manager, claimed)
+    assert sent == ["SELECT", "WITH"], sent  # one batch: its read, its write
+    assert all(isinstance(each, Task) for each in got), got
+    assert await _versions(store, claimed) == [version + 1 for version in before]
+    for each in claimed:
+        stored = await store.get(each.lease.task_id, clock.now())
+        assert stored is not None
+        assert stored.status_message == "half"
+        assert stored.progress is not None
+        assert stored.progress.completed == 1
+        _, entries = await store.history(each.lease.task_id, clock.now()) or (None, [])
+        assert entries[-1].status_message == "half"  # its history row too
+
+
+async def test_a_lost_lease_refuses_only_its_own_progress_write(
+    store: PostgresTaskStore,
+) -> None:
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 3)
+    before = await _versions(store, claimed)
+    await store.release_lease(claimed[1].lease)  # its worker lost it
+    got = await _report_all(TaskManager(store, clock=clock), claimed)
+    assert isinstance(got[1], LeaseLostError), got[1]
+    assert isinstance(got[0], Task), got
+    assert isinstance(got[2], Task), got
+    assert await _versions(store, claimed) == [before[0] + 1, before[1], before[2] + 1]
+
+
+async def _written(
+    store: PostgresTaskStore, payloads: list[updates.Payload], puts: list[cascade.Put]
+) -> list[updates.Outcome | None]:
+    """The batch's write statement sent as the store sends it, and its answers."""
+    statement = updates.writes(payloads, puts)
+    async with store._db.pool.connection() as connection:  # the statement itself
+        cursor = await connection.execute(statement.text, statement.parameters)
+        found = await cursor.fetchall()
+    return updates.written(payloads, puts, found)
+
+
+def _progress(message: str) -> Any:
+    def mutate(task: Task) -> Task:
+        return task.model_copy(update={"version": task.version + 1, "status_message": message})
+
+    return mutate
+
+
+async def test_the_write_statement_fences_each_row_and_compares_its_version(
+    store: PostgresTaskStore,
+) -> None:
+    """The statement's own checks, after the read (a lease lost, a task written by
+    another process meanwhile): only that row is refused (or left to be written alone),
+    and nothing of it is written."""
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 3)
+    tasks = [await store.get(each.lease.task_id, clock.now()) for each in claimed]
+    payloads: list[updates.Payload] = []
+    puts: list[cascade.Put] = []
+    for each, task in zip(claimed, tasks, strict=True):
+        assert task is not None
+        mutate = _progress("batched")
+        payloads.append((task.id, clock.now(), mutate, each.lease))
+        puts.append(cascade.Put(task, mutate(task)))
+    stolen = claimed[0].lease
+    payloads[0] = (stolen.task_id, clock.now(), _progress("batched"), _stale(stolen))
+    await TaskManager(store, clock=clock).report_progress(  # another write of the third
+        claimed[2].lease.task_id, completed=1, message="meanwhile", lease=claimed[2].lease
+    )
+    answers = await _written(store, payloads, puts)
+    assert answers[0] is not None
+    assert isinstance(answers[0][1], LeaseLostError), answers[0]
+    assert answers[1] == (True, puts[1].after)
+    assert answers[2] is None  # changed since: written alone, as before
+    stored = [await store.get(each.lease.task_id, clock.now()) for each in claimed]
+    assert [task.status_message if task else None for task in stored] == [
+        tasks[0].status_message if tasks[0] else None,
+        "batched",
+        "meanwhile",
+    ]
+
+
+def _stale(lease: Lease) -> Lease:
+    return lease.model_copy(update={"token": "not-" + lease.token})
+
+
+async def test_a_batch_whose_connection_is_lost_is_an_unknown_outcome_for_each_caller(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three runs' progress in one write statement, its backend terminated while it waits
+    for a lease row: each caller hears that the outcome is unknown, none is sent again
+    (and nothing of it was written)."""
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 3)
+    before = await _versions(store, claimed)
+    sent = _counting(monkeypatch)
+    schema = store.settings.schema_name
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
+    ):
+        await holder.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(
+                sql.Identifier(schema, "leases")
+            ),
+            (claimed[0].lease.task_id,),
+        )
+
+        async def waiting() -> list[int]:
+            cursor = await admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " AND wait_event_type = 'Lock'",
+                (application_name(store.origin),),
+            )
+            return [pid for (pid,) in await cursor.fetchall()]
+
+        async def one_waits() -> bool:
+            return bool(await waiting())
+
+        async def terminate() -> None:
+            await eventually(one_waits)
+            (pid,) = await waiting()
+            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(terminate)
+                got = await _report_all(TaskManager(store, clock=clock), claimed)
+        await holder.rollback()
+    assert [type(each) for each in got] == [OutcomeUnknownError] * 3, got
+    assert sent.count("WITH") == 1, sent  # not sent again, together or alone
+    assert await _versions(store, claimed) == before
+
+
+async def test_a_statement_error_sends_each_write_again_alone(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row that breaks the statement (here a body the server cannot read as JSON)
+    fails the batch; each write is then sent alone, so only the culprit fails."""
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 3)
+    before = await _versions(store, claimed)
+    culprit = claimed[1].lease.task_id
+    writes = updates.writes
+
+    def broken(payloads: Sequence[updates.Payload], puts: Sequence[cascade.Put]) -> Statement:
+        statement = writes(payloads, puts)
+        parameters: Any = statement.parameters
+        parameters["body"] = [
+            "{not json" if task == culprit else body
+            for task, body in zip(parameters["task"], parameters["body"], strict=True)
+        ]
+        return statement
+
+    monkeypatch.setattr(updates, "writes", broken)
+    sent = _counting(monkeypatch)
+    got = await _report_all(TaskManager(store, clock=clock), claimed)
+    assert isinstance(got[1], PersistenceError), got[1]
+    assert not isinstance(got[1], OutcomeUnknownError)
+    assert isinstance(got[0], Task), got
+    assert isinstance(got[2], Task), got
+    assert sent.count("WITH") == 4, sent  # the batch, then each of the three alone
+    assert await _versions(store, claimed) == [before[0] + 1, before[1], before[2] + 1]
