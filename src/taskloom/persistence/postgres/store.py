@@ -20,6 +20,7 @@ from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.postgres import (
+    finishes,
     history,
     nodes,
     notify,
@@ -73,6 +74,7 @@ class PostgresTaskStore(SqlStore):
         self._starts = Batches[nodes.StartPayload](self._send_starts, _node_key)
         self._ends = Batches[nodes.EndPayload](self._send_ends, _node_key)
         self._updates = Batches[updates.Payload](self._send_updates, _task_key)
+        self._finishes = Batches[finishes.Payload](self._send_finishes, _finish_key)
 
     @property
     def origin(self) -> str:
@@ -119,6 +121,7 @@ class PostgresTaskStore(SqlStore):
             await senders.start(store._starts.run)
             await senders.start(store._ends.run)
             await senders.start(store._updates.run)
+            await senders.start(store._finishes.run)
             try:
                 yield store
             except BaseException as error:  # noqa: BLE001  # raised below, as it was
@@ -127,6 +130,7 @@ class PostgresTaskStore(SqlStore):
                 store._starts.close()
                 store._ends.close()
                 store._updates.close()
+                store._finishes.close()
         if raised is not None:
             raise raised
 
@@ -205,6 +209,32 @@ class PostgresTaskStore(SqlStore):
         task_id, now, mutate, fence = payload
         try:
             return True, await super().update(task_id, now, mutate, fence)
+        except Exception as error:  # noqa: BLE001  # this caller's answer
+            return False, error
+
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[NodeRun, Task]:
+        """See :meth:`taskloom.engine.runs.RunStore.finish_run`: with the final writes
+        waiting beside it, one transaction committed durably before any of their callers
+        goes on (ADR 0055)."""
+        finished: tuple[NodeRun, Task] = await self._finishes.submit((lease, end, now, mutate))
+        return finished
+
+    async def _send_finishes(self, payloads: Sequence[finishes.Payload]) -> list[Outcome]:
+        """One alone as before; more as one transaction, then those it left, alone."""
+        if len(payloads) == 1:
+            return [await self._finish_alone(payloads[0])]
+        answers = await self._db.transaction(partial(_finish_all, payloads))
+        return [
+            answer if answer is not None else await self._finish_alone(payload)
+            for payload, answer in zip(payloads, answers, strict=True)
+        ]
+
+    async def _finish_alone(self, payload: finishes.Payload) -> Outcome:
+        """*payload* as a lone final write: its own transaction (its own outcome)."""
+        try:
+            return True, await super().finish_run(*payload)
         except Exception as error:  # noqa: BLE001  # this caller's answer
             return False, error
 
@@ -309,6 +339,38 @@ async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any,
     """The rows *statement* returns: one statement, one round trip."""
     cursor = await connection.execute(statement.text, statement.parameters)
     return await cursor.fetchall()
+
+
+async def _finish_all(
+    payloads: Sequence[finishes.Payload], connection: Connection
+) -> list[Outcome | None]:
+    """The work of a batch of final writes: the answer of each, or ``None`` for those to
+    write alone (:mod:`.finishes`)."""
+    made = finishes.plain_ends(payloads, await _rows(finishes.held(payloads), connection))
+    answers: list[Outcome | None] = [
+        (False, each) if isinstance(each, Exception) else None for each in made
+    ]
+    plain = [(i, each) for i, each in enumerate(made) if isinstance(each, cascade.Put)]
+    if not plain:
+        return answers
+    sent = [payloads[i] for i, _ in plain]
+    found = await _rows(finishes.node_ends(sent), connection)
+    landed: list[tuple[finishes.Payload, cascade.Put]] = []
+    for (i, put), payload, (wrote, value) in zip(
+        plain, sent, finishes.ended(sent, found), strict=True
+    ):
+        answers[i] = (True, (value, put.after)) if wrote else (False, value)
+        if wrote:
+            landed.append((payload, put))
+    if landed:
+        statement = finishes.run_ends([p for p, _ in landed], [put for _, put in landed])
+        await connection.execute(statement.text, statement.parameters)
+    return answers
+
+
+def _finish_key(payload: finishes.Payload) -> str:
+    """One final write of a run per transaction (the second would find the run ended)."""
+    return payload[0].task_id
 
 
 def _task_key(payload: updates.Payload) -> str:
