@@ -1,7 +1,10 @@
-"""A worker's fenced task updates (its progress writes) on PostgreSQL: those that wait at
-one moment go as one read and one write statement (ADR 0055), with ADR 0052's outcome
-rules: each row its own fence and answer, a lost connection an unknown outcome for every
-caller (nothing sent again), a statement's own error each write sent again alone."""
+"""A worker's fenced task updates (its progress writes) and runs' final writes on
+PostgreSQL (ADR 0055). Progress writes that wait at one moment go as one read and one
+write statement, with ADR 0052's outcome rules: each row its own fence and answer, a
+lost connection an unknown outcome for every caller (nothing sent again), a statement's
+own error each write sent again alone. Final writes that wait at one moment go as one
+transaction: each row its own checks, a connection lost before the commit retried as
+any transaction, a statement's own error each write sent again alone."""
 
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -19,8 +22,17 @@ from taskloom.engine.errors import (
 )
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
-from taskloom.engine.runs import ClaimedRun, Lease
-from taskloom.persistence.postgres import PostgresTaskStore, updates
+from taskloom.engine.runs import (
+    AttemptOutcome,
+    ClaimedRun,
+    Lease,
+    NodeEnd,
+    NodeRun,
+    NodeStart,
+    NodeState,
+)
+from taskloom.engine.states import TaskState
+from taskloom.persistence.postgres import PostgresTaskStore, finishes, updates
 from taskloom.persistence.postgres.driver import application_name
 from taskloom.persistence.sql.script import Statement
 from taskloom.testing import FakeClock
@@ -244,3 +256,186 @@ async def test_a_statement_error_sends_each_write_again_alone(
     assert isinstance(got[2], Task), got
     assert sent.count("WITH") == 4, sent  # the batch, then each of the three alone
     assert await _versions(store, claimed) == [before[0] + 1, before[1], before[2] + 1]
+
+
+# -- runs' final writes ----------------------------------------------------------------
+
+
+def _complete(clock: FakeClock) -> Any:
+    def complete(task: Task) -> Task:
+        changes = {"state": TaskState.COMPLETED, "version": task.version + 1}
+        return task.model_copy(update={**changes, "updated_at": clock.now()})
+
+    return complete
+
+
+def _end(node: str) -> NodeEnd:
+    return NodeEnd(
+        node=node, attempt=1, outcome=AttemptOutcome.COMPLETED, state=NodeState.COMPLETED, output=1
+    )
+
+
+async def _started(store: PostgresTaskStore, clock: FakeClock, runs: int) -> list[ClaimedRun]:
+    """*runs* claimed runs, each with its node ``a`` running."""
+    claimed = await postgres.claimed_jobs(store, clock, runs)
+    for each in claimed:
+        await store.start_node(each.lease, NodeStart(node="a", attempt=1), clock.now())
+    clock.advance(1)
+    return claimed
+
+
+async def _finish_all(
+    store: PostgresTaskStore, clock: FakeClock, claimed: Sequence[ClaimedRun]
+) -> list[tuple[NodeRun, Task] | Exception]:
+    """Every run's final write at once: what each caller got."""
+    got: list[tuple[NodeRun, Task] | Exception] = [ValueError("no answer")] * len(claimed)
+
+    async def one(index: int) -> None:
+        try:
+            got[index] = await store.finish_run(
+                claimed[index].lease, _end("a"), clock.now(), _complete(clock)
+            )
+        except Exception as error:  # noqa: BLE001  # the test inspects it
+            got[index] = error
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            for index in range(len(claimed)):
+                group.start_soon(one, index)
+    return got
+
+
+async def _states(
+    store: PostgresTaskStore, clock: FakeClock, claimed: Sequence[ClaimedRun]
+) -> list[tuple[TaskState, NodeState, int]]:
+    """Each run's state, its node's, and how many times its completion was recorded."""
+    found = []
+    for each in claimed:
+        task_id = each.lease.task_id
+        task = await store.get(task_id, clock.now())
+        assert task is not None
+        checkpoints = await store.checkpoints(task_id)
+        _, entries = await store.history(task_id, clock.now()) or (None, [])
+        ends = sum(entry.state is TaskState.COMPLETED for entry in entries)
+        found.append((task.state, checkpoints["a"].state, ends))
+    return found
+
+
+async def test_final_writes_that_wait_together_are_one_transaction(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    claimed = await _started(store, clock, 5)
+    sent = _counting(monkeypatch)
+    got = await _finish_all(store, clock, claimed)
+    # the tasks held, the node ends, the tasks + history + leases + run ends
+    assert sent == ["BEGIN", "WITH", "WITH", "WITH", "COMMIT"], sent
+    for each in got:
+        assert not isinstance(each, Exception), each
+        run, task = each
+        assert run.state is NodeState.COMPLETED
+        assert task.state is TaskState.COMPLETED
+    done = (TaskState.COMPLETED, NodeState.COMPLETED, 1)
+    assert await _states(store, clock, claimed) == [done] * 5
+    for each in claimed:  # the lease dropped with the run's end
+        with pytest.raises(LeaseLostError):
+            await store.start_node(each.lease, NodeStart(node="b", attempt=1), clock.now())
+
+
+async def test_a_lost_lease_or_a_node_not_running_refuses_only_its_own_final_write(
+    store: PostgresTaskStore,
+) -> None:
+    """Refused by the node end's own checks in the batch: nothing of that run is written
+    (its task stays running), the others end."""
+    clock = FakeClock()
+    claimed = await _started(store, clock, 4)
+    await store.release_lease(claimed[1].lease)  # its worker lost it
+    await store.end_node(claimed[2].lease, _end("a"), clock.now())  # ended before
+    got = await _finish_all(store, clock, claimed)
+    assert isinstance(got[1], LeaseLostError), got[1]
+    assert isinstance(got[2], LeaseLostError), got[2]  # not running that attempt
+    assert not isinstance(got[0], Exception), got[0]
+    assert not isinstance(got[3], Exception), got[3]
+    done = (TaskState.COMPLETED, NodeState.COMPLETED, 1)
+    assert await _states(store, clock, claimed) == [
+        done,
+        (TaskState.RUNNING, NodeState.RUNNING, 0),
+        (TaskState.RUNNING, NodeState.COMPLETED, 0),
+        done,
+    ]
+
+
+async def test_a_batch_of_final_writes_cut_off_before_its_commit_is_written_once(
+    store: PostgresTaskStore,
+) -> None:
+    """Its backend terminated while it waits for a lease row: nothing was committed, so
+    the transaction runs again on another connection; each run ends once."""
+    clock = FakeClock()
+    claimed = await _started(store, clock, 3)
+    schema = store.settings.schema_name
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
+    ):
+        await holder.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(
+                sql.Identifier(schema, "leases")
+            ),
+            (claimed[0].lease.task_id,),
+        )
+
+        async def waiting() -> list[int]:
+            cursor = await admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " AND wait_event_type = 'Lock'",
+                (application_name(store.origin),),
+            )
+            return [pid for (pid,) in await cursor.fetchall()]
+
+        async def one_waits() -> bool:
+            return bool(await waiting())
+
+        async def terminate() -> None:
+            await eventually(one_waits)
+            (pid,) = await waiting()
+            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            await holder.rollback()  # the retry may go on
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(terminate)
+                got = await _finish_all(store, clock, claimed)
+    assert [type(each) for each in got] == [tuple] * 3, got
+    assert (
+        await _states(store, clock, claimed) == [(TaskState.COMPLETED, NodeState.COMPLETED, 1)] * 3
+    )
+
+
+async def test_a_statement_error_sends_each_final_write_again_alone(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row that breaks the batch's last statement rolls the whole batch back; each
+    final write is then sent alone (its own transaction, as before), once."""
+    clock = FakeClock()
+    claimed = await _started(store, clock, 3)
+    culprit = claimed[1].lease.task_id
+    run_ends = finishes.run_ends
+
+    def broken(payloads: Sequence[finishes.Payload], puts: Sequence[cascade.Put]) -> Statement:
+        statement = run_ends(payloads, puts)
+        parameters: Any = statement.parameters
+        parameters["body"] = [
+            "{not json" if task == culprit else body
+            for task, body in zip(parameters["task"], parameters["body"], strict=True)
+        ]
+        return statement
+
+    monkeypatch.setattr(finishes, "run_ends", broken)
+    sent = _counting(monkeypatch)
+    got = await _finish_all(store, clock, claimed)
+    assert [type(each) for each in got] == [tuple] * 3, got
+    assert sent.count("BEGIN") == 4, sent  # the batch, then each of the three alone
+    assert sent.count("COMMIT") == 3, sent  # the batch rolled back
+    assert (
+        await _states(store, clock, claimed) == [(TaskState.COMPLETED, NodeState.COMPLETED, 1)] * 3
+    )
