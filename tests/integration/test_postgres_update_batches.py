@@ -337,9 +337,9 @@ async def test_final_writes_that_wait_together_are_one_transaction(
         assert task.state is TaskState.COMPLETED
     done = (TaskState.COMPLETED, NodeState.COMPLETED, 1)
     assert await _states(store, clock, claimed) == [done] * 5
-    for each in claimed:  # the lease dropped with the run's end
+    for run_of in claimed:  # the lease dropped with the run's end
         with pytest.raises(LeaseLostError):
-            await store.start_node(each.lease, NodeStart(node="b", attempt=1), clock.now())
+            await store.start_node(run_of.lease, NodeStart(node="b", attempt=1), clock.now())
 
 
 async def test_a_lost_lease_or_a_node_not_running_refuses_only_its_own_final_write(
