@@ -7,6 +7,7 @@ transaction: each row its own checks, a connection lost before the commit retrie
 any transaction, a statement's own error each write sent again alone."""
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from taskloom.engine.errors import (
     OutcomeUnknownError,
     PersistenceError,
 )
-from taskloom.engine.manager import TaskManager
+from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.models import Task
 from taskloom.engine.runs import (
     AttemptOutcome,
@@ -439,3 +440,30 @@ async def test_a_statement_error_sends_each_final_write_again_alone(
     assert (
         await _states(store, clock, claimed) == [(TaskState.COMPLETED, NodeState.COMPLETED, 1)] * 3
     )
+
+
+async def test_a_claim_reads_the_checkpoints_with_the_task_write(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim of a queued run that has a checkpoint (a fork's copy): BEGIN, the ranking,
+    the lease, the task with its history row and the run's checkpoints as one
+    statement, COMMIT (five round trips, not six); the checkpoint is in the claimed run."""
+    clock = FakeClock()
+    (source,) = await _started(store, clock, 1)
+    await store.end_node(source.lease, _end("a"), clock.now())
+    fork = source.task.model_copy(update={"id": "fork-of-source", "state": TaskState.QUEUED})
+    await store.fork_run(fork, source=source.task.id, nodes=frozenset({"a"}), now=clock.now())
+    sent = _counting(monkeypatch)
+    claimed = await store.claim_runs(
+        worker="w2",
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=timedelta(seconds=60),
+        limit=1,
+        start=claim_start(clock.now()),
+    )
+    assert sent == ["BEGIN;", "WITH", "INSERT", "WITH", "COMMIT"], sent
+    (again,) = claimed
+    assert again.lease.task_id == "fork-of-source"
+    assert again.task.state is TaskState.RUNNING
+    assert {name: run.state for name, run in again.nodes.items()} == {"a": NodeState.COMPLETED}

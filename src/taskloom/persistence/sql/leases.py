@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from taskloom.engine import claims
 from taskloom.engine.claims import ClaimAtCreate, ClaimRule
 from taskloom.engine.models import Task, TaskId
-from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, at
+from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, NodeRun, at
 from taskloom.engine.states import TaskState
 from taskloom.persistence.claims import claimable
 from taskloom.persistence.sql import history, rows, runs, tasks
@@ -90,9 +90,11 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
         started, lease = claims.take(
             task, worker=worker, token=claims.new_token(), expires_at=expires, start=terms["start"]
         )
-        if not (yield from take(d, task, started, lease, now=moment, reclaim_from=reclaim_from)):
+        nodes = yield from _taken_checkpoints(
+            d, task, started, lease, now=moment, reclaim_from=reclaim_from
+        )
+        if nodes is None:
             continue  # another worker took it since our snapshot
-        nodes = yield from runs.node_runs(d, task.id)
         resumed = had_lease or bool(nodes) or task.state is not TaskState.QUEUED
         claimed[task.id] = ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed)
     return [claimed[task.id] for task, _ in candidates if task.id in claimed]
@@ -139,6 +141,35 @@ def take(
     (*inserted*: the row was inserted as *started* by this transaction's create, so
     only the history row). ``False``: the run's lease is another worker's (taken
     since the claim's snapshot)."""
+    if not (yield from _lease(d, lease, now=now, reclaim_from=reclaim_from)):
+        return False
+    if started is not task and inserted:
+        yield from history.record(d, task, started)
+    elif started is not task:
+        yield from tasks.put(d, task, started)
+    return True
+
+
+def _taken_checkpoints(
+    d: Dialect,
+    task: Task,
+    started: Task,
+    lease: Lease,
+    *,
+    now: datetime,
+    reclaim_from: str | None,
+) -> Script[dict[str, NodeRun] | None]:
+    """:func:`take`, the run's checkpoints read in the round trip of *started*'s write
+    where the dialect fuses them (ADR 0055); ``None``: not taken."""
+    if not (yield from _lease(d, lease, now=now, reclaim_from=reclaim_from)):
+        return None
+    writes = tasks.put(d, task, started) if started is not task else None
+    return (yield from tasks.before(writes, runs.node_runs(d, task.id)))
+
+
+def _lease(d: Dialect, lease: Lease, *, now: datetime, reclaim_from: str | None) -> Script[bool]:
+    """*lease* inserted, or taken over from one expired at *now* (or *reclaim_from*'s);
+    ``False``: another worker's."""
     p = d.parameter
     taken = yield from ask(
         Statement(
@@ -157,13 +188,7 @@ def take(
             },
         )
     )
-    if taken.rowcount != 1:
-        return False
-    if started is not task and inserted:
-        yield from history.record(d, task, started)
-    elif started is not task:
-        yield from tasks.put(d, task, started)
-    return True
+    return taken.rowcount == 1
 
 
 Create = Callable[[Task, datetime, Task], Script[tuple[Task, bool]]]
