@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.engine import cascade
+from taskloom.engine import cascade, claims
 from taskloom.engine.errors import (
     LeaseLostError,
     OutcomeUnknownError,
@@ -33,8 +33,10 @@ from taskloom.engine.runs import (
     NodeState,
 )
 from taskloom.engine.states import TaskState
-from taskloom.persistence.postgres import PostgresTaskStore, finishes, updates
+from taskloom.persistence.postgres import PostgresTaskStore, finishes, takes, updates
 from taskloom.persistence.postgres.driver import application_name
+from taskloom.persistence.sql.dialect import POSTGRES
+from taskloom.persistence.sql.leases import Taking
 from taskloom.persistence.sql.script import Statement
 from taskloom.testing import FakeClock
 from tests import postgres
@@ -442,28 +444,78 @@ async def test_a_statement_error_sends_each_final_write_again_alone(
     )
 
 
-async def test_a_claim_reads_the_checkpoints_with_the_task_write(
+async def test_a_claim_takes_its_runs_with_one_statement_and_reads_their_checkpoints(
     store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A claim of a queued run that has a checkpoint (a fork's copy): BEGIN, the ranking,
-    the lease, the task with its history row and the run's checkpoints as one
-    statement, COMMIT (five round trips, not six); the checkpoint is in the claimed run."""
+    """A claim of four queued runs, one with a checkpoint (a fork's copy): BEGIN, the
+    ranking, the leases with the tasks and their history rows, the checkpoints, COMMIT
+    (five round trips whatever the number of runs); each run is running, leased, has
+    its ``claimed`` history row, and the fork has its checkpoint."""
     clock = FakeClock()
     (source,) = await _started(store, clock, 1)
     await store.end_node(source.lease, _end("a"), clock.now())
     fork = source.task.model_copy(update={"id": "fork-of-source", "state": TaskState.QUEUED})
     await store.fork_run(fork, source=source.task.id, nodes=frozenset({"a"}), now=clock.now())
+    manager = TaskManager(store, clock=clock)
+    fresh = [await manager.create("job") for _ in range(3)]
     sent = _counting(monkeypatch)
     claimed = await store.claim_runs(
         worker="w2",
         workflows=frozenset({"job"}),
         now=clock.now(),
         lease_for=timedelta(seconds=60),
-        limit=1,
+        limit=10,
         start=claim_start(clock.now()),
     )
-    assert sent == ["BEGIN;", "WITH", "INSERT", "WITH", "COMMIT"], sent
-    (again,) = claimed
-    assert again.lease.task_id == "fork-of-source"
-    assert again.task.state is TaskState.RUNNING
-    assert {name: run.state for name, run in again.nodes.items()} == {"a": NodeState.COMPLETED}
+    assert sent == ["BEGIN;", "WITH", "WITH", "SELECT", "COMMIT"], sent
+    assert sorted(run.lease.task_id for run in claimed) == sorted(
+        ["fork-of-source", *(task.id for task in fresh)]
+    )
+    for run in claimed:
+        assert run.task.state is TaskState.RUNNING
+        stored = await store.get(run.lease.task_id, clock.now())
+        assert stored == run.task
+        _, entries = await store.history(run.lease.task_id, clock.now()) or (None, [])
+        assert entries[-1].state is TaskState.RUNNING
+        expected = {"a": NodeState.COMPLETED} if run.lease.task_id == "fork-of-source" else {}
+        assert {name: node.state for name, node in run.nodes.items()} == expected
+        assert run.resumed is bool(expected)
+        await store.start_node(run.lease, NodeStart(node="b", attempt=1), clock.now())
+
+
+async def test_a_run_whose_lease_is_held_elsewhere_is_not_taken_nor_written(
+    store: PostgresTaskStore,
+) -> None:
+    """The claim's statement writes the task and history rows of the runs whose lease it
+    took, and only those: a run another worker leased since the ranking stays as it was."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    free, held = sorted([await manager.create("job"), await manager.create("job")], key=_id)
+    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin:
+        await admin.execute(
+            sql.SQL(
+                "INSERT INTO {} (task_id, worker, token, expires_at)"
+                " VALUES (%s, 'other', 'theirs', now() + interval '1 hour')"
+            ).format(sql.Identifier(store.settings.schema_name, "leases")),
+            (held.id,),
+        )
+    start = claim_start(clock.now())
+    taking: list[Taking] = []
+    for task in (free, held):
+        started, lease = claims.take(
+            task, worker="w", token=claims.new_token(), expires_at=clock.now(), start=start
+        )
+        taking.append((task, started, lease))
+    taken = await store._transact(  # the claim's takes alone, as a claim runs them
+        lambda: takes.take_all(POSTGRES, taking, clock.now(), None)
+    )
+    assert taken == {free.id: {}}
+    stored = {task.id: await store.get(task.id, clock.now()) for task in (free, held)}
+    assert stored[free.id] == taking[0][1]
+    assert stored[held.id] == held  # not written
+    _, entries = await store.history(held.id, clock.now()) or (None, [])
+    assert [entry.state for entry in entries] == [TaskState.QUEUED]
+
+
+def _id(task: Task) -> str:
+    return task.id

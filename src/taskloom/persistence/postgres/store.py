@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self, TypeVar, Unpack
 
 import anyio
 import psycopg
@@ -16,7 +16,7 @@ from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import ConcurrencyError
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import Task, TaskId, TaskMutation
-from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
+from taskloom.engine.runs import ClaimedRun, ClaimTerms, Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.postgres import (
@@ -26,6 +26,7 @@ from taskloom.persistence.postgres import (
     notify,
     rows,
     schema,
+    takes,
     tokens,
     updates,
     versions,
@@ -42,7 +43,7 @@ from taskloom.persistence.postgres.driver import (
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.sql import history as sql_history
-from taskloom.persistence.sql import tasks
+from taskloom.persistence.sql import leases, tasks
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import (
     Script,
@@ -211,6 +212,12 @@ class PostgresTaskStore(SqlStore):
             return True, await super().update(task_id, now, mutate, fence)
         except Exception as error:  # noqa: BLE001  # this caller's answer
             return False, error
+
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: the runs taken with one
+        statement, their checkpoints read with one more (ADR 0055)."""
+        claim = partial(leases.claim_runs, POSTGRES, terms, takes.take_all)
+        return await self._transact(claim, durable=False)  # a lost claim is claimed again
 
     async def finish_run(
         self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
