@@ -63,8 +63,10 @@ class PostgresTaskStore(SqlStore):
     Every method is one transaction on a pooled connection; a state change locks the
     task's row, reads it, applies the engine's mutation and writes it (fenced by the
     lease token when a worker writes; ADR 0032). Node starts, and node ends, that wait
-    at one moment go as one statement each (ADR 0052). Open it with :meth:`open`. The
-    store rules are :class:`taskloom.persistence.sql.store.SqlStore`'s.
+    at one moment go as one statement each (ADR 0052); so do a worker's fenced updates
+    (its progress writes: a read and a statement), runs' final writes (one transaction)
+    and the runs one claim takes (ADR 0055). Open it with :meth:`open`. The store rules
+    are :class:`taskloom.persistence.sql.store.SqlStore`'s.
     """
 
     dialect = POSTGRES
