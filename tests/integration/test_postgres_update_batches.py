@@ -8,6 +8,7 @@ any transaction, a statement's own error each write sent again alone."""
 
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import anyio
@@ -519,3 +520,166 @@ async def test_a_run_whose_lease_is_held_elsewhere_is_not_taken_nor_written(
 
 def _id(task: Task) -> str:
     return task.id
+
+
+# -- the batches' task locks ---------------------------------------------------------------
+
+
+async def _store_waits(admin: psycopg.AsyncConnection[Any], store: PostgresTaskStore) -> bool:
+    """Whether a connection of *store* waits for a lock."""
+    cursor = await admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        " AND wait_event_type = 'Lock'",
+        (application_name(store.origin),),
+    )
+    found = await cursor.fetchone()
+    return bool(found and found[0])
+
+
+async def _key_shared_meanwhile(
+    store: PostgresTaskStore, task_id: str, batch: Any
+) -> tuple[list[Any], bool]:
+    """*batch* run while another transaction holds *task_id*'s row ``FOR KEY SHARE`` (the
+    lock the foreign-key check of a node write's insert takes): what it gave, and whether
+    a connection of the store waited for that lock (then released, so that it ends)."""
+    schema = store.settings.schema_name
+    waited = False
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
+    ):
+        await holder.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR KEY SHARE").format(
+                sql.Identifier(schema, "tasks")
+            ),
+            (task_id,),
+        )
+        got: list[Any] = []
+
+        async def run() -> None:
+            got.extend(await batch())
+            group.cancel_scope.cancel()
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await eventually(partial(_store_waits, admin, store), within_s=25)
+                waited = True
+                await holder.rollback()  # let it end
+                await anyio.sleep_forever()
+        await holder.rollback()
+    return got, waited
+
+
+async def test_a_node_writes_foreign_key_check_holds_up_no_progress_write(
+    store: PostgresTaskStore,
+) -> None:
+    """Writers hold task rows ``FOR NO KEY UPDATE`` (ADR 0009): the foreign-key check of
+    a node write's insert (``FOR KEY SHARE`` on its task row) neither waits for a batch
+    of progress writes nor makes it wait (waiting while holding other task rows, it
+    could deadlock with the node writes, which hold their lease rows)."""
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 3)
+    manager = TaskManager(store, clock=clock)
+    got, waited = await _key_shared_meanwhile(
+        store, claimed[1].lease.task_id, partial(_report_all, manager, claimed)
+    )
+    assert not waited
+    assert all(isinstance(each, Task) for each in got), got
+
+
+async def test_a_node_writes_foreign_key_check_holds_up_no_final_writes(
+    store: PostgresTaskStore,
+) -> None:
+    """As for progress writes: a batch of final writes holds its task rows ``FOR NO KEY
+    UPDATE``, as every writer does."""
+    clock = FakeClock()
+    claimed = await _started(store, clock, 3)
+    got, waited = await _key_shared_meanwhile(
+        store, claimed[1].lease.task_id, partial(_finish_all, store, clock, claimed)
+    )
+    assert not waited
+    assert not any(isinstance(each, Exception) for each in got), got
+
+
+async def _in_lock_order(store: PostgresTaskStore, claimed: Sequence[ClaimedRun]) -> list[str]:
+    """The task ids of *claimed* in the order a statement holds them (``ORDER BY id``)."""
+    schema = store.settings.schema_name
+    ids = [each.lease.task_id for each in claimed]
+    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as connection:
+        cursor = await connection.execute(
+            sql.SQL("SELECT id FROM {} WHERE id = ANY(%s) ORDER BY id").format(
+                sql.Identifier(schema, "tasks")
+            ),
+            (ids,),
+        )
+        return [task_id for (task_id,) in await cursor.fetchall()]
+
+
+async def _held_then_other(store: PostgresTaskStore, first: str, then: str, batch: Any) -> None:
+    """*batch* run while another transaction holds *first*'s row, as a cascade holds a
+    parent before its children (or a child's end the child before its parent); once a
+    connection of the store waits, that transaction takes *then*'s row too (with a lock
+    timeout well under the deadlock detector's second): it must not find it held."""
+    schema = store.settings.schema_name
+    lock = sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR NO KEY UPDATE").format(
+        sql.Identifier(schema, "tasks")
+    )
+    async with (
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
+    ):
+        await holder.execute(lock, (first,))
+        await holder.execute("SET LOCAL lock_timeout = '300ms'")
+
+        async def take_then() -> None:
+            try:
+                await eventually(partial(_store_waits, admin, store), within_s=25)
+                await holder.execute(lock, (then,))
+            finally:
+                await holder.rollback()  # either way, let the store's writes end
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(take_then)
+                await batch()
+
+
+async def test_a_batch_of_progress_writes_waits_for_no_task_row_another_writer_holds(
+    store: PostgresTaskStore,
+) -> None:
+    """Task rows have no one lock order: a batch that held one while waiting for another
+    would deadlock with a cascade holding them the other way round. A row another writer
+    holds is passed over and written alone after the batch (the lone update waits for
+    it, holding nothing else); the others are written, their rows free at once."""
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 2)
+    low, high = await _in_lock_order(store, claimed)
+    manager = TaskManager(store, clock=clock)
+    got: list[Any] = []
+
+    async def batch() -> None:
+        got.extend(await _report_all(manager, claimed))
+
+    await _held_then_other(store, high, low, batch)
+    assert all(isinstance(each, Task) for each in got), got
+    assert [each.status_message for each in got] == ["half", "half"]
+
+
+async def test_a_batch_of_final_writes_waits_for_no_task_row_another_writer_holds(
+    store: PostgresTaskStore,
+) -> None:
+    """As for progress writes: a final write whose task row another writer holds is
+    written alone after the batch, whose transaction holds only rows it could take."""
+    clock = FakeClock()
+    claimed = await _started(store, clock, 2)
+    low, high = await _in_lock_order(store, claimed)
+    got: list[Any] = []
+
+    async def batch() -> None:
+        got.extend(await _finish_all(store, clock, claimed))
+
+    await _held_then_other(store, high, low, batch)
+    assert not any(isinstance(each, Exception) for each in got), got
+    done = (TaskState.COMPLETED, NodeState.COMPLETED, 1)
+    assert await _states(store, clock, claimed) == [done, done]

@@ -2,7 +2,8 @@
 
 The final writes that wait at one moment (:mod:`.batches`) go as one transaction of
 three statements whatever their number, where each alone took five round trips: the
-tasks held (id order, as a lone one holds its task) and read with whether each has open
+tasks held (as a lone one holds its task, but never waiting for one another writer
+holds: that one, or one gone, is written alone) and read with whether each has open
 children; the node ends, ADR 0052's statement (:func:`.nodes.ends`: each row's lease
 share-locked and checked, a node not running that attempt refused); the tasks' rows,
 their history rows and the runs' ends (the lease dropped, the attempts left open closed,
@@ -24,7 +25,6 @@ from functools import cache
 from typing import Any, Final
 
 from taskloom.engine import cascade
-from taskloom.engine.errors import TaskNotFoundError
 from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.models import Task, TaskMutation
 from taskloom.engine.runs import Lease, NodeEnd
@@ -60,7 +60,9 @@ _COLUMNS: Final = (
 
 def held(payloads: Sequence[Payload]) -> Statement:
     """The live tasks of *payloads* held for the write, each with whether it has
-    children that have not ended (one row per payload, in their order)."""
+    children that have not ended (one row per payload, in their order; no body for a
+    task gone, or held by another writer: the batch never waits for a task row, see
+    :func:`_held_sql`)."""
     return Statement(
         _held_sql(),
         {
@@ -74,12 +76,12 @@ def held(payloads: Sequence[Payload]) -> Statement:
 def plain_ends(
     payloads: Sequence[Payload], found: list[tuple[Any, ...]]
 ) -> list[cascade.Put | Exception | None]:
-    """Each payload's task write if its rule is a run's plain end, its refusal if its
-    task is gone, or ``None``: to write alone."""
+    """Each payload's task write if its rule is a run's plain end, or ``None``: to write
+    alone (its task another writer's, or gone: the lone write refuses it)."""
     out: list[cascade.Put | Exception | None] = []
     for (lease, _, now, mutate), (body, open_children) in zip(payloads, found, strict=True):
         if body is None:
-            out.append(TaskNotFoundError(lease.task_id))
+            out.append(None)
             continue
         out.append(_plain_end(task_from_body(body), mutate, lease, now, open_children))
     return out
@@ -154,6 +156,11 @@ def run_ends(payloads: Sequence[Payload], puts: Sequence[cascade.Put]) -> Statem
 
 @cache
 def _held_sql() -> str:
+    """The task rows held ``FOR NO KEY UPDATE`` (as every writer holds them, which leaves
+    the foreign-key checks of the node writes' inserts alone) where no other writer holds
+    them: task rows have no one lock order (a cascade holds a parent before its children,
+    a child's end the child before its parent), so waiting for one while holding others
+    could deadlock with them."""
     open_children = (
         "EXISTS (SELECT FROM tasks c WHERE c.parent_id = i.task"
         " AND (c.expires_at IS NULL OR c.expires_at > i.now) AND NOT c.state = ANY(%(e)s::text[]))"
@@ -162,7 +169,7 @@ def _held_sql() -> str:
         "WITH i AS MATERIALIZED (SELECT * FROM unnest(%(task)s::text[], %(now)s::timestamptz[])"
         " WITH ORDINALITY AS i(task, now, n)), held AS MATERIALIZED (SELECT t.id, t.body,"
         " t.expires_at FROM tasks t WHERE t.id = ANY(%(task)s::text[]) ORDER BY t.id"
-        f" FOR UPDATE OF t) SELECT h.body, {open_children} FROM i LEFT JOIN held h"
+        f"{POSTGRES.row_lock} OF t SKIP LOCKED) SELECT h.body, {open_children} FROM i LEFT JOIN held h"
         " ON h.id = i.task AND (h.expires_at IS NULL OR h.expires_at > i.now) ORDER BY i.n"
     )
 

@@ -5,12 +5,13 @@ with others goes in one batch (:mod:`.batches`): the batch reads the tasks (one 
 no lock), applies each caller's mutation in Python, and writes every successor whose
 rule is a plain write of its row (:class:`taskloom.engine.cascade.Put` and nothing
 else) with one statement over arrays, in its own transaction (``Database.alone``). The
-statement holds the task rows (id order) and share-locks their lease rows (bytewise
-task order), as a lone update holds them; each row is written only if its fence allows
-it and the task is still the version the mutation saw (compare and swap: nothing is
-held between the read and the write). One answer per row: the token found and whether
-the row was written. A lost lease refuses that caller alone; a task written meanwhile
-(or expired), or a mutation that sets off more than its own row (a run's end, a park:
+statement holds the task rows no other writer holds (never waiting for one: task rows
+have no one lock order) and share-locks their lease rows (bytewise task order), as a
+lone update holds them; each row is written only if its fence allows it and the task is
+still the version the mutation saw (compare and swap: nothing is held between the read
+and the write). One answer per row: whether it was held, the token found and whether
+the row was written. A lost lease refuses that caller alone; a task another writer
+holds, written meanwhile (or expired), or a mutation that sets off more than its own row (a run's end, a park:
 a lease dropped, a parent or children read), is written as before, alone, in a locked
 transaction (``SqlStore.update``'s script).
 """
@@ -132,10 +133,13 @@ def written(
     payloads: Sequence[Payload], puts: Sequence[cascade.Put], found: list[tuple[Any, ...]]
 ) -> list[Outcome | None]:
     """Each write's answer from :func:`writes`' rows: the successor, the lease lost, or
-    ``None``: to write alone (the task changed or expired since the read)."""
+    ``None``: to write alone (the task held by another writer, changed or expired since
+    the read)."""
     out: list[Outcome | None] = []
-    for (_, _, _, fence), put, (token, wrote) in zip(payloads, puts, found, strict=True):
-        if token != fence.token:
+    for (_, _, _, fence), put, (held, token, wrote) in zip(payloads, puts, found, strict=True):
+        if held is None:
+            out.append(None)  # another writer holds it (or it is gone): alone, waiting
+        elif token != fence.token:
             out.append((False, _lease_lost(fence)))
         elif wrote is None:
             out.append(None)
@@ -161,17 +165,23 @@ def _read_sql() -> str:
 
 @cache
 def _write_sql() -> str:
-    """The task rows held in id order (as a lone update, or a cascade's read of
-    children, holds them), then the lease rows share-locked in bytewise task order (as
-    the node writes and the renewals lock them, ADR 0052); the rows each fence allows
-    written if unchanged since the read, with their history rows (a status-only row
-    under the cap); one answer per row in their order."""
+    """The task rows held (``FOR NO KEY UPDATE``, as every writer holds them, which
+    leaves the foreign-key checks of the node writes' inserts alone) where no other
+    writer holds them, never waiting for one: task rows have no one lock order (a
+    cascade holds a parent before its children, a child's end the child before its
+    parent), so a statement that waited for one task row while holding others could
+    deadlock with them; a row passed over is written alone, waiting as a lone update
+    does. Then the lease rows share-locked in bytewise task order (as the node writes and
+    the renewals lock them, ADR 0052); the rows each fence allows written if unchanged
+    since the read, with their history rows (a status-only row under the cap); one
+    answer per row in their order: whether it was held, its lease token, whether it was
+    written."""
     arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in _COLUMNS)
     names = ", ".join(name for name, _ in _COLUMNS)
     given = f"i AS MATERIALIZED (SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({names}, n))"
     held = (
         "held AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.id = ANY(%(task)s::text[])"
-        " ORDER BY t.id FOR UPDATE OF t)"
+        f" ORDER BY t.id{POSTGRES.row_lock} OF t SKIP LOCKED)"
     )
     fence = (
         "fence AS MATERIALIZED (SELECT l.task_id, l.token FROM held h"
@@ -196,6 +206,7 @@ def _write_sql() -> str:
         " FROM task_history h WHERE h.task_id = x.task AND NOT h.state_changed) < %(cap)s))"
     )
     return (
-        f"WITH {given}, {held}, {fence}, {allowed}, {put}, {added} SELECT f.token, p.id FROM i LEFT JOIN fence f ON f.task_id = i.task"
+        f"WITH {given}, {held}, {fence}, {allowed}, {put}, {added} SELECT h.id, f.token, p.id"
+        " FROM i LEFT JOIN held h ON h.id = i.task LEFT JOIN fence f ON f.task_id = i.task"
         " LEFT JOIN put p ON p.id = i.task ORDER BY i.n"
     )
