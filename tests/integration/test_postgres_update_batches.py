@@ -36,6 +36,7 @@ from taskloom.engine.runs import (
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresTaskStore, finishes, takes, updates
 from taskloom.persistence.postgres.driver import application_name
+from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.leases import Taking
 from taskloom.persistence.sql.script import Statement
@@ -683,3 +684,35 @@ async def test_a_batch_of_final_writes_waits_for_no_task_row_another_writer_hold
     assert not any(isinstance(each, Exception) for each in got), got
     done = (TaskState.COMPLETED, NodeState.COMPLETED, 1)
     assert await _states(store, clock, claimed) == [done, done]
+
+
+# -- the store closing -------------------------------------------------------------------
+
+
+async def test_final_and_progress_writes_shielded_while_everything_around_stops_land() -> None:
+    """A cancel of the scope around the open store (a SIGTERM) does not stop the senders
+    of these batches before its block ends: the final writes and progress writes its
+    user makes in a shielded scope meanwhile (the runner does) go together and land."""
+    postgres.require_server()
+    name = postgres.new_schema_name()
+    settings = PostgresSettings(url=postgres.TEST_URL, schema_name=name)
+    clock = FakeClock()
+    try:
+        with anyio.fail_after(30), anyio.CancelScope() as everything:
+            async with PostgresTaskStore.open(settings) as store:
+                claimed = await _started(store, clock, 4)
+                everything.cancel()
+                with anyio.CancelScope(shield=True):
+                    progress = await _report_all(TaskManager(store, clock=clock), claimed[2:])
+                    finished = await _finish_all(store, clock, claimed[:2])
+        assert all(isinstance(each, Task) for each in progress), progress
+        assert not any(isinstance(each, Exception) for each in finished), finished
+        async with PostgresTaskStore.open(settings) as store:
+            done = (TaskState.COMPLETED, NodeState.COMPLETED, 1)
+            assert await _states(store, clock, claimed[:2]) == [done, done]
+            for each in claimed[2:]:
+                task = await store.get(each.lease.task_id, clock.now())
+                assert task is not None
+                assert task.status_message == "half"
+    finally:
+        await postgres.drop_schema(name)
