@@ -5,20 +5,32 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Seque
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self, TypeVar, Unpack
 
 import anyio
 import psycopg
 from anyio.abc import TaskStatus
 
+from taskloom.engine import cascade
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.errors import ConcurrencyError
 from taskloom.engine.history import HistoryEntry
-from taskloom.engine.models import Task, TaskId
-from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
+from taskloom.engine.models import Task, TaskId, TaskMutation
+from taskloom.engine.runs import ClaimedRun, ClaimTerms, Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
-from taskloom.persistence.postgres import history, nodes, notify, rows, schema, tokens, versions
+from taskloom.persistence.postgres import (
+    finishes,
+    history,
+    nodes,
+    notify,
+    rows,
+    schema,
+    takes,
+    tokens,
+    updates,
+    versions,
+)
 from taskloom.persistence.postgres.batches import Batches, Outcome
 from taskloom.persistence.postgres.driver import (
     Connection,
@@ -31,7 +43,7 @@ from taskloom.persistence.postgres.driver import (
 from taskloom.persistence.postgres.notify import OnChange
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.sql import history as sql_history
-from taskloom.persistence.sql import tasks
+from taskloom.persistence.sql import leases, tasks
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import (
     Script,
@@ -51,8 +63,10 @@ class PostgresTaskStore(SqlStore):
     Every method is one transaction on a pooled connection; a state change locks the
     task's row, reads it, applies the engine's mutation and writes it (fenced by the
     lease token when a worker writes; ADR 0032). Node starts, and node ends, that wait
-    at one moment go as one statement each (ADR 0052). Open it with :meth:`open`. The
-    store rules are :class:`taskloom.persistence.sql.store.SqlStore`'s.
+    at one moment go as one statement each (ADR 0052); so do a worker's fenced updates
+    (its progress writes: a read and a statement), runs' final writes (one transaction)
+    and the runs one claim takes (ADR 0055). Open it with :meth:`open`. The store rules
+    are :class:`taskloom.persistence.sql.store.SqlStore`'s.
     """
 
     dialect = POSTGRES
@@ -62,6 +76,8 @@ class PostgresTaskStore(SqlStore):
         self._db = database
         self._starts = Batches[nodes.StartPayload](self._send_starts, _node_key)
         self._ends = Batches[nodes.EndPayload](self._send_ends, _node_key)
+        self._updates = Batches[updates.Payload](self._send_updates, _task_key)
+        self._finishes = Batches[finishes.Payload](self._send_finishes, _finish_key)
 
     @property
     def origin(self) -> str:
@@ -107,6 +123,8 @@ class PostgresTaskStore(SqlStore):
             store = cls(settings, database)
             await senders.start(store._starts.run)
             await senders.start(store._ends.run)
+            await senders.start(store._updates.run)
+            await senders.start(store._finishes.run)
             try:
                 yield store
             except BaseException as error:  # noqa: BLE001  # raised below, as it was
@@ -114,6 +132,8 @@ class PostgresTaskStore(SqlStore):
             finally:
                 store._starts.close()
                 store._ends.close()
+                store._updates.close()
+                store._finishes.close()
         if raised is not None:
             raise raised
 
@@ -155,6 +175,77 @@ class PostgresTaskStore(SqlStore):
     async def _send_ends(self, payloads: Sequence[nodes.EndPayload]) -> list[Outcome]:
         found = await self._db.alone(partial(_rows, nodes.ends(payloads)))
         return nodes.ended(payloads, found)
+
+    async def update(
+        self, task_id: TaskId, now: datetime, mutate: TaskMutation, fence: Lease | None = None
+    ) -> Task:
+        """See :meth:`taskloom.engine.ports.TaskStore.update`: a worker's (fenced) update
+        goes with the fenced updates waiting beside it, as one statement committed durably
+        before any of their callers goes on (ADR 0055); another, alone."""
+        if fence is None:
+            return await super().update(task_id, now, mutate)
+        updated: Task = await self._updates.submit((task_id, now, mutate, fence))
+        return updated
+
+    async def _send_updates(self, payloads: Sequence[updates.Payload]) -> list[Outcome]:
+        """One read, one write statement for the plain ones; the others alone after it."""
+        found = await self._db.read(partial(_rows, updates.read(payloads)))
+        made = updates.mutated(payloads, found)
+        plain = [(i, each) for i, each in enumerate(made) if isinstance(each, cascade.Put)]
+        answers: list[Outcome | None] = [
+            (False, each) if isinstance(each, Exception) else None for each in made
+        ]
+        if plain:
+            sent = [payloads[i] for i, _ in plain]
+            puts = [put for _, put in plain]
+            statement = updates.writes(sent, puts)
+            got = updates.written(sent, puts, await self._db.alone(partial(_rows, statement)))
+            for (i, _), answer in zip(plain, got, strict=True):
+                answers[i] = answer
+        return [
+            answer if answer is not None else await self._update_alone(payload)
+            for payload, answer in zip(payloads, answers, strict=True)
+        ]
+
+    async def _update_alone(self, payload: updates.Payload) -> Outcome:
+        """*payload* written as a lone update: a locked transaction (its own outcome)."""
+        task_id, now, mutate, fence = payload
+        try:
+            return True, await super().update(task_id, now, mutate, fence)
+        except Exception as error:  # noqa: BLE001  # this caller's answer
+            return False, error
+
+    async def claim_runs(self, **terms: Unpack[ClaimTerms]) -> Sequence[ClaimedRun]:
+        """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: the runs taken with one
+        statement, their checkpoints read with one more (ADR 0055)."""
+        claim = partial(leases.claim_runs, POSTGRES, terms, takes.take_all)
+        return await self._transact(claim, durable=False)  # a lost claim is claimed again
+
+    async def finish_run(
+        self, lease: Lease, end: NodeEnd, now: datetime, mutate: TaskMutation
+    ) -> tuple[NodeRun, Task]:
+        """See :meth:`taskloom.engine.runs.RunStore.finish_run`: with the final writes
+        waiting beside it, one transaction committed durably before any of their callers
+        goes on (ADR 0055)."""
+        finished: tuple[NodeRun, Task] = await self._finishes.submit((lease, end, now, mutate))
+        return finished
+
+    async def _send_finishes(self, payloads: Sequence[finishes.Payload]) -> list[Outcome]:
+        """One alone as before; more as one transaction, then those it left, alone."""
+        if len(payloads) == 1:
+            return [await self._finish_alone(payloads[0])]
+        answers = await self._db.transaction(partial(_finish_all, payloads))
+        return [
+            answer if answer is not None else await self._finish_alone(payload)
+            for payload, answer in zip(payloads, answers, strict=True)
+        ]
+
+    async def _finish_alone(self, payload: finishes.Payload) -> Outcome:
+        """*payload* as a lone final write: its own transaction (its own outcome)."""
+        try:
+            return True, await super().finish_run(*payload)
+        except Exception as error:  # noqa: BLE001  # this caller's answer
+            return False, error
 
     async def _query(self, make: Make[_T], *, point: bool = False) -> _T:
         return await self._db.read(_script(make))
@@ -257,6 +348,43 @@ async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any,
     """The rows *statement* returns: one statement, one round trip."""
     cursor = await connection.execute(statement.text, statement.parameters)
     return await cursor.fetchall()
+
+
+async def _finish_all(
+    payloads: Sequence[finishes.Payload], connection: Connection
+) -> list[Outcome | None]:
+    """The work of a batch of final writes: the answer of each, or ``None`` for those to
+    write alone (:mod:`.finishes`)."""
+    made = finishes.plain_ends(payloads, await _rows(finishes.held(payloads), connection))
+    answers: list[Outcome | None] = [
+        (False, each) if isinstance(each, Exception) else None for each in made
+    ]
+    plain = [(i, each) for i, each in enumerate(made) if isinstance(each, cascade.Put)]
+    if not plain:
+        return answers
+    sent = [payloads[i] for i, _ in plain]
+    found = await _rows(finishes.node_ends(sent), connection)
+    landed: list[tuple[finishes.Payload, cascade.Put]] = []
+    for (i, put), payload, (wrote, value) in zip(
+        plain, sent, finishes.ended(sent, found), strict=True
+    ):
+        answers[i] = (True, (value, put.after)) if wrote else (False, value)
+        if wrote:
+            landed.append((payload, put))
+    if landed:
+        statement = finishes.run_ends([p for p, _ in landed], [put for _, put in landed])
+        await connection.execute(statement.text, statement.parameters)
+    return answers
+
+
+def _finish_key(payload: finishes.Payload) -> str:
+    """One final write of a run per transaction (the second would find the run ended)."""
+    return payload[0].task_id
+
+
+def _task_key(payload: updates.Payload) -> str:
+    """Two updates of one task are never in one statement (each saw the task before)."""
+    return payload[0]
 
 
 def _node_key(payload: tuple[Lease, NodeStart | NodeEnd, object]) -> tuple[str, str]:

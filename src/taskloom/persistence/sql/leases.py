@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from taskloom.engine import claims
 from taskloom.engine.claims import ClaimAtCreate, ClaimRule
 from taskloom.engine.models import Task, TaskId
-from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, at
+from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, NodeRun, at
 from taskloom.engine.states import TaskState
 from taskloom.persistence.claims import claimable
 from taskloom.persistence.sql import history, rows, runs, tasks
@@ -37,9 +37,14 @@ def _beyond(d: Dialect, limit: str) -> str:
     return f" LIMIT {limit} * 4 + 16" if d.row_lock else f" LIMIT {limit}"
 
 
-def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
+def claim_runs(
+    d: Dialect, terms: ClaimTerms, takes: "Takes | None" = None
+) -> Script[list[ClaimedRun]]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: an owner's turn is the
-    leases it holds of *worker* plus the candidate's rank among its own, oldest first."""
+    leases it holds of *worker* plus the candidate's rank among its own, oldest first.
+    The runs are taken by *takes* (:func:`take_each` by default; PostgreSQL's store
+    takes them all with one statement, ADR 0055)."""
+    takes = take_each if takes is None else takes
     worker, reclaim_from, per_owner = (
         terms["worker"],
         terms.get("reclaim_from"),
@@ -83,19 +88,47 @@ def claim_runs(d: Dialect, terms: ClaimTerms) -> Script[list[ClaimedRun]]:
         )
     )
     candidates = [(rows.task_from_body(body), bool(had)) for body, had in found.rows]
-    claimed: dict[TaskId, ClaimedRun] = {}
     expires = moment + terms["lease_for"]
+    taking: list[Taking] = []
     # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
-    for task, had_lease in sorted(candidates, key=lambda candidate: candidate[0].id):
+    for task, _ in sorted(candidates, key=lambda candidate: candidate[0].id):
         started, lease = claims.take(
             task, worker=worker, token=claims.new_token(), expires_at=expires, start=terms["start"]
         )
-        if not (yield from take(d, task, started, lease, now=moment, reclaim_from=reclaim_from)):
+        taking.append((task, started, lease))
+    taken = yield from takes(d, taking, moment, reclaim_from)
+    claimed: dict[TaskId, ClaimedRun] = {}
+    had = {task.id: had_lease for task, had_lease in candidates}
+    for task, started, lease in taking:
+        nodes = taken.get(task.id)
+        if nodes is None:
             continue  # another worker took it since our snapshot
-        nodes = yield from runs.node_runs(d, task.id)
-        resumed = had_lease or bool(nodes) or task.state is not TaskState.QUEUED
+        resumed = had[task.id] or bool(nodes) or task.state is not TaskState.QUEUED
         claimed[task.id] = ClaimedRun(task=started, lease=lease, nodes=nodes, resumed=resumed)
     return [claimed[task.id] for task, _ in candidates if task.id in claimed]
+
+
+Taking = tuple[Task, Task, Lease]
+"""A run a claim takes: the task read, the task as the claim leaves it, the lease."""
+Takes = Callable[
+    [Dialect, list[Taking], datetime, str | None], Script[dict[TaskId, dict[str, NodeRun]]]
+]
+"""What takes the runs of a claim, in task id order: the checkpoints of each taken."""
+
+
+def take_each(
+    d: Dialect, taking: list[Taking], now: datetime, reclaim_from: str | None
+) -> Script[dict[TaskId, dict[str, NodeRun]]]:
+    """:data:`Takes` one run after another: :func:`take`, each run's checkpoints read in
+    the round trip of its task's write where the dialect fuses them."""
+    taken: dict[TaskId, dict[str, NodeRun]] = {}
+    for task, started, lease in taking:
+        nodes = yield from _taken_checkpoints(
+            d, task, started, lease, now=now, reclaim_from=reclaim_from
+        )
+        if nodes is not None:
+            taken[task.id] = nodes
+    return taken
 
 
 def _held(d: Dialect, reserved: Mapping[TaskId, str | None]) -> tuple[str, dict[str, object]]:
@@ -139,6 +172,35 @@ def take(
     (*inserted*: the row was inserted as *started* by this transaction's create, so
     only the history row). ``False``: the run's lease is another worker's (taken
     since the claim's snapshot)."""
+    if not (yield from _lease(d, lease, now=now, reclaim_from=reclaim_from)):
+        return False
+    if started is not task and inserted:
+        yield from history.record(d, task, started)
+    elif started is not task:
+        yield from tasks.put(d, task, started)
+    return True
+
+
+def _taken_checkpoints(
+    d: Dialect,
+    task: Task,
+    started: Task,
+    lease: Lease,
+    *,
+    now: datetime,
+    reclaim_from: str | None,
+) -> Script[dict[str, NodeRun] | None]:
+    """:func:`take`, the run's checkpoints read in the round trip of *started*'s write
+    where the dialect fuses them (ADR 0055); ``None``: not taken."""
+    if not (yield from _lease(d, lease, now=now, reclaim_from=reclaim_from)):
+        return None
+    writes = tasks.put(d, task, started) if started is not task else None
+    return (yield from tasks.before(writes, runs.node_runs(d, task.id)))
+
+
+def _lease(d: Dialect, lease: Lease, *, now: datetime, reclaim_from: str | None) -> Script[bool]:
+    """*lease* inserted, or taken over from one expired at *now* (or *reclaim_from*'s);
+    ``False``: another worker's."""
     p = d.parameter
     taken = yield from ask(
         Statement(
@@ -157,13 +219,7 @@ def take(
             },
         )
     )
-    if taken.rowcount != 1:
-        return False
-    if started is not task and inserted:
-        yield from history.record(d, task, started)
-    elif started is not task:
-        yield from tasks.put(d, task, started)
-    return True
+    return taken.rowcount == 1
 
 
 Create = Callable[[Task, datetime, Task], Script[tuple[Task, bool]]]

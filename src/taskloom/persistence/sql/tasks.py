@@ -158,6 +158,15 @@ def _effect(
     return None
 
 
+def before(writes: Script[None] | None, read: Script[_T]) -> Script[_T]:
+    """*read*, its first query sent with *writes* (statements whose results nothing
+    reads) in one round trip where they can be fused, else after them."""
+    held: list[Statement] = []
+    if writes is not None:
+        _hold(writes, held)
+    return (yield from _after(held, read))
+
+
 def _hold(script: Script[None], held: list[Statement]) -> None:
     """Add the statements of *script*, a write that reads no result, to *held*."""
     try:
