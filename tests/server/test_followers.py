@@ -188,3 +188,83 @@ async def test_connections_are_told_only_of_their_own_tasks(manager: TaskManager
         assert bob.session.sent == []
         assert bob.followers.following == 1
         task_group.cancel_scope.cancel()
+
+
+async def test_a_change_during_creates_in_flight_reaches_the_task_created_last(
+    manager: TaskManager,
+) -> None:
+    """The first create returns after the second task has changed, before the second
+    create returns: the change kept for it is not dropped with the first's."""
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        session = cast(ServerSession, connection.session)
+        second_changed, first_may_return = anyio.Event(), anyio.Event()
+        second_may_return = anyio.Event()
+        created: dict[str, Task] = {}
+
+        async def first() -> Task:
+            task = await manager.create("gated", {"gate": "g"})
+            await first_may_return.wait()
+            return task
+
+        async def second() -> Task:
+            task = await manager.create("gated", {"gate": "g"})
+            await manager.cancel(task.id, reason="gone at once")
+            await anyio.wait_all_tasks_blocked()  # the follower has received the change
+            second_changed.set()
+            await second_may_return.wait()
+            return task
+
+        async def call(name: str, create: Callable[[], Any], request_id: int) -> None:
+            created[name] = await connection.followers.create_and_follow(
+                create, session=session, request_id=request_id, progress_token=None
+            )
+
+        with anyio.fail_after(WITHIN_S):
+            task_group.start_soon(call, "first", first, 1)
+            task_group.start_soon(call, "second", second, 2)
+            await second_changed.wait()
+            assert connection.followers.kept >= 1
+            first_may_return.set()
+            while "first" not in created:
+                await anyio.wait_all_tasks_blocked()
+            second_may_return.set()
+            while "second" not in created:
+                await anyio.wait_all_tasks_blocked()
+        assert connection.followers.kept == 0  # nothing kept once no create is in flight
+        await connection.answer(2)
+        task = created["second"]
+        await connection.session.until(lambda: connection.session.statuses(task.id) != [])
+        assert connection.session.statuses(task.id) == ["cancelled"]
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_create_that_fails_leaves_no_subscription(manager: TaskManager) -> None:
+    before = manager.feed.subscriber_count
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+
+        async def failing() -> Task:
+            await manager.create("gated", {"gate": "g"})  # a change the feed delivers
+            await anyio.wait_all_tasks_blocked()
+            raise RuntimeError("refused")
+
+        session = cast(ServerSession, connection.session)
+        with pytest.raises(RuntimeError, match="refused"):
+            await connection.followers.create_and_follow(
+                failing, session=session, request_id=1, progress_token=None
+            )
+        await anyio.wait_all_tasks_blocked()
+        assert manager.feed.subscriber_count == before
+        assert connection.followers.kept == 0
+        assert connection.followers.following == 0
+        task, request_id = await connection.create()  # a later create is followed
+        await connection.answer(request_id)
+        await manager.cancel(task.id, reason="done")
+        await connection.session.until(lambda: connection.session.statuses(task.id) != [])
+        assert connection.session.statuses(task.id) == ["cancelled"]
+        task_group.cancel_scope.cancel()

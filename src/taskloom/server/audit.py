@@ -211,6 +211,8 @@ def answered(task_id: str, *, owner: str | None, outcome: Outcome, method: str) 
 
 def write(who: str, action: Action, outcome: Outcome, **details: object) -> None:
     """Log one record: the message names the action and outcome; the fields hold all."""
+    if not logger.isEnabledFor(logging.INFO):  # the default: no fields built per request
+        return
     fields: dict[str, object] = {"principal": who, "action": action, "outcome": outcome}
     fields.update({key: value for key, value in details.items() if value is not None})
     logger.info("%s %s", action, outcome, extra={"fields": fields})

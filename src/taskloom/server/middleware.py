@@ -68,7 +68,7 @@ from taskloom.server.generation import (
     generation,
     serves,
 )
-from taskloom.server.http.grant_watch import with_request
+from taskloom.server.http.grant_watch import guarded, with_request
 from taskloom.server.scopes import ConnectionScopes, enforce_scopes
 from taskloom.server.wire import tasks_capability
 
@@ -119,7 +119,10 @@ def middleware_chain(
 
 async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
     """End the handler (a wait for a result, a listen) once the bearer token of its
-    request ends; its answer, which no stream carries any more, is then an error."""
+    request ends; its answer, which no stream carries any more, is then an error. A
+    request with no guard (stdio, HTTP without a bearer token) passes as it is."""
+    if not guarded():
+        return await call_next(ctx)
     with with_request():
         return await call_next(ctx)
     raise MCPError(INVALID_REQUEST, "Request ended: its bearer token is no longer valid")

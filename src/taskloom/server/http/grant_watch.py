@@ -98,6 +98,12 @@ class Guard:
 _current: ContextVar[Guard | None] = ContextVar("taskloom_request_guard", default=None)
 
 
+def guarded() -> bool:
+    """Whether the current request has a guard (over HTTP with a bearer token): outside
+    one, :func:`with_request` would add a cancel scope nothing ever cancels."""
+    return _current.get() is not None
+
+
 @contextmanager
 def with_request() -> Iterator[anyio.CancelScope]:
     """Run the body in a cancel scope cancelled when the current request's guard ends
