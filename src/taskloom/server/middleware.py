@@ -131,10 +131,13 @@ async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
 def audit_trail(owner: str | None) -> ServerMiddleware[Any]:
     """The audit trail (``taskloom.server.audit``): one record per request that is a task
     action (create, read, list, cancel, answer), written when it ends, with its outcome
-    (refusals included, so enumeration attempts show up). A notification is never one."""
+    (refusals included, so enumeration attempts show up). A notification is never one;
+    no request opens an entry while the records are not logged (``audit.recording``)."""
 
     async def audit_request(ctx: Context, call_next: CallNext) -> HandlerResult:
-        entry = None if ctx.request_id is None else audit.entry_for(owner, ctx.method, ctx.params)
+        if ctx.request_id is None or not audit.recording():
+            return await call_next(ctx)
+        entry = audit.entry_for(owner, ctx.method, ctx.params)
         if entry is None:
             return await call_next(ctx)
         token = audit.opened(entry)
