@@ -268,3 +268,79 @@ async def test_a_create_that_fails_leaves_no_subscription(manager: TaskManager) 
         await connection.session.until(lambda: connection.session.statuses(task.id) != [])
         assert connection.session.statuses(task.id) == ["cancelled"]
         task_group.cancel_scope.cancel()
+
+
+async def test_a_retry_that_read_its_task_before_it_ended_still_ends_following(
+    manager: TaskManager,
+) -> None:
+    """A create with a held idempotency key returns the task it read; when that task,
+    followed already, ends between the read and the return, the follower reports it
+    and then drops the task, and the subscription closes (the retry's stale version
+    is not left followed forever)."""
+    before = manager.feed.subscriber_count
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        session = cast(ServerSession, connection.session)
+
+        async def first() -> Task:
+            return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+
+        async def retry() -> Task:
+            held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+            await manager.cancel(held.id, reason="ended while the retry returns")
+            await anyio.wait_all_tasks_blocked()  # the follower has received the end
+            return held  # the version the retry read, from before the end
+
+        with anyio.fail_after(WITHIN_S):
+            task = await connection.followers.create_and_follow(
+                first, session=session, request_id=1, progress_token=None
+            )
+            await connection.answer(1)
+            again = await connection.followers.create_and_follow(
+                retry, session=session, request_id=2, progress_token=None
+            )
+            assert (again.id, again.state.value) == (task.id, "queued")
+            await connection.answer(2)
+            await anyio.wait_all_tasks_blocked()
+        assert "cancelled" in connection.session.statuses(task.id)
+        assert connection.followers.following == 0
+        assert manager.feed.subscriber_count == before  # closed: nothing is followed
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_retry_before_the_first_response_is_out_does_not_lose_the_end(
+    manager: TaskManager,
+) -> None:
+    """The first create's response is not out yet when a retry with the same key
+    returns the task as it read it, before the task ended: the end is still reported."""
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        session = cast(ServerSession, connection.session)
+
+        async def first() -> Task:
+            return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+
+        async def retry() -> Task:
+            held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+            await manager.cancel(held.id, reason="ended while the retry returns")
+            await anyio.wait_all_tasks_blocked()  # the follower has received the end
+            return held
+
+        with anyio.fail_after(WITHIN_S):
+            task = await connection.followers.create_and_follow(
+                first, session=session, request_id=1, progress_token=None
+            )
+            await connection.followers.create_and_follow(
+                retry, session=session, request_id=2, progress_token=None
+            )
+            await connection.answer(1)
+            await connection.answer(2)
+            await connection.session.until(
+                lambda: "cancelled" in connection.session.statuses(task.id)
+            )
+        assert connection.followers.following == 0
+        task_group.cancel_scope.cancel()

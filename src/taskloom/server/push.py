@@ -157,9 +157,11 @@ class TaskFollowers:
     create, closed when no task is followed and none is being created), so a
     connection following thousands of tasks costs every change in the process one
     offer, not thousands. A change that reaches the connection's subscription while a
-    create is in flight, of a task not followed yet, is kept until every create that
-    was in flight then has returned: it may be the change of a task being created
-    (committed before the task could be followed), which is then not missed. One
+    create is in flight is kept until every create that was in flight then has
+    returned: it may be the change of a task being created (committed before the task
+    could be followed), or of a task a create with a held idempotency key read before
+    that change and returns (followed already, or ended and dropped since), which is
+    then not missed. One
     subscription serves every create, so a change costs one offer however many creates
     are in flight (a subscription per create cost each change one offer per create).
     """
@@ -180,9 +182,9 @@ class TaskFollowers:
         self._creating: dict[int, None] = {}
         """The numbers of the creates in flight, oldest first."""
         self._early: dict[str, tuple[int, Task]] = {}
-        """Changes of tasks not followed, received while creates were in flight: by task,
-        the newest version and the number of the newest create started when it came,
-        in the order they came (so the numbers never decrease)."""
+        """Changes received while creates were in flight (of any task, followed or not):
+        by task, the newest version and the number of the newest create started when
+        it came, in the order they came (so the numbers never decrease)."""
 
     @property
     def following(self) -> int:
@@ -191,7 +193,7 @@ class TaskFollowers:
 
     @property
     def kept(self) -> int:
-        """How many changes of tasks not followed are kept for the creates in flight."""
+        """How many changes are kept for the creates in flight."""
         return len(self._early)
 
     async def create_and_follow(
@@ -247,7 +249,8 @@ class TaskFollowers:
             del early[task_id]
 
     def _keep_early(self, task: Task) -> None:
-        """Keep *task*, a version of a task not followed, for a create in flight."""
+        """Keep *task* for the creates in flight: one may return its task as it read
+        it before this version (a new task, or one holding its idempotency key)."""
         kept = self._early.pop(task.id, None)
         if kept is not None and kept[1].version > task.version:
             task = kept[1]
@@ -291,10 +294,10 @@ class TaskFollowers:
                     changed = await feed.receive()
                 except anyio.EndOfStream:  # closed: a create failed, nothing is followed
                     return
+                if self._creating:  # a create may return this task as read before it
+                    self._keep_early(changed)
                 followed = self._followed.get(changed.id)
                 if followed is None:  # another connection's task, or one being created
-                    if self._creating:
-                        self._keep_early(changed)
                     continue
                 if changed.version > followed.latest.version:
                     followed.latest = changed
