@@ -120,7 +120,8 @@ def middleware_chain(
 async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
     """End the handler (a wait for a result, a listen) once the bearer token of its
     request ends; its answer, which no stream carries any more, is then an error. A
-    request with no guard (stdio, HTTP without a bearer token) passes as it is."""
+    request with no guard (stdio, an embedded server) passes as it is; every request
+    over taskloom's HTTP has one, without a token too (ended when the server stops)."""
     if not guarded():
         return await call_next(ctx)
     with with_request():

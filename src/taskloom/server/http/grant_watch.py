@@ -99,8 +99,9 @@ _current: ContextVar[Guard | None] = ContextVar("taskloom_request_guard", defaul
 
 
 def guarded() -> bool:
-    """Whether the current request has a guard (over HTTP with a bearer token): outside
-    one, :func:`with_request` would add a cancel scope nothing ever cancels."""
+    """Whether the current request has a guard (every request over taskloom's HTTP, the
+    local user's too: the server's stop ends it); outside one (stdio, an embedded
+    server), :func:`with_request` would add a cancel scope nothing ever cancels."""
     return _current.get() is not None
 
 
