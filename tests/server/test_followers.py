@@ -188,3 +188,159 @@ async def test_connections_are_told_only_of_their_own_tasks(manager: TaskManager
         assert bob.session.sent == []
         assert bob.followers.following == 1
         task_group.cancel_scope.cancel()
+
+
+async def test_a_change_during_creates_in_flight_reaches_the_task_created_last(
+    manager: TaskManager,
+) -> None:
+    """The first create returns after the second task has changed, before the second
+    create returns: the change kept for it is not dropped with the first's."""
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        session = cast(ServerSession, connection.session)
+        second_changed, first_may_return = anyio.Event(), anyio.Event()
+        second_may_return = anyio.Event()
+        created: dict[str, Task] = {}
+
+        async def first() -> Task:
+            task = await manager.create("gated", {"gate": "g"})
+            await first_may_return.wait()
+            return task
+
+        async def second() -> Task:
+            task = await manager.create("gated", {"gate": "g"})
+            await manager.cancel(task.id, reason="gone at once")
+            await anyio.wait_all_tasks_blocked()  # the follower has received the change
+            second_changed.set()
+            await second_may_return.wait()
+            return task
+
+        async def call(name: str, create: Callable[[], Any], request_id: int) -> None:
+            created[name] = await connection.followers.create_and_follow(
+                create, session=session, request_id=request_id, progress_token=None
+            )
+
+        with anyio.fail_after(WITHIN_S):
+            task_group.start_soon(call, "first", first, 1)
+            task_group.start_soon(call, "second", second, 2)
+            await second_changed.wait()
+            assert connection.followers.kept >= 1
+            first_may_return.set()
+            while "first" not in created:
+                await anyio.wait_all_tasks_blocked()
+            second_may_return.set()
+            while "second" not in created:
+                await anyio.wait_all_tasks_blocked()
+        assert connection.followers.kept == 0  # nothing kept once no create is in flight
+        await connection.answer(2)
+        task = created["second"]
+        await connection.session.until(lambda: connection.session.statuses(task.id) != [])
+        assert connection.session.statuses(task.id) == ["cancelled"]
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_create_that_fails_leaves_no_subscription(manager: TaskManager) -> None:
+    before = manager.feed.subscriber_count
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+
+        async def failing() -> Task:
+            await manager.create("gated", {"gate": "g"})  # a change the feed delivers
+            await anyio.wait_all_tasks_blocked()
+            raise RuntimeError("refused")
+
+        session = cast(ServerSession, connection.session)
+        with pytest.raises(RuntimeError, match="refused"):
+            await connection.followers.create_and_follow(
+                failing, session=session, request_id=1, progress_token=None
+            )
+        await anyio.wait_all_tasks_blocked()
+        assert manager.feed.subscriber_count == before
+        assert connection.followers.kept == 0
+        assert connection.followers.following == 0
+        task, request_id = await connection.create()  # a later create is followed
+        await connection.answer(request_id)
+        await manager.cancel(task.id, reason="done")
+        await connection.session.until(lambda: connection.session.statuses(task.id) != [])
+        assert connection.session.statuses(task.id) == ["cancelled"]
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_retry_that_read_its_task_before_it_ended_still_ends_following(
+    manager: TaskManager,
+) -> None:
+    """A create with a held idempotency key returns the task it read; when that task,
+    followed already, ends between the read and the return, the follower reports it
+    and then drops the task, and the subscription closes (the retry's stale version
+    is not left followed forever)."""
+    before = manager.feed.subscriber_count
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        session = cast(ServerSession, connection.session)
+
+        async def first() -> Task:
+            return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+
+        async def retry() -> Task:
+            held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+            await manager.cancel(held.id, reason="ended while the retry returns")
+            await anyio.wait_all_tasks_blocked()  # the follower has received the end
+            return held  # the version the retry read, from before the end
+
+        with anyio.fail_after(WITHIN_S):
+            task = await connection.followers.create_and_follow(
+                first, session=session, request_id=1, progress_token=None
+            )
+            await connection.answer(1)
+            again = await connection.followers.create_and_follow(
+                retry, session=session, request_id=2, progress_token=None
+            )
+            assert (again.id, again.state.value) == (task.id, "queued")
+            await connection.answer(2)
+            await anyio.wait_all_tasks_blocked()
+        assert "cancelled" in connection.session.statuses(task.id)
+        assert connection.followers.following == 0
+        assert manager.feed.subscriber_count == before  # closed: nothing is followed
+        task_group.cancel_scope.cancel()
+
+
+async def test_a_retry_before_the_first_response_is_out_does_not_lose_the_end(
+    manager: TaskManager,
+) -> None:
+    """The first create's response is not out yet when a retry with the same key
+    returns the task as it read it, before the task ended: the end is still reported."""
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        session = cast(ServerSession, connection.session)
+
+        async def first() -> Task:
+            return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+
+        async def retry() -> Task:
+            held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+            await manager.cancel(held.id, reason="ended while the retry returns")
+            await anyio.wait_all_tasks_blocked()  # the follower has received the end
+            return held
+
+        with anyio.fail_after(WITHIN_S):
+            task = await connection.followers.create_and_follow(
+                first, session=session, request_id=1, progress_token=None
+            )
+            await connection.followers.create_and_follow(
+                retry, session=session, request_id=2, progress_token=None
+            )
+            await connection.answer(1)
+            await connection.answer(2)
+            await connection.session.until(
+                lambda: "cancelled" in connection.session.statuses(task.id)
+            )
+        assert connection.followers.following == 0
+        task_group.cancel_scope.cancel()

@@ -4,12 +4,15 @@ a timer per expiry, and every guard (and work linked to it) of an ended grant en
 import logging
 import time
 from collections.abc import Collection
+from typing import Any, cast
 
 import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from taskloom.engine.scopes import Grant
 from taskloom.server.http.grant_watch import Ending, GrantWatch, Guard, LiveGrant, with_request
+from taskloom.server.middleware import end_with_request
 from tests.server.http_support import audit_records
 
 CHECK_S = 0.05
@@ -98,6 +101,37 @@ async def test_work_linked_to_a_request_ends_with_it_and_an_outage_ends_nothing(
             assert linked.cancelled_caught
         assert _ending(held) is Ending.REVOKED  # read again: it changed meanwhile
         group.cancel_scope.cancel()
+
+
+async def test_a_handler_of_a_request_without_a_token_still_ends_when_the_server_stops() -> None:
+    """The local user's HTTP request (no token) has a guard too: ``end_with_request``
+    links its handler to it, so the stop ends the handler after the grace period."""
+    watch = GrantWatch(grace_s=0.0)
+    ended: list[MCPError] = []
+    done = anyio.Event()
+
+    async def forever(_: Any) -> Any:
+        await anyio.sleep_forever()
+
+    async def handle() -> None:
+        try:
+            await end_with_request(cast(Any, None), forever)
+        except MCPError as error:
+            ended.append(error)
+        done.set()
+
+    async with anyio.create_task_group() as group:
+        with watch.guard(None, "POST /mcp") as held:
+            group.start_soon(handle)  # with the request's context, as a session's handler
+            await anyio.wait_all_tasks_blocked()
+            watch.close()
+            await watch.check()  # the grace is over: every request ends
+        with anyio.fail_after(2):
+            await done.wait()
+    assert _ending(held) is Ending.SHUTDOWN
+    assert [error.error.message for error in ended] == [
+        "Request ended: its bearer token is no longer valid"
+    ]
 
 
 def _ending(held: Guard) -> Ending | None:

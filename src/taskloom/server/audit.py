@@ -209,8 +209,16 @@ def answered(task_id: str, *, owner: str | None, outcome: Outcome, method: str) 
     write(principal(owner), "answer", outcome, task_id=task_id, method=method, via="elicitation")
 
 
+def recording() -> bool:
+    """Whether records are logged (``taskloom.audit`` enabled for INFO; not by default):
+    when not, no request needs an entry."""
+    return logger.isEnabledFor(logging.INFO)
+
+
 def write(who: str, action: Action, outcome: Outcome, **details: object) -> None:
     """Log one record: the message names the action and outcome; the fields hold all."""
+    if not recording():
+        return
     fields: dict[str, object] = {"principal": who, "action": action, "outcome": outcome}
     fields.update({key: value for key, value in details.items() if value is not None})
     logger.info("%s %s", action, outcome, extra={"fields": fields})

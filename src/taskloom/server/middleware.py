@@ -68,7 +68,7 @@ from taskloom.server.generation import (
     generation,
     serves,
 )
-from taskloom.server.http.grant_watch import with_request
+from taskloom.server.http.grant_watch import guarded, with_request
 from taskloom.server.scopes import ConnectionScopes, enforce_scopes
 from taskloom.server.wire import tasks_capability
 
@@ -119,7 +119,11 @@ def middleware_chain(
 
 async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
     """End the handler (a wait for a result, a listen) once the bearer token of its
-    request ends; its answer, which no stream carries any more, is then an error."""
+    request ends; its answer, which no stream carries any more, is then an error. A
+    request with no guard (stdio, an embedded server) passes as it is; every request
+    over taskloom's HTTP has one, without a token too (ended when the server stops)."""
+    if not guarded():
+        return await call_next(ctx)
     with with_request():
         return await call_next(ctx)
     raise MCPError(INVALID_REQUEST, "Request ended: its bearer token is no longer valid")
@@ -128,10 +132,13 @@ async def end_with_request(ctx: Context, call_next: CallNext) -> HandlerResult:
 def audit_trail(owner: str | None) -> ServerMiddleware[Any]:
     """The audit trail (``taskloom.server.audit``): one record per request that is a task
     action (create, read, list, cancel, answer), written when it ends, with its outcome
-    (refusals included, so enumeration attempts show up). A notification is never one."""
+    (refusals included, so enumeration attempts show up). A notification is never one;
+    no request opens an entry while the records are not logged (``audit.recording``)."""
 
     async def audit_request(ctx: Context, call_next: CallNext) -> HandlerResult:
-        entry = None if ctx.request_id is None else audit.entry_for(owner, ctx.method, ctx.params)
+        if ctx.request_id is None or not audit.recording():
+            return await call_next(ctx)
+        entry = audit.entry_for(owner, ctx.method, ctx.params)
         if entry is None:
             return await call_next(ctx)
         token = audit.opened(entry)

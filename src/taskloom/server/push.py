@@ -154,8 +154,16 @@ class TaskFollowers:
     """The tasks created on one connection, followed on this process's change feed.
 
     One subscription and one task serve the whole connection (opened with its first
-    followed task, closed when none is left), so a connection following thousands of
-    tasks costs every change in the process one offer, not thousands.
+    create, closed when no task is followed and none is being created), so a
+    connection following thousands of tasks costs every change in the process one
+    offer, not thousands. A change that reaches the connection's subscription while a
+    create is in flight is kept until every create that was in flight then has
+    returned: it may be the change of a task being created (committed before the task
+    could be followed), or of a task a create with a held idempotency key read before
+    that change and returns (followed already, or ended and dropped since), which is
+    then not missed. One
+    subscription serves every create, so a change costs one offer however many creates
+    are in flight (a subscription per create cost each change one offer per create).
     """
 
     def __init__(
@@ -169,11 +177,24 @@ class TaskFollowers:
         self._task_group = task_group
         self._followed: dict[str, _Followed] = {}
         self._feed: TaskSubscription | None = None
+        self._started = 0
+        """How many creates have started on this connection (each one's number)."""
+        self._creating: dict[int, None] = {}
+        """The numbers of the creates in flight, oldest first."""
+        self._early: dict[str, tuple[int, Task]] = {}
+        """Changes received while creates were in flight (of any task, followed or not):
+        by task, the newest version and the number of the newest create started when
+        it came, in the order they came (so the numbers never decrease)."""
 
     @property
     def following(self) -> int:
         """How many tasks are followed now."""
         return len(self._followed)
+
+    @property
+    def kept(self) -> int:
+        """How many changes are kept for the creates in flight."""
+        return len(self._early)
 
     async def create_and_follow(
         self,
@@ -187,17 +208,53 @@ class TaskFollowers:
         not been sent yet, and follow it from its creation on; return it.
 
         Nothing is sent about the task before that response has gone out, and no change
-        is missed: every change made from before the create on is caught by a
-        subscription opened for the create's duration.
+        is missed: the connection's subscription is open from before the create on,
+        and what it delivers of the task before the task is followed is kept for it.
         """
-        with self._manager.subscribe() as early:
+        self._started += 1
+        number = self._started
+        self._creating[number] = None
+        if self._feed is None:
+            self._feed = self._manager.subscribe()
+            self._task_group.start_soon(self._dispatch, self._feed)
+        try:
             task = await create()
-            self._follow(task, session, request_id, progress_token)
-            while early.pending_count:  # changes committed before the task was followed
-                changed = await early.receive()  # one is pending: this does not wait
-                if changed.id == task.id:
-                    self._changed(changed)
+        except BaseException:
+            del self._creating[number]
+            self._forget_early()
+            raise
+        del self._creating[number]
+        kept = self._early.pop(task.id, None)
+        self._follow(task, session, request_id, progress_token)
+        if kept is not None:
+            self._changed(kept[1])  # the subscription keeps the newer of the two
+        self._forget_early()
         return task
+
+    def _forget_early(self) -> None:
+        """Drop the kept changes no create in flight can need (all when none is), and
+        close the subscription if nothing is followed or being created any more."""
+        if not self._creating:
+            self._early.clear()
+            if not self._followed and self._feed is not None:
+                self._feed.close()  # its dispatcher ends (a create that failed)
+                self._feed = None
+            return
+        oldest = next(iter(self._creating))
+        early = self._early
+        while early:
+            task_id, (number, _) = next(iter(early.items()))
+            if number >= oldest:
+                return
+            del early[task_id]
+
+    def _keep_early(self, task: Task) -> None:
+        """Keep *task* for the creates in flight: one may return its task as it read
+        it before this version (a new task, or one holding its idempotency key)."""
+        kept = self._early.pop(task.id, None)
+        if kept is not None and kept[1].version > task.version:
+            task = kept[1]
+        self._early[task.id] = (self._started, task)  # at the end: numbers stay in order
 
     def _follow(
         self,
@@ -216,9 +273,6 @@ class TaskFollowers:
         self._followed[task.id] = followed
         if request_id is not None:
             self._outbox.on_response(request_id, partial(self._answered, task.id))
-        if self._feed is None:
-            self._feed = self._manager.subscribe()
-            self._task_group.start_soon(self._dispatch, self._feed)
         self._changed(task)  # reported as created once the response is out
 
     def _answered(self, task_id: str) -> None:
@@ -235,16 +289,22 @@ class TaskFollowers:
     async def _dispatch(self, feed: TaskSubscription) -> None:
         """Report the followed tasks' changes until none is followed any more."""
         with feed:
-            while self._followed:
-                changed = await feed.receive()
+            while self._followed or self._creating:
+                try:
+                    changed = await feed.receive()
+                except anyio.EndOfStream:  # closed: a create failed, nothing is followed
+                    return
+                if self._creating:  # a create may return this task as read before it
+                    self._keep_early(changed)
                 followed = self._followed.get(changed.id)
-                if followed is None:
-                    continue  # another connection's task
+                if followed is None:  # another connection's task, or one being created
+                    continue
                 if changed.version > followed.latest.version:
                     followed.latest = changed
                 if followed.answered:  # else held until the response is out
                     await self._report(changed.id, followed)
-        self._feed = None
+        if self._feed is feed:
+            self._feed = None
 
     async def _report(self, task_id: str, followed: _Followed) -> None:
         current = followed.latest

@@ -98,6 +98,13 @@ class Guard:
 _current: ContextVar[Guard | None] = ContextVar("taskloom_request_guard", default=None)
 
 
+def guarded() -> bool:
+    """Whether the current request has a guard (every request over taskloom's HTTP, the
+    local user's too: the server's stop ends it); outside one (stdio, an embedded
+    server), :func:`with_request` would add a cancel scope nothing ever cancels."""
+    return _current.get() is not None
+
+
 @contextmanager
 def with_request() -> Iterator[anyio.CancelScope]:
     """Run the body in a cancel scope cancelled when the current request's guard ends
