@@ -25,13 +25,18 @@ from functools import cache
 from typing import Any, Final
 
 from taskloom.engine import cascade
-from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.models import Task, TaskMutation
 from taskloom.engine.runs import Lease, NodeEnd
 from taskloom.engine.states import TERMINAL_STATES
 from taskloom.persistence.postgres import nodes
 from taskloom.persistence.postgres.rows import task_from_body
-from taskloom.persistence.sql import history, rows
+from taskloom.persistence.postgres.task_arrays import (
+    Columns,
+    TaskArrays,
+    history_sql,
+    put_sql,
+    unnest_sql,
+)
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import Statement
 
@@ -39,23 +44,7 @@ Payload = tuple[Lease, NodeEnd, datetime, TaskMutation]
 Outcome = tuple[bool, Any]
 
 _TERMINAL: Final = sorted(state.value for state in TERMINAL_STATES)
-_COLUMNS: Final = (
-    ("task", "text"),
-    ("token", "text"),
-    ("now", "timestamptz"),
-    ("state", "text"),
-    ("version", "int"),
-    ("updated_at", "timestamptz"),
-    ("parked", "bool"),
-    ("wake_at", "timestamptz"),
-    ("body", "text"),
-    ("h_version", "int"),
-    ("h_at", "timestamptz"),
-    ("h_state", "text"),
-    ("h_message", "text"),
-    ("h_cause", "text"),
-    ("h_changed", "bool"),
-)
+_LEADING: Final[Columns] = (("task", "text"), ("token", "text"), ("now", "timestamptz"))
 
 
 def held(payloads: Sequence[Payload]) -> Statement:
@@ -125,32 +114,10 @@ def run_ends(payloads: Sequence[Payload], puts: Sequence[cascade.Put]) -> Statem
     """The statement that writes each of *puts* with its history row and ends its run:
     the lease dropped (if still this token's), the attempts left open interrupted, the
     nodes still running set to retry (:func:`taskloom.persistence.sql.runs.end_run`)."""
-    columns: list[list[object]] = [[] for _ in _COLUMNS]
+    arrays = TaskArrays(_LEADING)
     for (lease, _, now, _), put in zip(payloads, puts, strict=True):
-        task: Any = rows.update(POSTGRES, put.after).parameters
-        entry = history.insert(POSTGRES, put.before, put.after)
-        h: Any = entry.parameters if entry is not None else {}
-        row = (
-            lease.task_id,
-            lease.token,
-            now,
-            task["state"],
-            task["version"],
-            task["updated_at"],
-            task["parked"],
-            task["wake_at"],
-            task["body"],
-            h.get("version"),
-            h.get("at"),
-            h.get("state"),
-            h.get("message"),
-            h.get("cause"),
-            put.before.state is not put.after.state,
-        )
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
-    parameters: dict[str, object] = {"cap": MAX_STATUS_ROWS}
-    parameters.update((name, column) for (name, _), column in zip(_COLUMNS, columns, strict=True))
+        arrays.add((lease.task_id, lease.token, now), put.before, put.after)
+    parameters = arrays.parameters()
     return Statement(_run_ends_sql(), parameters)
 
 
@@ -176,21 +143,9 @@ def _held_sql() -> str:
 
 @cache
 def _run_ends_sql() -> str:
-    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in _COLUMNS)
-    names = ", ".join(name for name, _ in _COLUMNS)
-    given = f"i AS MATERIALIZED (SELECT * FROM unnest({arrays}) AS i({names}))"
-    put = (
-        "put AS (UPDATE tasks t SET state = x.state, version = x.version,"
-        " updated_at = x.updated_at, parked = x.parked, wake_at = x.wake_at,"
-        " body = x.body::json FROM i x WHERE t.id = x.task)"
-    )
-    added = (
-        "added AS (INSERT INTO task_history (task_id, version, at, state, status_message,"
-        " cause, state_changed) SELECT x.task, x.h_version, x.h_at, x.h_state, x.h_message,"
-        " x.h_cause, x.h_changed FROM i x WHERE x.h_version IS NOT NULL AND (x.h_changed"
-        " OR (SELECT count(*) FROM task_history h WHERE h.task_id = x.task"
-        " AND NOT h.state_changed) < %(cap)s))"
-    )
+    given = unnest_sql(_LEADING, ordinality=False)
+    put = put_sql("i x", "t.id = x.task")
+    added = history_sql("i x")
     dropped = (
         "dropped AS (DELETE FROM leases l USING i x WHERE l.task_id = x.task AND l.token = x.token)"
     )

@@ -14,34 +14,28 @@ committed before it (and is read) or is refused by the new token.
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any, Final
+from typing import Final
 
-from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.models import TaskId
 from taskloom.engine.runs import NodeRun
-from taskloom.persistence.sql import history, rows
+from taskloom.persistence.postgres.task_arrays import (
+    Columns,
+    TaskArrays,
+    history_sql,
+    put_sql,
+    unnest_sql,
+)
+from taskloom.persistence.sql import rows
 from taskloom.persistence.sql.dialect import POSTGRES, Dialect
 from taskloom.persistence.sql.leases import Taking
 from taskloom.persistence.sql.script import Script, Statement
 
-_COLUMNS: Final = (
+_LEADING: Final[Columns] = (
     ("task", "text"),
     ("worker", "text"),
     ("token", "text"),
     ("expires", "timestamptz"),
     ("changed", "bool"),
-    ("state", "text"),
-    ("version", "int"),
-    ("updated_at", "timestamptz"),
-    ("parked", "bool"),
-    ("wake_at", "timestamptz"),
-    ("body", "text"),
-    ("h_version", "int"),
-    ("h_at", "timestamptz"),
-    ("h_state", "text"),
-    ("h_message", "text"),
-    ("h_cause", "text"),
-    ("h_changed", "bool"),
 )
 
 
@@ -65,46 +59,24 @@ def take_all(
 
 
 def _statement(taking: Sequence[Taking], now: datetime, reclaim_from: str | None) -> Statement:
-    columns: list[list[object]] = [[] for _ in _COLUMNS]
+    arrays = TaskArrays(_LEADING)
     for task, started, lease in taking:
-        after: Any = rows.update(POSTGRES, started).parameters if started is not task else {}
-        entry = history.insert(POSTGRES, task, started) if started is not task else None
-        h: Any = entry.parameters if entry is not None else {}
-        row = (
+        changed = started is not task
+        leading = (
             lease.task_id,
             lease.worker,
             lease.token,
             POSTGRES.time(lease.expires_at),
-            started is not task,
-            after.get("state"),
-            after.get("version"),
-            after.get("updated_at"),
-            after.get("parked"),
-            after.get("wake_at"),
-            after.get("body"),
-            h.get("version"),
-            h.get("at"),
-            h.get("state"),
-            h.get("message"),
-            h.get("cause"),
-            task.state is not started.state,
+            changed,
         )
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
-    parameters: dict[str, object] = {
-        "now": POSTGRES.time(now),
-        "reclaim": reclaim_from,
-        "cap": MAX_STATUS_ROWS,
-    }
-    parameters.update((name, column) for (name, _), column in zip(_COLUMNS, columns, strict=True))
+        arrays.add(leading, task, started, written=changed)
+    parameters = arrays.parameters(now=POSTGRES.time(now), reclaim=reclaim_from)
     return Statement(_takes_sql(), parameters)
 
 
 @cache
 def _takes_sql() -> str:
-    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in _COLUMNS)
-    names = ", ".join(name for name, _ in _COLUMNS)
-    given = f"i AS MATERIALIZED (SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({names}, n))"
+    given = unnest_sql(_LEADING, ordinality=True)
     leased = (
         "l AS (INSERT INTO leases (task_id, worker, token, expires_at)"
         " SELECT task, worker, token, expires FROM i ORDER BY n"
@@ -113,19 +85,8 @@ def _takes_sql() -> str:
         " WHERE leases.expires_at <= %(now)s OR leases.worker = %(reclaim)s::text"
         " RETURNING task_id)"
     )
-    put = (
-        "put AS (UPDATE tasks t SET state = x.state, version = x.version,"
-        " updated_at = x.updated_at, parked = x.parked, wake_at = x.wake_at,"
-        " body = x.body::json FROM i x JOIN l ON l.task_id = x.task"
-        " WHERE t.id = x.task AND x.changed)"
-    )
-    added = (
-        "added AS (INSERT INTO task_history (task_id, version, at, state, status_message,"
-        " cause, state_changed) SELECT x.task, x.h_version, x.h_at, x.h_state, x.h_message,"
-        " x.h_cause, x.h_changed FROM i x JOIN l ON l.task_id = x.task"
-        " WHERE x.h_version IS NOT NULL AND (x.h_changed OR (SELECT count(*)"
-        " FROM task_history h WHERE h.task_id = x.task AND NOT h.state_changed) < %(cap)s))"
-    )
+    put = put_sql("i x JOIN l ON l.task_id = x.task", "t.id = x.task AND x.changed")
+    added = history_sql("i x JOIN l ON l.task_id = x.task")
     return f"WITH {given}, {leased}, {put}, {added} SELECT task_id FROM l"
 
 

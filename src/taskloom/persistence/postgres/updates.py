@@ -23,34 +23,27 @@ from typing import Any, Final
 
 from taskloom.engine import cascade
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError
-from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.models import TaskId, TaskMutation
 from taskloom.engine.runs import Lease
 from taskloom.persistence.postgres.rows import task_from_body
-from taskloom.persistence.sql import history, rows
+from taskloom.persistence.postgres.task_arrays import (
+    Columns,
+    TaskArrays,
+    history_sql,
+    put_sql,
+    unnest_sql,
+)
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import Statement
 
 Payload = tuple[TaskId, datetime, TaskMutation, Lease]
 Outcome = tuple[bool, Any]
 
-_COLUMNS: Final = (
+_LEADING: Final[Columns] = (
     ("task", "text"),
     ("token", "text"),
     ("before", "int"),
     ("now", "timestamptz"),
-    ("state", "text"),
-    ("version", "int"),
-    ("updated_at", "timestamptz"),
-    ("parked", "bool"),
-    ("wake_at", "timestamptz"),
-    ("body", "text"),
-    ("h_version", "int"),
-    ("h_at", "timestamptz"),
-    ("h_state", "text"),
-    ("h_message", "text"),
-    ("h_cause", "text"),
-    ("h_changed", "bool"),
 )
 
 
@@ -98,34 +91,10 @@ def mutated(
 def writes(payloads: Sequence[Payload], puts: Sequence[cascade.Put]) -> Statement:
     """The statement that writes each of *puts* (one per payload, in their order) whose
     fence allows it and whose task is still the version it was made from."""
-    columns: list[list[object]] = [[] for _ in _COLUMNS]
+    arrays = TaskArrays(_LEADING)
     for (task_id, now, _, fence), put in zip(payloads, puts, strict=True):
-        task: Any = rows.update(POSTGRES, put.after).parameters
-        entry = history.insert(POSTGRES, put.before, put.after)
-        h: Any = entry.parameters if entry is not None else {}
-        state_changed = put.before.state is not put.after.state
-        row = (
-            task_id,
-            fence.token,
-            put.before.version,
-            now,
-            task["state"],
-            task["version"],
-            task["updated_at"],
-            task["parked"],
-            task["wake_at"],
-            task["body"],
-            h.get("version"),
-            h.get("at"),
-            h.get("state"),
-            h.get("message"),
-            h.get("cause"),
-            state_changed,
-        )
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
-    parameters: dict[str, object] = {"cap": MAX_STATUS_ROWS}
-    parameters.update((name, column) for (name, _), column in zip(_COLUMNS, columns, strict=True))
+        arrays.add((task_id, fence.token, put.before.version, now), put.before, put.after)
+    parameters = arrays.parameters()
     return Statement(_write_sql(), parameters)
 
 
@@ -176,9 +145,7 @@ def _write_sql() -> str:
     since the read, with their history rows (a status-only row under the cap); one
     answer per row in their order: whether it was held, its lease token, whether it was
     written."""
-    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in _COLUMNS)
-    names = ", ".join(name for name, _ in _COLUMNS)
-    given = f"i AS MATERIALIZED (SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({names}, n))"
+    given = unnest_sql(_LEADING, ordinality=True)
     held = (
         "held AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.id = ANY(%(task)s::text[])"
         f" ORDER BY t.id{POSTGRES.row_lock} OF t SKIP LOCKED)"
@@ -192,19 +159,12 @@ def _write_sql() -> str:
         "allowed AS MATERIALIZED (SELECT i.* FROM i JOIN fence f"
         " ON f.task_id = i.task AND f.token = i.token)"
     )
-    put = (
-        "put AS (UPDATE tasks t SET state = x.state, version = x.version,"
-        " updated_at = x.updated_at, parked = x.parked, wake_at = x.wake_at,"
-        " body = x.body::json FROM allowed x WHERE t.id = x.task AND t.version = x.before"
-        " AND (t.expires_at IS NULL OR t.expires_at > x.now) RETURNING t.id)"
+    put = put_sql(
+        "allowed x",
+        "t.id = x.task AND t.version = x.before AND (t.expires_at IS NULL OR t.expires_at > x.now)",
+        returning=" RETURNING t.id",
     )
-    added = (
-        "added AS (INSERT INTO task_history (task_id, version, at, state, status_message,"
-        " cause, state_changed) SELECT x.task, x.h_version, x.h_at, x.h_state, x.h_message,"
-        " x.h_cause, x.h_changed FROM allowed x JOIN put p ON p.id = x.task"
-        " WHERE x.h_version IS NOT NULL AND (x.h_changed OR (SELECT count(*)"
-        " FROM task_history h WHERE h.task_id = x.task AND NOT h.state_changed) < %(cap)s))"
-    )
+    added = history_sql("allowed x JOIN put p ON p.id = x.task")
     return (
         f"WITH {given}, {held}, {fence}, {allowed}, {put}, {added} SELECT h.id, f.token, p.id"
         " FROM i LEFT JOIN held h ON h.id = i.task LEFT JOIN fence f ON f.task_id = i.task"
