@@ -70,7 +70,7 @@ from taskloom.engine.blocking import check_cancelled as check_cancelled  # noqa:
 from taskloom.engine.errors import WorkflowDefinitionError
 from taskloom.engine.fanout import ItemFailurePolicy, MapResult
 from taskloom.engine.retry import RetryPolicy
-from taskloom.engine.shape import NodeShape, RunShape
+from taskloom.engine.shape import RunShape
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -666,7 +666,7 @@ class Workflow(Generic[InputT]):
             graphlib.CycleError: the nodes form a cycle (``validate`` reports it clearly).
         """
         if self._order is None:
-            self._order = tuple(graphlib.TopologicalSorter(self.graph()).static_order())
+            self._order = dependency_order(self.graph())
         return self._order
 
     @property
@@ -683,17 +683,20 @@ class Workflow(Generic[InputT]):
         """What a run of this workflow looks like, to store with its task: built once (a
         frozen model, so every run shares it) until a node is added."""
         if self._shape is None:
-            self._shape = RunShape(
-                phases=self.phases,
-                nodes=tuple(
-                    NodeShape(
-                        name=name,
-                        phase=self._nodes[name].phase,
-                        deps=self._nodes[name].deps,
-                        is_map=isinstance(self._nodes[name], MapNode),
-                    )
-                    for name in self.order()
-                ),
+            nodes = self._nodes
+            self._shape = RunShape.model_validate(  # one call validates every node's
+                {
+                    "phases": self.phases,
+                    "nodes": [
+                        {
+                            "name": name,
+                            "phase": nodes[name].phase,
+                            "deps": nodes[name].deps,
+                            "is_map": isinstance(nodes[name], MapNode),
+                        }
+                        for name in self.order()
+                    ],
+                }
             )
         return self._shape
 
@@ -899,3 +902,44 @@ def _adapter(output_type: Any, where: str) -> TypeAdapter[Any]:
             f"{where}: its output type {output_type!r} cannot be stored as JSON"
         ) from error
     return adapter
+
+
+def dependency_order(graph: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The nodes of *graph* (each node's dependencies) in the order of
+    ``graphlib.TopologicalSorter(graph).static_order()``, without its calls per node: a
+    1,000-node workflow's order cost 2 ms, paid by its first run (ADR 0058).
+
+    Layer by layer: the nodes nothing holds back, in the order they were first named
+    (as a key, or as a dependency before their own key), then those the previous layer
+    released, in the order it released them.
+
+    Raises:
+        graphlib.CycleError: the nodes form a cycle (``graphlib``'s own error).
+    """
+    waiting: dict[str, int] = {}
+    released_by: dict[str, list[str]] = {}
+    for name, deps in graph.items():
+        if name not in waiting:
+            waiting[name] = 0
+            released_by[name] = []
+        waiting[name] += len(deps)
+        for dep in deps:
+            if dep not in waiting:
+                waiting[dep] = 0
+                released_by[dep] = []
+            released_by[dep].append(name)
+    layer = [name for name, count in waiting.items() if count == 0]
+    order: list[str] = []
+    while layer:
+        order.extend(layer)
+        released: list[str] = []
+        for name in layer:
+            for dependent in released_by[name]:
+                waiting[dependent] -= 1
+                if not waiting[dependent]:
+                    released.append(dependent)
+        layer = released
+    if len(order) < len(waiting):
+        graphlib.TopologicalSorter(graph).prepare()  # raises the CycleError naming it
+        raise AssertionError("a node left unordered outside a cycle")  # pragma: no cover
+    return tuple(order)
