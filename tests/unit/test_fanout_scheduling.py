@@ -61,3 +61,28 @@ async def test_ended_nodes_wake_the_taker_once_and_lose_no_name() -> None:
             await anyio.wait_all_tasks_blocked()
             ended.put("d")
     assert taken == [["a", "b", "c"], ["d"]]
+
+
+@pytest.mark.anyio
+async def test_a_name_put_between_takes_is_taken_without_another_put() -> None:
+    """A name put after a take and before the next call (the scheduler running a node
+    alone, inline, then taking it) finds the event already set: the next take returns it
+    at once, and a later name put while the taker waits still wakes it."""
+    ended = _EndedNodes()
+    with anyio.fail_after(5):
+        ended.put("a")
+        assert await ended.taken() == ["a"]
+        ended.put("b")  # the event is still the set one: nothing sets a new one
+        ended.put("c")
+        assert await ended.taken() == ["b", "c"]
+        async with anyio.create_task_group() as task_group:
+            taken: list[list[str]] = []
+
+            async def take() -> None:
+                taken.append(await ended.taken())
+
+            task_group.start_soon(take)
+            await anyio.wait_all_tasks_blocked()
+            assert taken == []  # nothing put since the last take: it waits
+            ended.put("d")
+    assert taken == [["d"]]
