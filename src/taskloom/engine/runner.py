@@ -14,7 +14,7 @@ their next await, and no further node starts.
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -337,7 +337,7 @@ class RunExecution:
                     ready.append(dependent)
 
         ended = _EndedNodes()
-        lanes = _Lanes(task_group, self._run_limit, self._run_node, workflow_input, ended)
+        lanes = _Lanes(task_group, self._run_limit, nodes, self._run_step, workflow_input, ended)
         running = 0
         while True:
             while ready:
@@ -834,19 +834,23 @@ class RunExecution:
 
 class _Lanes:
     """Plain nodes to run, taken in order by at most *limit* tasks (lanes), each running
-    one node after another: 1,000 ready nodes cost 64 tasks, not 1,000 (ADR 0051)."""
+    one node after another: 1,000 ready nodes cost 64 tasks, not 1,000 (ADR 0051). A lane
+    runs each node's step itself and says it ended: no coroutine of its own per node
+    (ADR 0058)."""
 
     def __init__(
         self,
         task_group: TaskGroup,
         limit: int,
-        run_node: Callable[[str, Any, "_EndedNodes"], Awaitable[None]],
+        nodes: Mapping[str, Node[Any]],
+        run_step: Callable[[_Step, Any], Awaitable[None]],
         workflow_input: Any,
         ended: "_EndedNodes",
     ) -> None:
         self._task_group = task_group
         self._limit = limit
-        self._run_node = run_node
+        self._nodes = nodes
+        self._run_step = run_step
         self._input = workflow_input
         self._ended = ended
         self._queued: deque[str] = deque()
@@ -860,9 +864,12 @@ class _Lanes:
             self._task_group.start_soon(self._lane)
 
     async def _lane(self) -> None:
+        queued, nodes, run_step, put = self._queued, self._nodes, self._run_step, self._ended.put
         try:
-            while self._queued:
-                await self._run_node(self._queued.popleft(), self._input, self._ended)
+            while queued:
+                name = queued.popleft()
+                await run_step(_Step(nodes[name], name), self._input)
+                put(name)  # not reached if it raised: as :meth:`RunExecution._run_node`
         finally:
             self._lanes -= 1
 
@@ -875,8 +882,10 @@ class _EndedNodes:
         self._arrived = anyio.Event()
 
     def put(self, name: str) -> None:
-        self._names.append(name)
-        self._arrived.set()
+        names = self._names
+        names.append(name)
+        if len(names) == 1:  # the first since the last take: the others found it set
+            self._arrived.set()
 
     async def taken(self) -> list[str]:
         """Every name put since the last call (at least one: waits for it), in order:
