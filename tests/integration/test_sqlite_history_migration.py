@@ -1,8 +1,6 @@
 """ADR 0036: migrating a schema-6 SQLite file to 7 gives each stored task one history
 row, its state at migration (cause ``migrated``); later writes append to it."""
 
-import sqlite3
-from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,24 +8,16 @@ from taskloom.engine.history import Cause
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.states import TaskState
-from taskloom.persistence.sqlite import SqliteTaskStore, rows, schema
+from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.testing import FakeClock
+from tests.sqlite_files import file_at, insert_task
 
 BEFORE_HISTORY = 6
 
 
 def _schema_6_file(path: Path, task: Task) -> None:
-    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
-        for _, sql in schema.migrations()[:BEFORE_HISTORY]:
-            raw.executescript(sql)
-        raw.execute(f"PRAGMA user_version = {BEFORE_HISTORY:d}")
-        raw.execute(f"PRAGMA application_id = {schema.APPLICATION_ID:d}")
-        row = rows.insert_row(task)  # schema 6 has no workflow_version column (schema 8)
-        raw.execute(
-            "INSERT INTO tasks (id, name, owner, state, version, updated_at, expires_at,"
-            " idempotency_key, parent_id, created_us, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*row[:10], row[11]),
-        )
+    with file_at(path, BEFORE_HISTORY) as raw:
+        insert_task(raw, BEFORE_HISTORY, task)
 
 
 async def test_a_task_stored_before_the_history_gets_one_migrated_row(tmp_path: Path) -> None:

@@ -10,34 +10,20 @@ from pathlib import Path
 
 from taskloom.engine.claims import ClaimRule
 from taskloom.engine.manager import TaskManager, claim_start
-from taskloom.engine.models import Task, TaskId
+from taskloom.engine.models import TaskId
 from taskloom.engine.states import TaskState
 from taskloom.persistence.claims import SQLITE, claimable
 from taskloom.persistence.sqlite import SqliteTaskStore, rows, schema
+from tests.sqlite_files import file_at, insert_task, stored_task
 
 BEFORE = 9
 TASK = "b" * 22
 
 
 def _schema_9_file(path: Path) -> None:
-    moment = datetime(2026, 1, 2, tzinfo=UTC)
-    task = Task(
-        id=TaskId(TASK),
-        name="flow",
-        arguments={},
-        owner=None,
-        state=TaskState.QUEUED,
-        created_at=moment,
-        updated_at=moment,
-        ttl_ms=None,
-        version=1,
-    )
-    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
-        for _, sql in schema.migrations()[:BEFORE]:
-            raw.executescript(sql)
-        raw.execute(f"PRAGMA user_version = {BEFORE:d}")
-        raw.execute(f"PRAGMA application_id = {schema.APPLICATION_ID:d}")
-        raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    task = stored_task(TASK)
+    with file_at(path, BEFORE) as raw:
+        insert_task(raw, BEFORE, task)
         assert _indexes(raw) >= {"tasks_active", "tasks_state_seq"}
 
 

@@ -11,15 +11,14 @@ import logging
 import sqlite3
 import sys
 from contextlib import closing
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import AttemptOutcome, NodeState
 from taskloom.engine.states import TaskState
-from taskloom.persistence.sqlite import SqliteTaskStore, nodes, rows, schema
+from taskloom.persistence.sqlite import SqliteTaskStore, nodes, schema
+from tests.sqlite_files import file_at, insert_task, stored_task
 
 BEFORE_CHECKS = 8
 TASK = "a" * 22
@@ -27,24 +26,9 @@ DEFENSIVE = 1010  # SQLITE_DBCONFIG_DEFENSIVE
 
 
 def _schema_8_file(path: Path) -> None:
-    moment = datetime(2026, 1, 2, tzinfo=UTC)
-    task = Task(
-        id=TaskId(TASK),
-        name="flow",
-        arguments={},
-        owner=None,
-        state=TaskState.RUNNING,
-        created_at=moment,
-        updated_at=moment,
-        ttl_ms=None,
-        version=2,
-    )
-    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
-        for _, sql in schema.migrations()[:BEFORE_CHECKS]:
-            raw.executescript(sql)
-        raw.execute(f"PRAGMA user_version = {BEFORE_CHECKS:d}")
-        raw.execute(f"PRAGMA application_id = {schema.APPLICATION_ID:d}")
-        raw.execute(rows.INSERT_SQL, rows.insert_row(task))
+    task = stored_task(TASK, state=TaskState.RUNNING, version=2)
+    with file_at(path, BEFORE_CHECKS) as raw:
+        insert_task(raw, BEFORE_CHECKS, task)
         raw.execute(
             "INSERT INTO node_runs VALUES (?, 'a', 'completed', 2, 1, 0, NULL, NULL, '7', NULL, 5)",
             (TASK,),

@@ -1,50 +1,26 @@
 """ADR 0039: migrating a schema-7 SQLite file to 8 copies each stored task's workflow
 version into its column, so the claims that filter on it find the old runs."""
 
-import sqlite3
-from contextlib import closing
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from taskloom.engine.manager import TaskManager, claim_start
-from taskloom.engine.models import Task, TaskId
-from taskloom.engine.states import TaskState
-from taskloom.persistence.sqlite import SqliteTaskStore, rows, schema
+from taskloom.engine.models import Task
+from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.testing import FakeClock
+from tests.sqlite_files import file_at, insert_task, stored_task
 
 BEFORE_VERSIONS = 7
 
 
 def _schema_7_file(path: Path, *tasks: Task) -> None:
-    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
-        for _, sql in schema.migrations()[:BEFORE_VERSIONS]:
-            raw.executescript(sql)
-        raw.execute(f"PRAGMA user_version = {BEFORE_VERSIONS:d}")
-        raw.execute(f"PRAGMA application_id = {schema.APPLICATION_ID:d}")
+    with file_at(path, BEFORE_VERSIONS) as raw:
         for task in tasks:
-            row = rows.insert_row(task)
-            raw.execute(
-                "INSERT INTO tasks (id, name, owner, state, version, updated_at, expires_at,"
-                " idempotency_key, parent_id, created_us, body)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row[:10], row[11]),
-            )
+            insert_task(raw, BEFORE_VERSIONS, task)
 
 
 def _queued(letter: str, version: str) -> Task:
-    moment = datetime(2026, 1, 2, tzinfo=UTC)
-    return Task(
-        id=TaskId(letter * 22),
-        name="vflow",
-        arguments={},
-        owner=None,
-        state=TaskState.QUEUED,
-        created_at=moment,
-        updated_at=moment,
-        ttl_ms=None,
-        workflow_version=version,
-        version=1,
-    )
+    return stored_task(letter * 22, name="vflow", workflow_version=version)
 
 
 async def test_runs_stored_before_schema_8_are_claimed_by_their_version(tmp_path: Path) -> None:
