@@ -20,7 +20,9 @@ from psycopg import sql
 from taskloom.engine.manager import TaskManager, claim_start
 from taskloom.engine.runs import ClaimedRun
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.persistence.postgres.driver import application_name
 from taskloom.testing import FakeClock
+from tests.helpers import eventually
 
 DEFAULT_URL: Final = "postgresql://postgres@127.0.0.1:5432/postgres"
 TEST_URL: Final = os.environ.get("TASKLOOM_TEST_POSTGRES_URL", DEFAULT_URL)
@@ -132,3 +134,61 @@ async def claimed_jobs(
     )
     assert len(claimed) == count
     return list(claimed)
+
+
+class RowHold:
+    """A row of a store's schema locked by another connection (``holder``, rolled back
+    by :meth:`release` or on leaving :func:`row_held`), and an autocommit connection
+    (``admin``) that sees which of the store's backends wait for a lock."""
+
+    def __init__(
+        self,
+        store: PostgresTaskStore,
+        holder: psycopg.AsyncConnection[Any],
+        admin: psycopg.AsyncConnection[Any],
+    ) -> None:
+        self._name = application_name(store.origin)
+        self.holder = holder
+        self.admin = admin
+
+    async def waiting(self) -> list[int]:
+        """The process ids of the store's backends that wait for a lock."""
+        cursor = await self.admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock'",
+            (self._name,),
+        )
+        return [pid for (pid,) in await cursor.fetchall()]
+
+    async def one_waits(self) -> bool:
+        """Whether a backend of the store waits for a lock."""
+        return bool(await self.waiting())
+
+    async def stop_the_waiting(self, how: str = "pg_terminate_backend") -> None:
+        """Once one backend of the store waits (bounded by ``eventually``), stop it with
+        *how* (``pg_terminate_backend`` or ``pg_cancel_backend``)."""
+        await eventually(self.one_waits)
+        (pid,) = await self.waiting()
+        await self.admin.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(how)), (pid,))
+
+    async def release(self) -> None:
+        """Let the waiting go on: the holder's transaction rolled back."""
+        await self.holder.rollback()
+
+
+@asynccontextmanager
+async def row_held(
+    store: PostgresTaskStore, table: str, column: str, key: str, lock: str = "FOR UPDATE"
+) -> AsyncIterator[RowHold]:
+    """The row of *table* in *store*'s schema whose *column* is *key*, locked with *lock*
+    by another connection while inside."""
+    query = sql.SQL("SELECT 1 FROM {} WHERE {} = %s " + lock).format(
+        sql.Identifier(store.settings.schema_name, table), sql.Identifier(column)
+    )
+    async with (
+        await psycopg.AsyncConnection.connect(TEST_URL) as holder,
+        await psycopg.AsyncConnection.connect(TEST_URL, autocommit=True) as admin,
+    ):
+        await holder.execute(query, (key,))
+        yield RowHold(store, holder, admin)
+        await holder.rollback()

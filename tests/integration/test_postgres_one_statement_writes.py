@@ -23,10 +23,8 @@ from taskloom.engine.models import Task
 from taskloom.engine.runs import AttemptOutcome, Lease, NodeEnd, NodeStart, NodeState
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresTaskStore
-from taskloom.persistence.postgres.driver import application_name
 from taskloom.testing import FakeClock
 from tests import postgres
-from tests.helpers import eventually
 
 
 @pytest.fixture
@@ -64,44 +62,22 @@ async def _start_stopped_by_the_server(
         except PersistenceError as error:
             failures.append(error)
 
-    async with (
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
-    ):
-        await holder.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(
-                sql.Identifier(schema, "leases")
-            ),
-            (task.id,),
-        )
-
-        async def waiting() -> list[int]:
-            cursor = await admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-                " AND wait_event_type = 'Lock'",
-                (application_name(store.origin),),
-            )
-            return [pid for (pid,) in await cursor.fetchall()]
-
-        async def one_waits() -> bool:
-            return bool(await waiting())
-
+    async with postgres.row_held(store, "leases", "task_id", task.id) as hold:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
                 for each in claimed:
                     group.start_soon(start, each.lease)
-                await eventually(one_waits)
-                (pid,) = await waiting()
-                await admin.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(stop)), (pid,))
-        await holder.rollback()
-        cursor = await admin.execute(
+                await hold.stop_the_waiting(stop)
+        await hold.release()
+        cursor = await hold.admin.execute(
             sql.SQL("SELECT count(*) FROM {} WHERE task_id = ANY(%s)").format(
                 sql.Identifier(schema, "node_attempts")
             ),
             ([each.id for each in tasks],),
         )
-        (attempts,) = await cursor.fetchone() or (None,)
-    return failures, int(attempts)
+        found = await cursor.fetchone()
+    assert found is not None
+    return failures, int(found[0])
 
 
 async def test_a_start_whose_connection_is_lost_midway_is_an_unknown_outcome_sent_once(

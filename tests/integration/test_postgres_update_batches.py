@@ -35,7 +35,6 @@ from taskloom.engine.runs import (
 )
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresTaskStore, finishes, takes, updates
-from taskloom.persistence.postgres.driver import application_name
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.leases import Taking
@@ -194,39 +193,11 @@ async def test_a_batch_whose_connection_is_lost_is_an_unknown_outcome_for_each_c
     claimed = await postgres.claimed_jobs(store, clock, 3)
     before = await _versions(store, claimed)
     sent = _counting(monkeypatch)
-    schema = store.settings.schema_name
-    async with (
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
-    ):
-        await holder.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(
-                sql.Identifier(schema, "leases")
-            ),
-            (claimed[0].lease.task_id,),
-        )
-
-        async def waiting() -> list[int]:
-            cursor = await admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-                " AND wait_event_type = 'Lock'",
-                (application_name(store.origin),),
-            )
-            return [pid for (pid,) in await cursor.fetchall()]
-
-        async def one_waits() -> bool:
-            return bool(await waiting())
-
-        async def terminate() -> None:
-            await eventually(one_waits)
-            (pid,) = await waiting()
-            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-
+    async with postgres.row_held(store, "leases", "task_id", claimed[0].lease.task_id) as hold:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
-                group.start_soon(terminate)
+                group.start_soon(hold.stop_the_waiting)
                 got = await _report_all(TaskManager(store, clock=clock), claimed)
-        await holder.rollback()
     assert [type(each) for each in got] == [OutcomeUnknownError] * 3, got
     assert sent.count("WITH") == 1, sent  # not sent again, together or alone
     assert await _versions(store, claimed) == before
@@ -377,34 +348,11 @@ async def test_a_batch_of_final_writes_cut_off_before_its_commit_is_written_once
     the transaction runs again on another connection; each run ends once."""
     clock = FakeClock()
     claimed = await _started(store, clock, 3)
-    schema = store.settings.schema_name
-    async with (
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
-    ):
-        await holder.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE task_id = %s FOR UPDATE").format(
-                sql.Identifier(schema, "leases")
-            ),
-            (claimed[0].lease.task_id,),
-        )
-
-        async def waiting() -> list[int]:
-            cursor = await admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-                " AND wait_event_type = 'Lock'",
-                (application_name(store.origin),),
-            )
-            return [pid for (pid,) in await cursor.fetchall()]
-
-        async def one_waits() -> bool:
-            return bool(await waiting())
+    async with postgres.row_held(store, "leases", "task_id", claimed[0].lease.task_id) as hold:
 
         async def terminate() -> None:
-            await eventually(one_waits)
-            (pid,) = await waiting()
-            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            await holder.rollback()  # the retry may go on
+            await hold.stop_the_waiting()
+            await hold.release()  # the retry may go on
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
@@ -526,35 +474,14 @@ def _id(task: Task) -> str:
 # -- the batches' task locks ---------------------------------------------------------------
 
 
-async def _store_waits(admin: psycopg.AsyncConnection[Any], store: PostgresTaskStore) -> bool:
-    """Whether a connection of *store* waits for a lock."""
-    cursor = await admin.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-        " AND wait_event_type = 'Lock'",
-        (application_name(store.origin),),
-    )
-    found = await cursor.fetchone()
-    return bool(found and found[0])
-
-
 async def _key_shared_meanwhile(
     store: PostgresTaskStore, task_id: str, batch: Any
 ) -> tuple[list[Any], bool]:
     """*batch* run while another transaction holds *task_id*'s row ``FOR KEY SHARE`` (the
     lock the foreign-key check of a node write's insert takes): what it gave, and whether
     a connection of the store waited for that lock (then released, so that it ends)."""
-    schema = store.settings.schema_name
     waited = False
-    async with (
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
-    ):
-        await holder.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR KEY SHARE").format(
-                sql.Identifier(schema, "tasks")
-            ),
-            (task_id,),
-        )
+    async with postgres.row_held(store, "tasks", "id", task_id, "FOR KEY SHARE") as hold:
         got: list[Any] = []
 
         async def run() -> None:
@@ -564,11 +491,10 @@ async def _key_shared_meanwhile(
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
                 group.start_soon(run)
-                await eventually(partial(_store_waits, admin, store), within_s=25)
+                await eventually(hold.one_waits, within_s=25)
                 waited = True
-                await holder.rollback()  # let it end
+                await hold.release()  # let it end
                 await anyio.sleep_forever()
-        await holder.rollback()
     return got, waited
 
 
@@ -626,19 +552,15 @@ async def _held_then_other(store: PostgresTaskStore, first: str, then: str, batc
     lock = sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR NO KEY UPDATE").format(
         sql.Identifier(schema, "tasks")
     )
-    async with (
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL) as holder,
-        await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
-    ):
-        await holder.execute(lock, (first,))
-        await holder.execute("SET LOCAL lock_timeout = '300ms'")
+    async with postgres.row_held(store, "tasks", "id", first, "FOR NO KEY UPDATE") as hold:
+        await hold.holder.execute("SET LOCAL lock_timeout = '300ms'")
 
         async def take_then() -> None:
             try:
-                await eventually(partial(_store_waits, admin, store), within_s=25)
-                await holder.execute(lock, (then,))
+                await eventually(hold.one_waits, within_s=25)
+                await hold.holder.execute(lock, (then,))
             finally:
-                await holder.rollback()  # either way, let the store's writes end
+                await hold.release()  # either way, let the store's writes end
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
