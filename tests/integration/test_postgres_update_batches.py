@@ -6,7 +6,7 @@ own error each write sent again alone. Final writes that wait at one moment go a
 transaction: each row its own checks, a connection lost before the commit retried as
 any transaction, a statement's own error each write sent again alone."""
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -89,6 +89,24 @@ async def _versions(store: PostgresTaskStore, claimed: Sequence[ClaimedRun]) -> 
     clock = FakeClock()
     found = [await store.get(each.lease.task_id, clock.now()) for each in claimed]
     return [task.version for task in found if task is not None]
+
+
+def _breaking(
+    build: Callable[[Any, Sequence[cascade.Put]], Statement], culprit: str
+) -> Callable[[Any, Sequence[cascade.Put]], Statement]:
+    """*build*, with *culprit*'s body in its arrays made text the server cannot read as
+    JSON: the statement fails as a whole."""
+
+    def broken(payloads: Any, puts: Sequence[cascade.Put]) -> Statement:
+        statement = build(payloads, puts)
+        parameters: Any = statement.parameters
+        parameters["body"] = [
+            "{not json" if task == culprit else body
+            for task, body in zip(parameters["task"], parameters["body"], strict=True)
+        ]
+        return statement
+
+    return broken
 
 
 async def test_progress_writes_that_wait_together_are_one_read_and_one_write(
@@ -212,18 +230,7 @@ async def test_a_statement_error_sends_each_write_again_alone(
     claimed = await postgres.claimed_jobs(store, clock, 3)
     before = await _versions(store, claimed)
     culprit = claimed[1].lease.task_id
-    writes = updates.writes
-
-    def broken(payloads: Sequence[updates.Payload], puts: Sequence[cascade.Put]) -> Statement:
-        statement = writes(payloads, puts)
-        parameters: Any = statement.parameters
-        parameters["body"] = [
-            "{not json" if task == culprit else body
-            for task, body in zip(parameters["task"], parameters["body"], strict=True)
-        ]
-        return statement
-
-    monkeypatch.setattr(updates, "writes", broken)
+    monkeypatch.setattr(updates, "writes", _breaking(updates.writes, culprit))
     sent = _counting(monkeypatch)
     got = await _report_all(TaskManager(store, clock=clock), claimed)
     assert isinstance(got[1], PersistenceError), got[1]
@@ -372,18 +379,7 @@ async def test_a_statement_error_sends_each_final_write_again_alone(
     clock = FakeClock()
     claimed = await _started(store, clock, 3)
     culprit = claimed[1].lease.task_id
-    run_ends = finishes.run_ends
-
-    def broken(payloads: Sequence[finishes.Payload], puts: Sequence[cascade.Put]) -> Statement:
-        statement = run_ends(payloads, puts)
-        parameters: Any = statement.parameters
-        parameters["body"] = [
-            "{not json" if task == culprit else body
-            for task, body in zip(parameters["task"], parameters["body"], strict=True)
-        ]
-        return statement
-
-    monkeypatch.setattr(finishes, "run_ends", broken)
+    monkeypatch.setattr(finishes, "run_ends", _breaking(finishes.run_ends, culprit))
     sent = _counting(monkeypatch)
     got = await _finish_all(store, clock, claimed)
     assert [type(each) for each in got] == [tuple] * 3, got

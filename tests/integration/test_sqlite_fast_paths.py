@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from taskloom.engine.errors import TaskStateError
 from taskloom.engine.manager import TaskManager
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.persistence.sqlite.settings import SqliteSettings
@@ -152,54 +153,26 @@ async def test_a_stretch_of_inline_bookkeeping_is_checkpointed_from_the_writer_t
 
 
 @pytest.mark.parametrize("durable", [True, False])
-async def test_a_refused_write_alone_in_its_batch_leaves_nothing(
-    tmp_path: Path, durable: bool
+@pytest.mark.parametrize("error", [TaskStateError("refused"), RuntimeError("broke midway")])
+async def test_a_write_alone_in_its_batch_that_fails_leaves_nothing(
+    tmp_path: Path, durable: bool, error: Exception
 ) -> None:
-    """A batch of one write runs without a savepoint (ADR 0056): its refusal rolls the
-    whole transaction back, on the writer thread and inline alike, and the next batch
-    begins a transaction of its own."""
-    from taskloom.engine.errors import TaskStateError
-
-    def refused(raw: sqlite3.Connection) -> None:
-        raw.execute("CREATE TABLE scratch (x)")
-        raw.execute("INSERT INTO scratch VALUES (1)")
-        raise TaskStateError("refused")
-
-    def tables(raw: sqlite3.Connection) -> list[str]:
-        found = raw.execute("SELECT name FROM sqlite_schema WHERE name = 'scratch'")
-        return [name for (name,) in found]
-
-    async with SqliteTaskStore.open(tmp_path / "t.db") as store:
-        with pytest.raises(TaskStateError):
-            await store.writer.submit(refused, durable=durable)
-        assert await store.writer.submit(tables, durable=durable) == []
-        assert await store.writer.submit(lambda raw: raw.in_transaction, durable=durable)
-    raw = sqlite3.connect(tmp_path / "t.db")
-    try:
-        assert tables(raw) == []
-    finally:
-        raw.close()
-
-
-@pytest.mark.parametrize("durable", [True, False])
-async def test_a_write_alone_in_its_batch_that_fails_midway_leaves_nothing(
-    tmp_path: Path, durable: bool
-) -> None:
-    """A batch of one write has no savepoint (ADR 0056): a write that fails after it has
-    written (not a refusal) rolls the whole transaction back, its caller hears the error,
-    and the next batch begins a transaction of its own."""
+    """A batch of one write runs without a savepoint (ADR 0056): a write refused, or
+    failing after it has written, rolls the whole transaction back, on the writer thread
+    and inline alike; its caller hears the error, and the next batch begins a
+    transaction of its own."""
 
     def failing(raw: sqlite3.Connection) -> None:
         raw.execute("CREATE TABLE scratch (x)")
         raw.execute("INSERT INTO scratch VALUES (1)")
-        raise RuntimeError("the write broke midway")
+        raise error
 
     def tables(raw: sqlite3.Connection) -> list[str]:
         found = raw.execute("SELECT name FROM sqlite_schema WHERE name = 'scratch'")
         return [name for (name,) in found]
 
     async with SqliteTaskStore.open(tmp_path / "t.db") as store:
-        with pytest.raises(RuntimeError, match="midway"):
+        with pytest.raises(type(error), match=str(error)):
             await store.writer.submit(failing, durable=durable)
         assert await store.writer.submit(tables, durable=durable) == []
         assert await store.writer.submit(lambda raw: raw.in_transaction, durable=durable)

@@ -1,7 +1,7 @@
 """TaskFollowers: one change-feed subscription per connection, nothing before the response,
 no change missed between a task's commit and its being followed."""
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self, cast
 
@@ -270,6 +270,25 @@ async def test_a_create_that_fails_leaves_no_subscription(manager: TaskManager) 
         task_group.cancel_scope.cancel()
 
 
+def _create_and_retry_that_ends_it(
+    manager: TaskManager,
+) -> tuple[Callable[[], Awaitable[Task]], Callable[[], Awaitable[Task]]]:
+    """A create with an idempotency key, and its retry: the retry reads the task, then
+    the task ends (cancelled, the follower has received it) before the retry returns
+    the version it read, from before the end."""
+
+    async def first() -> Task:
+        return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+
+    async def retry() -> Task:
+        held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
+        await manager.cancel(held.id, reason="ended while the retry returns")
+        await anyio.wait_all_tasks_blocked()  # the follower has received the end
+        return held
+
+    return first, retry
+
+
 async def test_a_retry_that_read_its_task_before_it_ended_still_ends_following(
     manager: TaskManager,
 ) -> None:
@@ -283,15 +302,7 @@ async def test_a_retry_that_read_its_task_before_it_ended_still_ends_following(
         Connection(manager, task_group) as connection,
     ):
         session = cast(ServerSession, connection.session)
-
-        async def first() -> Task:
-            return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
-
-        async def retry() -> Task:
-            held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
-            await manager.cancel(held.id, reason="ended while the retry returns")
-            await anyio.wait_all_tasks_blocked()  # the follower has received the end
-            return held  # the version the retry read, from before the end
+        first, retry = _create_and_retry_that_ends_it(manager)
 
         with anyio.fail_after(WITHIN_S):
             task = await connection.followers.create_and_follow(
@@ -320,15 +331,7 @@ async def test_a_retry_before_the_first_response_is_out_does_not_lose_the_end(
         Connection(manager, task_group) as connection,
     ):
         session = cast(ServerSession, connection.session)
-
-        async def first() -> Task:
-            return await manager.create("gated", {"gate": "g"}, idempotency_key="k")
-
-        async def retry() -> Task:
-            held = await manager.create("gated", {"gate": "g"}, idempotency_key="k")
-            await manager.cancel(held.id, reason="ended while the retry returns")
-            await anyio.wait_all_tasks_blocked()  # the follower has received the end
-            return held
+        first, retry = _create_and_retry_that_ends_it(manager)
 
         with anyio.fail_after(WITHIN_S):
             task = await connection.followers.create_and_follow(
