@@ -1,5 +1,6 @@
 """The composition root: the only module that wires the store, the engine and its loops."""
 
+import gc
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -134,12 +135,31 @@ async def open_engine(
                 if worker is not None:
                     await task_group.start(worker.run)
                     store.on_back(worker.wake)  # work waiting for the database goes on now
+                _freeze_start_up()
                 try:
                     yield Engine(
                         manager=manager, runs=store, workflows=registry, worker=worker, tokens=store
                     )
                 finally:
                     task_group.cancel_scope.cancel()
+
+
+_frozen = False
+
+
+def _freeze_start_up() -> None:
+    """Once a process, when its first engine has started: what start-up made (modules,
+    classes, schemas, workflows, the engine; some 100,000 objects) goes out of the
+    garbage collector's reach (``gc.freeze``, a microsecond), so that each later full
+    collection walks only what came since: some 30 ms less each, on a worker (ADR
+    0061). A frozen object is still freed when its last reference goes; only a cycle
+    among frozen objects is never collected (a collection at that moment finds some
+    250 objects: not worth its 30 ms at every command's start)."""
+    global _frozen  # once a process, whatever engines it opens
+    if _frozen:
+        return
+    _frozen = True
+    gc.freeze()
 
 
 async def _follow_other_processes(
