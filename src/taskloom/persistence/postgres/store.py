@@ -20,6 +20,7 @@ from taskloom.engine.runs import ClaimedRun, ClaimTerms, Lease, NodeEnd, NodeRun
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.postgres import (
+    creates,
     finishes,
     history,
     nodes,
@@ -296,6 +297,15 @@ class PostgresTaskStore(SqlStore):
         """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
         return await self._db.transaction(partial(tokens.revoke_token, token_id, now))
 
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """See :meth:`taskloom.engine.ports.TaskStore.create`: without an idempotency key,
+        one statement committed as it ends, durably (:mod:`.creates`); with one, the
+        transaction of :meth:`_create`."""
+        if task.idempotency_key is not None:
+            return await super().create(task, now)
+        await self._db.alone(partial(_execute, creates.create(task)))
+        return task, True
+
     def _create(
         self, task: Task, now: datetime, row: Task | None = None
     ) -> Script[tuple[Task, bool]]:
@@ -342,6 +352,11 @@ def _script(make: Make[_T]) -> Work[_T]:
         return await run_async(make(), connection.execute)
 
     return work
+
+
+async def _execute(statement: Statement, connection: Connection) -> None:
+    """Send *statement*, which returns no rows: one statement, one round trip."""
+    await connection.execute(statement.text, statement.parameters)
 
 
 async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any, ...]]:
