@@ -135,7 +135,8 @@ async def open_engine(
                 if worker is not None:
                     await task_group.start(worker.run)
                     store.on_back(worker.wake)  # work waiting for the database goes on now
-                _freeze_start_up()
+                if settings.freeze_start_up:
+                    _freeze_start_up()
                 try:
                     yield Engine(
                         manager=manager, runs=store, workflows=registry, worker=worker, tokens=store

@@ -50,3 +50,7 @@ class TaskloomSettings(BaseModel):
     """Execute runs in this process (a server may leave that to separate workers)."""
     run_sweeper: bool = True
     """Purge expired tasks in the background while the engine is open."""
+    freeze_start_up: bool = True
+    """Once the first engine of the process has started, keep what start-up made out of
+    the garbage collector's later walks (``gc.freeze``): walking them took some 20% of a
+    busy worker's CPU (ADR 0061). Off for a host that manages the collector itself."""

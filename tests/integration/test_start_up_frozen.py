@@ -12,20 +12,40 @@ from taskloom.config import TaskloomSettings
 from taskloom.persistence.sqlite import SqliteSettings
 
 
-async def test_the_first_engine_of_a_process_freezes_start_up_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    frozen: list[int] = []
-    monkeypatch.setattr(bootstrap, "_frozen", False)  # as in a new process
-    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
-    settings = TaskloomSettings(
+def _settings(tmp_path: Path, **changes: bool) -> TaskloomSettings:
+    return TaskloomSettings(
         database=SqliteSettings(path=tmp_path / "taskloom.db"),
         load_entry_points=False,
         run_sweeper=False,
+        **changes,
     )
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The calls of ``gc.freeze`` from now on, in a process that has not frozen yet."""
+    frozen: list[int] = []
+    monkeypatch.setattr(bootstrap, "_frozen", False)
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    return frozen
+
+
+async def test_the_first_engine_of_a_process_freezes_start_up_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen = _counted(monkeypatch)
+    settings = _settings(tmp_path)
     async with open_engine(settings) as engine:
         assert len(frozen) == 1  # once the engine has started, before it is handed out
         assert engine.worker is not None
     async with open_engine(settings):
         pass
     assert len(frozen) == 1
+
+
+async def test_a_host_that_manages_the_collector_turns_it_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen = _counted(monkeypatch)
+    async with open_engine(_settings(tmp_path, freeze_start_up=False)):
+        pass
+    assert frozen == []
