@@ -149,13 +149,13 @@ _frozen = False
 
 
 def _freeze_start_up() -> None:
-    """Once a process, when its first engine has started: what start-up made (modules,
-    classes, schemas, workflows, the engine; some 100,000 objects) goes out of the
-    garbage collector's reach (``gc.freeze``, a microsecond), so that each later full
-    collection walks only what came since: some 30 ms less each, on a worker (ADR
-    0061). A frozen object is still freed when its last reference goes; only a cycle
-    among frozen objects is never collected (a collection at that moment finds some
-    250 objects: not worth its 30 ms at every command's start)."""
+    """Once a process, when its first engine has started: what the process holds then
+    (modules, classes, schemas, workflows, the engine; some 100,000 objects) goes out of
+    the garbage collector's reach (``gc.freeze``, a microsecond), so that each later full
+    collection walks only what came since: some 30 ms less each, on a worker (ADR 0061).
+    A frozen object is still freed when its last reference goes, but frozen garbage (a
+    cycle not yet collected; a collection first would cost 30 ms for some 250 objects)
+    is never collected, nor what it references: for the processes taskloom owns."""
     global _frozen  # once a process, whatever engines it opens
     if _frozen:
         return

@@ -1,5 +1,6 @@
-"""An engine's process moves its start-up objects out of the garbage collector's walks,
-once (ADR 0061): later full collections walk only what came after."""
+"""A process taskloom owns moves its start-up objects out of the garbage collector's
+walks, once (ADR 0061): later full collections walk only what came after. A host that
+embeds the engine does not, unless it asks."""
 
 import gc
 from pathlib import Path
@@ -33,7 +34,7 @@ async def test_the_first_engine_of_a_process_freezes_start_up_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frozen = _counted(monkeypatch)
-    settings = _settings(tmp_path)
+    settings = _settings(tmp_path, freeze_start_up=True)
     async with open_engine(settings) as engine:
         assert len(frozen) == 1  # once the engine has started, before it is handed out
         assert engine.worker is not None
@@ -42,10 +43,10 @@ async def test_the_first_engine_of_a_process_freezes_start_up_once(
     assert len(frozen) == 1
 
 
-async def test_a_host_that_manages_the_collector_turns_it_off(
+async def test_an_embedded_engine_does_not_freeze_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frozen = _counted(monkeypatch)
-    async with open_engine(_settings(tmp_path, freeze_start_up=False)):
+    async with open_engine(_settings(tmp_path)):
         pass
-    assert frozen == []
+    assert frozen == []  # the host's garbage stays collectable
