@@ -2,9 +2,11 @@
 ends (ADR 0061), the task's row and its creation's history row together.
 
 Without BEGIN and COMMIT around it, the outcome rules are ADR 0050's: an ERROR the
-server gives the statement wrote nothing (neither row), and a connection lost while it
-runs leaves the outcome unknown, never sent again. A create with a key keeps its
-transaction (it may read and replace an expired holder of the key).
+server gives the statement wrote nothing (neither row). A connection lost while it runs
+leaves the outcome unknown to the statement, but not to the store: the task's id is
+fixed, so it sends the statement again writing nothing if the id is stored, and reads
+the row back. A create with a key keeps its transaction (it may read and replace an
+expired holder of the key).
 """
 
 from collections.abc import AsyncIterator
@@ -15,9 +17,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from taskloom.engine.errors import OutcomeUnknownError, PersistenceError
+from taskloom.engine.errors import (
+    DatabaseUnavailableError,
+    OutcomeUnknownError,
+    PersistenceError,
+)
 from taskloom.engine.history import Cause
 from taskloom.engine.manager import TaskManager
+from taskloom.engine.models import TaskId
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresTaskStore, rows
 from taskloom.testing import FakeClock
@@ -113,11 +120,81 @@ async def _insert_held(store: PostgresTaskStore, stop: str) -> tuple[Exception |
     return failure, int(found[0])
 
 
-async def test_a_create_whose_connection_is_lost_midway_is_an_unknown_outcome(
+async def test_a_create_whose_connection_is_lost_midway_is_made_once(
     store: PostgresTaskStore,
 ) -> None:
-    failure, _ = await _insert_held(store, "pg_terminate_backend")
-    assert isinstance(failure, OutcomeUnknownError), failure
+    failure, written = await _insert_held(store, "pg_terminate_backend")
+    assert failure is None, failure
+    assert written == 2  # the task's row and its history row, once
+
+
+def _lost_after(store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch, *, ran: bool) -> None:
+    """The store's next statement sent alone ends in an unknown outcome, after it ran
+    (*ran*: committed, its answer lost) or without running; the others are as they are."""
+    alone = store._db.alone
+    lost = [True]
+
+    async def once_lost(work: Any) -> Any:
+        if not lost:
+            return await alone(work)
+        lost.clear()
+        if ran:
+            await alone(work)
+        raise OutcomeUnknownError("the connection failed during a write")
+
+    monkeypatch.setattr(store._db, "alone", once_lost)
+
+
+async def _counts(store: PostgresTaskStore, task_id: TaskId) -> list[int]:
+    clock = FakeClock()
+    task = await store.get(task_id, clock.now())
+    _, entries = await store.history(task_id, clock.now()) or (None, [])
+    return [0 if task is None else 1, len(entries)]
+
+
+async def test_a_create_that_landed_before_its_connection_was_lost_is_found(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    task = TaskManager(store, clock=clock).draft("job", {"n": 1})
+    _lost_after(store, monkeypatch, ran=True)
+    sent = _counting(monkeypatch)
+    assert await store.create(task, clock.now()) == (task, True)
+    assert sent == ["WITH", "WITH", "SELECT"]  # the create, again (nothing written), read
+    assert await _counts(store, task.id) == [1, 1]
+
+
+async def test_an_unknown_create_whose_id_holds_another_task_is_refused(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    other = await manager.create("job", {"n": 1})
+    _lost_after(store, monkeypatch, ran=False)
+    with pytest.raises(PersistenceError, match="another task's") as raised:
+        await store.create(other.model_copy(update={"name": "mine"}), clock.now())
+    assert not isinstance(raised.value, OutcomeUnknownError)
+    assert await store.get(other.id, clock.now()) == other
+    assert await _counts(store, other.id) == [1, 1]
+
+
+async def test_a_create_stays_unknown_while_the_store_is_unreachable(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    task = TaskManager(store, clock=clock).draft("job")
+    lost = OutcomeUnknownError("the connection failed during a write")
+
+    async def unreachable(work: Any) -> Any:
+        if lost.__traceback__ is None:
+            raise lost
+        raise DatabaseUnavailableError("no connection")
+
+    monkeypatch.setattr(store._db, "alone", unreachable)
+    with pytest.raises(OutcomeUnknownError) as raised:
+        await store.create(task, clock.now())
+    assert raised.value is lost
+    assert isinstance(raised.value.__cause__, DatabaseUnavailableError)
 
 
 async def test_a_create_the_server_refuses_wrote_neither_row(store: PostgresTaskStore) -> None:

@@ -1,6 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -13,7 +14,12 @@ from anyio.abc import TaskStatus
 
 from taskloom.engine import cascade
 from taskloom.engine.claims import WorkflowKey
-from taskloom.engine.errors import ConcurrencyError
+from taskloom.engine.errors import (
+    ConcurrencyError,
+    OutcomeUnknownError,
+    PersistenceError,
+    StoreUnavailableError,
+)
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import Task, TaskId, TaskMutation
 from taskloom.engine.runs import ClaimedRun, ClaimTerms, Lease, NodeEnd, NodeRun, NodeStart
@@ -303,8 +309,44 @@ class PostgresTaskStore(SqlStore):
         transaction of :meth:`_create`."""
         if task.idempotency_key is not None:
             return await super().create(task, now)
-        await self._db.alone(partial(_execute, creates.create(task)))
+        started = time.monotonic()
+        try:
+            await self._db.alone(partial(_execute, creates.create(task)))
+        except OutcomeUnknownError as unknown:
+            await self._settle_create(task, now, unknown, within=started)
         return task, True
+
+    async def _settle_create(
+        self, task: Task, now: datetime, unknown: OutcomeUnknownError, *, within: float
+    ) -> None:
+        """Find out whether the create of *task* landed, its outcome *unknown*: the same
+        rows sent again, written only if its id is not stored, or else the row under its
+        id read back, which must be *task*'s. Sent again after another unknown outcome
+        until ``store_wait_s`` from *within* (monotonic) has passed.
+
+        Raises:
+            OutcomeUnknownError: *unknown*, the store unreachable meanwhile.
+            PersistenceError: another task holds the id (nothing was written).
+        """
+        deadline = within + self.settings.store_wait_s
+        pause_s = 0.01
+        while True:
+            try:
+                if await self._db.alone(partial(_rows, creates.settle(task))):
+                    return  # it had not landed: now it has
+                stored = await self.get(task.id, now)
+                break
+            except OutcomeUnknownError as again:
+                if time.monotonic() >= deadline:
+                    raise unknown from again
+            except StoreUnavailableError as error:
+                raise unknown from error
+            await anyio.sleep(pause_s)
+            pause_s = min(1.0, 2 * pause_s)
+        if stored is None or not creates.is_ours(stored, task):
+            raise PersistenceError(
+                f"PostgreSQL {self._db.name}: task id {task.id} is another task's"
+            )
 
     def _create(
         self, task: Task, now: datetime, row: Task | None = None
