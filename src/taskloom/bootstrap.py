@@ -1,6 +1,7 @@
 """The composition root: the only module that wires the store, the engine and its loops."""
 
 import gc
+import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -161,6 +162,15 @@ def _freeze_start_up() -> None:
         return
     _frozen = True
     gc.freeze()
+
+
+def _unfrozen() -> None:
+    """A forked child's start-up is its own: it freezes it with its first engine."""
+    global _frozen
+    _frozen = False
+
+
+os.register_at_fork(after_in_child=_unfrozen)
 
 
 async def _follow_other_processes(

@@ -3,6 +3,8 @@ walks, once (ADR 0061): later full collections walk only what came after. A host
 embeds the engine does not, unless it asks."""
 
 import gc
+import os
+import select
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,17 @@ async def test_an_embedded_engine_does_not_freeze_by_default(
     async with open_engine(_settings(tmp_path)):
         pass
     assert frozen == []  # the host's garbage stays collectable
+
+
+@pytest.mark.filterwarnings("ignore:.*fork:DeprecationWarning")  # the child only exits
+def test_a_forked_child_freezes_its_own_start_up() -> None:
+    assert gc.get_freeze_count() == 0  # this process never froze (tests/conftest.py)
+    assert bootstrap._frozen  # but would not: as if it had
+    pid = os.fork()
+    if pid == 0:  # the child: its first engine would freeze what it holds
+        bootstrap._freeze_start_up()
+        os._exit(0 if gc.get_freeze_count() > 0 else 1)
+    with os.fdopen(os.pidfd_open(pid)) as ended:
+        assert select.select([ended], [], [], 30)[0], "the child did not end"
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
