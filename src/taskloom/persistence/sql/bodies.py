@@ -11,6 +11,12 @@ gets what the text holds (a value its JSON cannot hold as it was, a non-finite f
 written ``null``, reads back as the text has it). A parsed shape takes about 11 times
 its text in memory (1 MiB for 1,000 nodes; the versions of one run share it), so what
 is kept is bounded by its text as well as by count.
+
+The other way, a large shape's text is dumped once per shape object (ADR 0060): a task's
+body is its text without the shape, the shape's text spliced in where
+``model_dump_json`` puts it (the same text, byte for byte), since every write of a
+1,000-node run's task would otherwise serialize its 1,000 nodes again (5 million
+instructions a write, four writes a run).
 """
 
 import threading
@@ -28,7 +34,14 @@ KEPT_CHARACTERS: Final = 2_000_000
 """How much text is kept at most, the bodies' and their rests' (a larger body is not
 kept at all)."""
 
+SPLICED_NODES: Final = 64
+"""A shape of at least this many nodes is dumped once and spliced into its tasks' bodies;
+a smaller one is dumped with its task (cheaper than the three dumps of a splice)."""
+
 _SHAPE: Final = {"shape"}
+_FIELDS: Final = tuple(Task.model_fields)
+_AFTER_SHAPE: Final = frozenset(_FIELDS[_FIELDS.index("shape") + 1 :])
+"""The task's fields written after its shape (``model_dump_json`` keeps field order)."""
 
 
 class Kept:
@@ -58,12 +71,14 @@ class Kept:
         rest, shape = kept
         return Task.model_validate_json(rest).model_copy(update={"shape": shape})
 
-    def keep(self, body: str, task: Task) -> None:
+    def keep(self, body: str, task: Task, rest: str | None = None) -> None:
         """Remember that *body* holds *task* (the text it parses to, or was dumped from);
-        only a task with a shape is kept (the rest is parsed at each hit)."""
+        only a task with a shape is kept (the rest is parsed at each hit). *rest* is the
+        task's text without its shape, if it was dumped already."""
         if task.shape is None or not LARGE <= len(body) <= self._limit:
             return
-        rest = task.model_dump_json(exclude=_SHAPE)
+        if rest is None:
+            rest = task.model_dump_json(exclude=_SHAPE)
         with self._lock:
             previous = self._kept.get(body)
             if previous is not None:
@@ -79,7 +94,63 @@ class Kept:
         return len(self._kept)
 
 
+class ShapeTexts:
+    """The texts of the newest large shapes dumped, by shape object (each held, so its
+    ``id`` is not another's while kept), within *count* and *characters*."""
+
+    def __init__(self, count: int = KEPT, characters: int = KEPT_CHARACTERS) -> None:
+        self._count = count
+        self._limit = characters
+        self._texts: OrderedDict[int, tuple[RunShape, str]] = OrderedDict()
+        self._characters = 0
+        self._lock = threading.Lock()
+
+    def text(self, shape: RunShape) -> str:
+        """``shape.model_dump_json()``, dumped once while kept (a frozen model of frozen
+        models and tuples: its text cannot change)."""
+        key = id(shape)
+        with self._lock:
+            kept = self._texts.get(key)
+            if kept is not None and kept[0] is shape:
+                self._texts.move_to_end(key)
+                return kept[1]
+        text = shape.model_dump_json()
+        if len(text) > self._limit:
+            return text
+        with self._lock:
+            previous = self._texts.pop(key, None)
+            if previous is not None:
+                self._characters -= len(previous[1])
+            self._texts[key] = (shape, text)
+            self._characters += len(text)
+            while len(self._texts) > self._count or self._characters > self._limit:
+                _, (_, dropped) = self._texts.popitem(last=False)
+                self._characters -= len(dropped)
+        return text
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
 KEPT_BODIES: Final = Kept()
+"""This process's."""
+SHAPE_TEXTS: Final = ShapeTexts()
 """This process's."""
 known = KEPT_BODIES.known
 keep = KEPT_BODIES.keep
+
+
+def written(task: Task) -> str:
+    """*task* as its body (``task.model_dump_json()``, the same text), kept as what that
+    text holds; a large shape's text is dumped once (:class:`ShapeTexts`)."""
+    shape = task.shape
+    if shape is None or len(shape.nodes) < SPLICED_NODES:
+        body = task.model_dump_json()
+        keep(body, task)
+        return body
+    rest = task.model_dump_json(exclude=_SHAPE)
+    tail = task.model_dump_json(include=_AFTER_SHAPE)  # {"ended_children":..,"version":..}
+    cut = len(rest) - len(tail) + 1  # rest is {...,<tail without its brace>
+    body = f'{rest[:cut]}"shape":{SHAPE_TEXTS.text(shape)},{tail[1:]}'
+    keep(body, task, rest)
+    return body
