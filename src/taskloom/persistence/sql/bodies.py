@@ -2,15 +2,15 @@
 
 A run's task body holds its shape (ADR 0042): 92 KB for a 1,000-node run, some
 milliseconds to parse, read again by every write of the task (each progress report, the
-result). A body is looked up by its exact text (a hash and one comparison), so a hit is
-what that text holds, whoever wrote it since: no version to trust, nothing to evict but
-the oldest. What is kept is the parsed shape (immutable all through: frozen models and
-tuples, so every reader may share it) and the text of the rest of the task, which each
-hit parses again: no reader gets a list or dict another reader could change, and each
-gets what the text holds (a value its JSON cannot hold as it was, a non-finite float
-written ``null``, reads back as the text has it). A parsed shape takes about 11 times
-its text in memory (1 MiB for 1,000 nodes; the versions of one run share it), so what
-is kept is bounded by its text as well as by count.
+result). A body is looked up by its exact text (its length and ends, then one comparison
+of the whole), so a hit is what that text holds, whoever wrote it since: no version to
+trust, nothing to evict but the oldest. What is kept is the parsed shape (immutable all
+through: frozen models and tuples, so every reader may share it) and the text of the rest
+of the task, which each hit parses again: no reader gets a list or dict another reader
+could change, and each gets what the text holds (a value its JSON cannot hold as it was,
+a non-finite float written ``null``, reads back as the text has it). A parsed shape takes
+about 11 times its text in memory (1 MiB for 1,000 nodes; the versions of one run share
+it), so what is kept is bounded by its text as well as by count.
 
 The other way, a large shape's text is dumped once per shape object (ADR 0060): a task's
 body is its text without the shape, the shape's text spliced in where
@@ -38,9 +38,11 @@ SPLICED_NODES: Final = 64
 """A shape of at least this many nodes is dumped once and spliced into its tasks' bodies;
 a smaller one is dumped with its task (cheaper than the three dumps of a splice)."""
 
+_ENDS: Final = 96
+"""How many characters of each end of a body its key holds."""
 _SHAPE: Final = {"shape"}
 _FIELDS: Final = tuple(Task.model_fields)
-_AFTER_SHAPE: Final = frozenset(_FIELDS[_FIELDS.index("shape") + 1 :])
+_AFTER_SHAPE: Final = set(_FIELDS[_FIELDS.index("shape") + 1 :])
 """The task's fields written after its shape (``model_dump_json`` keeps field order)."""
 
 
@@ -50,8 +52,9 @@ class Kept:
     def __init__(self, count: int = KEPT, characters: int = KEPT_CHARACTERS) -> None:
         self._count = count
         self._limit = characters
-        self._kept: OrderedDict[str, tuple[str, RunShape]] = OrderedDict()
-        """Body text -> the text of the rest of its task, and its parsed shape."""
+        self._kept: OrderedDict[tuple[int, str, str], tuple[str, str, RunShape]] = OrderedDict()
+        """Body text's key (:func:`_key`) -> the body text, the text of the rest of its
+        task, and its parsed shape."""
         self._characters = 0
         self._lock = threading.Lock()  # the writer's, the reader's and the loop's threads
 
@@ -65,29 +68,30 @@ class Kept:
         if len(body) < LARGE:
             return None
         with self._lock:
-            kept = self._kept.get(body)
-        if kept is None:
+            kept = self._kept.get(_key(body))
+        if kept is None or kept[0] != body:
             return None
-        rest, shape = kept
+        _, rest, shape = kept
         return Task.model_validate_json(rest).model_copy(update={"shape": shape})
 
     def keep(self, body: str, task: Task, rest: str | None = None) -> None:
         """Remember that *body* holds *task* (the text it parses to, or was dumped from);
         only a task with a shape is kept (the rest is parsed at each hit). *rest* is the
         task's text without its shape, if it was dumped already."""
-        if task.shape is None or not LARGE <= len(body) <= self._limit:
+        shape = task.shape
+        if shape is None or not LARGE <= len(body) <= self._limit:
             return
         if rest is None:
             rest = task.model_dump_json(exclude=_SHAPE)
+        key = _key(body)
         with self._lock:
-            previous = self._kept.get(body)
+            previous = self._kept.pop(key, None)
             if previous is not None:
-                self._characters -= len(body) + len(previous[0])
-            self._kept[body] = (rest, task.shape)
+                self._characters -= len(previous[0]) + len(previous[1])
+            self._kept[key] = (body, rest, shape)
             self._characters += len(body) + len(rest)
-            self._kept.move_to_end(body)
             while len(self._kept) > self._count or self._characters > self._limit:
-                dropped, (dropped_rest, _) = self._kept.popitem(last=False)
+                _, (dropped, dropped_rest, _) = self._kept.popitem(last=False)
                 self._characters -= len(dropped) + len(dropped_rest)
 
     def __len__(self) -> int:
@@ -138,6 +142,14 @@ SHAPE_TEXTS: Final = ShapeTexts()
 """This process's."""
 known = KEPT_BODIES.known
 keep = KEPT_BODIES.keep
+
+
+def _key(body: str) -> tuple[int, str, str]:
+    """What a body is looked up by: its length and its ends (the task's id comes first,
+    its version last), not the whole text, which a hash would read through (0.5 million
+    instructions for a 1,000-node run's 92 KB, at every read and write); a hit is then
+    compared with the text kept, all of it."""
+    return len(body), body[:_ENDS], body[-_ENDS:]
 
 
 def written(task: Task) -> str:
