@@ -34,9 +34,12 @@ KEPT_CHARACTERS: Final = 2_000_000
 """How much text is kept at most, the bodies' and their rests' (a larger body is not
 kept at all)."""
 
-SPLICED_NODES: Final = 64
+SPLICED_NODES: Final = LARGE // 61
 """A shape of at least this many nodes is dumped once and spliced into its tasks' bodies;
-a smaller one is dumped with its task (cheaper than the three dumps of a splice)."""
+a smaller one is dumped with its task. A node's text is at least 61 characters, so such
+a body is kept: the task read back shares the shape object whose text is kept (a smaller
+body is parsed at each read, a new shape each time, whose text would be kept for
+nothing)."""
 
 _ENDS: Final = 96
 """How many characters of each end of a body its key holds."""
