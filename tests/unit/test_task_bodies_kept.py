@@ -151,3 +151,23 @@ def test_a_body_of_the_same_length_and_ends_is_not_taken_for_another() -> None:
     assert (len(renamed), renamed[:200], renamed[-200:]) == (len(body), body[:200], body[-200:])
     assert kept.known(renamed) is None
     assert kept.known("".join(list(body))) == task
+
+
+def test_a_shape_dropped_by_its_caller_is_not_taken_for_a_new_one() -> None:
+    """A shape's text is kept by the shape's ``id``, which CPython gives a new object
+    once the old one is freed: the kept shape is held, so a new shape is never taken for
+    one its caller dropped."""
+    texts = ShapeTexts(count=10_000, characters=10**9)
+    dropped = _shape(140)
+    freed = id(dropped)
+    texts.text(dropped)
+    del dropped
+    for index in range(2_000):
+        shape = RunShape(
+            phases=("p",),
+            nodes=tuple(NodeShape(name=f"n{index}_{node}", phase="p") for node in range(140)),
+        )
+        assert texts.text(shape) == shape.model_dump_json()
+        if id(shape) == freed:  # a new object at the dropped one's address
+            break
+        del shape
