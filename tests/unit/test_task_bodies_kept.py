@@ -171,3 +171,23 @@ def test_a_shape_dropped_by_its_caller_is_not_taken_for_a_new_one() -> None:
         if id(shape) == freed:  # a new object at the dropped one's address
             break
         del shape
+
+
+def test_bodies_of_the_same_length_and_ends_are_kept_side_by_side() -> None:
+    """Two versions of a run's body whose shapes differ only in the middle share a key:
+    both are kept, neither pushing the other out."""
+    task = _task(500)
+    body = task.model_dump_json()
+    nodes = list(_shape(500).nodes)
+    nodes[250] = NodeShape(name="node_x50", phase="p")
+    renamed_task = task.model_copy(update={"shape": RunShape(phases=("p",), nodes=tuple(nodes))})
+    renamed = renamed_task.model_dump_json()
+    assert bodies._key(renamed) == bodies._key(body)
+    assert renamed != body
+    kept = Kept()
+    kept.keep(body, task)
+    kept.keep(renamed, renamed_task)
+    assert kept.known(body) == task
+    assert kept.known(renamed) == renamed_task
+    kept.keep(body, task)  # kept again: not twice
+    assert len(kept) == 2

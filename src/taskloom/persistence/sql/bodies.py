@@ -4,7 +4,8 @@ A run's task body holds its shape (ADR 0042): 92 KB for a 1,000-node run, some
 milliseconds to parse, read again by every write of the task (each progress report, the
 result). A body is looked up by its exact text (its length and ends, then one comparison
 of the whole), so a hit is what that text holds, whoever wrote it since: no version to
-trust, nothing to evict but the oldest. What is kept is the parsed shape (immutable all
+trust; a key holds up to :data:`_SAME_KEY` bodies (the comparison picks the one), and
+the oldest go first. What is kept is the parsed shape (immutable all
 through: frozen models and tuples, so every reader may share it) and the text of the rest
 of the task, which each hit parses again: no reader gets a list or dict another reader
 could change, and each gets what the text holds (a value its JSON cannot hold as it was,
@@ -43,6 +44,8 @@ nothing)."""
 
 _ENDS: Final = 96
 """How many characters of each end of a body its key holds."""
+_SAME_KEY: Final = 4
+"""How many bodies of one key (length and ends, a shape changed in its middle) are kept."""
 _SHAPE: Final = {"shape"}
 _FIELDS: Final = tuple(Task.model_fields)
 _AFTER_SHAPE: Final = set(_FIELDS[_FIELDS.index("shape") + 1 :])
@@ -55,9 +58,12 @@ class Kept:
     def __init__(self, count: int = KEPT, characters: int = KEPT_CHARACTERS) -> None:
         self._count = count
         self._limit = characters
-        self._kept: OrderedDict[tuple[int, str, str], tuple[str, str, RunShape]] = OrderedDict()
-        """Body text's key (:func:`_key`) -> the body text, the text of the rest of its
-        task, and its parsed shape."""
+        self._kept: OrderedDict[tuple[int, str, str], list[tuple[str, str, RunShape]]] = (
+            OrderedDict()
+        )
+        """Body text's key (:func:`_key`) -> the bodies of that key, oldest first: each
+        body text, the text of the rest of its task, and its parsed shape."""
+        self._bodies = 0
         self._characters = 0
         self._lock = threading.Lock()  # the writer's, the reader's and the loop's threads
 
@@ -71,11 +77,11 @@ class Kept:
         if len(body) < LARGE:
             return None
         with self._lock:
-            kept = self._kept.get(_key(body))
-        if kept is None or kept[0] != body:
-            return None
-        _, rest, shape = kept
-        return Task.model_validate_json(rest).model_copy(update={"shape": shape})
+            same = tuple(self._kept.get(_key(body), ()))
+        for text, rest, shape in same:
+            if text == body:
+                return Task.model_validate_json(rest).model_copy(update={"shape": shape})
+        return None
 
     def keep(self, body: str, task: Task, rest: str | None = None) -> None:
         """Remember that *body* holds *task* (the text it parses to, or was dumped from);
@@ -88,17 +94,31 @@ class Kept:
             rest = task.model_dump_json(exclude=_SHAPE)
         key = _key(body)
         with self._lock:
-            previous = self._kept.pop(key, None)
-            if previous is not None:
-                self._characters -= len(previous[0]) + len(previous[1])
-            self._kept[key] = (body, rest, shape)
+            same = self._kept.pop(key, [])
+            for index, (text, _, _) in enumerate(same):
+                if text == body:
+                    self._drop(same, index)
+                    break
+            if len(same) >= _SAME_KEY:
+                self._drop(same, 0)
+            same.append((body, rest, shape))
+            self._kept[key] = same
+            self._bodies += 1
             self._characters += len(body) + len(rest)
-            while len(self._kept) > self._count or self._characters > self._limit:
-                _, (dropped, dropped_rest, _) = self._kept.popitem(last=False)
-                self._characters -= len(dropped) + len(dropped_rest)
+            while self._bodies > self._count or self._characters > self._limit:
+                oldest = next(iter(self._kept))
+                self._drop(self._kept[oldest], 0)
+                if not self._kept[oldest]:
+                    del self._kept[oldest]
+
+    def _drop(self, same: list[tuple[str, str, RunShape]], index: int) -> None:
+        """Drop the body at *index* of *same* (the lock held)."""
+        dropped, dropped_rest, _ = same.pop(index)
+        self._bodies -= 1
+        self._characters -= len(dropped) + len(dropped_rest)
 
     def __len__(self) -> int:
-        return len(self._kept)
+        return self._bodies
 
 
 class ShapeTexts:
