@@ -50,6 +50,8 @@ _SHAPE: Final = {"shape"}
 _FIELDS: Final = tuple(Task.model_fields)
 _AFTER_SHAPE: Final = set(_FIELDS[_FIELDS.index("shape") + 1 :])
 """The task's fields written after its shape (``model_dump_json`` keeps field order)."""
+if not _AFTER_SHAPE:  # the splice (:func:`written`) cuts the rest before the fields after
+    raise ImportError("a task's shape must not be its last field: its body is spliced")
 
 
 class Kept:
