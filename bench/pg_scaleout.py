@@ -12,8 +12,10 @@ same run slots (``WorkerSettings.max_runs``). For each worker count, on a fresh 
    LISTEN/NOTIFY).
 
 Beside each figure: the machine's CPU over the timed window (``/proc/stat``: the share
-of all cores busy, whoever used them) and the worker processes' own CPU per run
-(``/proc/PID/stat``). Worker counts are interleaved, round by round; each ratio is to one
+of all cores busy, whoever used them), the worker processes' own CPU per run
+(``/proc/PID/stat``) and the PostgreSQL server's (every process named ``postgres`` on
+this machine: its backends, WAL writer and checkpointer; whoever else uses the server
+counts too, so measure on a machine where nothing else does). Worker counts are interleaved, round by round; each ratio is to one
 worker in the same round. Targets (issue 25): 2 workers at least 1.9x one worker, 4 at
 least 3.6x.
 
@@ -63,11 +65,13 @@ FULL: Final = Sizes(300, (1, 2, 4), 2, 2)
 
 @dataclass(frozen=True)
 class Window:
-    """One timed window: runs/s, the machine's busy share, the workers' CPU per run."""
+    """One timed window: runs/s, the machine's busy share, the workers' and the
+    database server's CPU per run."""
 
     rate: float
     machine_busy: float
     worker_cpu_ms_per_run: float
+    database_cpu_ms_per_run: float
 
 
 def machine_ticks() -> tuple[int, int]:
@@ -80,6 +84,26 @@ def machine_ticks() -> tuple[int, int]:
 def process_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def database_cpu_s() -> dict[str, float]:
+    """The CPU (user + system) of each ``postgres`` process on this machine so far, by pid."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, tail = stat.read_text().rsplit(")", 1)
+        except OSError:  # ended meanwhile
+            continue
+        if head.endswith("(postgres"):
+            fields = tail.split()
+            found[stat.parent.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def database_cpu_used(before: dict[str, float], after: dict[str, float]) -> float:
+    """The CPU the ``postgres`` processes used between two readings (a process that
+    ended in between is not counted: keep the window's connections open through it)."""
+    return sum(used - before.get(pid, 0.0) for pid, used in after.items())
 
 
 @contextmanager
@@ -124,6 +148,7 @@ async def _measure(url: str, runs: int, children: list[subprocess.Popen[str]]) -
             for index in range(SUBMITTERS):
                 task_group.start_soon(submitter, runs // SUBMITTERS + (index < runs % SUBMITTERS))
         cpu_before = sum(process_cpu_s(child.pid) for child in children)
+        database_before = database_cpu_s()
         busy_before, total_before = machine_ticks()
         started = time.perf_counter()
         for child in children:
@@ -137,11 +162,13 @@ async def _measure(url: str, runs: int, children: list[subprocess.Popen[str]]) -
                     raise RuntimeError(f"a run ended {done.state.value}: {done.error}")
         elapsed = time.perf_counter() - started
         busy_after, total_after = machine_ticks()
+        database_after = database_cpu_s()
         cpu_after = sum(process_cpu_s(child.pid) for child in children)
     return Window(
         rate=runs / elapsed,
         machine_busy=(busy_after - busy_before) / max(total_after - total_before, 1),
         worker_cpu_ms_per_run=(cpu_after - cpu_before) * 1000 / runs,
+        database_cpu_ms_per_run=database_cpu_used(database_before, database_after) * 1000 / runs,
     )
 
 
@@ -177,9 +204,11 @@ def _rows(sizes: Sizes, found: dict[int, list[Window]]) -> list[Row]:
         )
         busy = statistics.median(window.machine_busy for window in windows)
         cpu = statistics.median(window.worker_cpu_ms_per_run for window in windows)
+        database = statistics.median(window.database_cpu_ms_per_run for window in windows)
         row["note"] = (
             f"{ratio:.2f}x one worker; ideal {count * ideal:,.0f}/s; machine CPU {busy:.0%} "
-            f"of {os.cpu_count()} cores; workers' CPU {cpu:.2f} ms per run"
+            f"of {os.cpu_count()} cores; workers' CPU {cpu:.2f} ms per run; "
+            f"PostgreSQL's {database:.2f} ms"
         )
         if count in TARGETS:
             row["target"] = f">= {TARGETS[count]}x one worker"

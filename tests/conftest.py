@@ -1,5 +1,7 @@
-"""Shared fixtures: the anyio backend and a task store of every kind."""
+"""Shared fixtures: the anyio backend, a task store of every kind, and a check that no
+test leaves the logging configured."""
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -27,6 +29,35 @@ def _start_up_never_frozen() -> None:
 def anyio_backend() -> str:
     """aiosqlite is asyncio-only, so every async test runs on asyncio."""
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def logging_left_as_found() -> Iterator[None]:
+    """Fail a test that leaves the root logger with a handler or a level it did not have:
+    a handler bound to the test's captured stderr outlives the test, and every later
+    record, from any thread (aiosqlite's, say), becomes a "Logging error" on a closed
+    file. The root logger is given back its handlers and level first."""
+    root = logging.getLogger()
+    handlers, level = _own_handlers(root), root.level
+    yield
+    left = [handler for handler in _own_handlers(root) if handler not in handlers]
+    gone = [handler for handler in handlers if handler not in root.handlers]
+    if not left and not gone and root.level == level:
+        return
+    now, was = logging.getLevelName(root.level), logging.getLevelName(level)
+    message = f"the test left the root logger changed: added {left}, removed {gone}, "
+    message += f"level {now} (was {was})"
+    for handler in left:
+        root.removeHandler(handler)
+    for handler in gone:
+        root.addHandler(handler)
+    root.setLevel(level)
+    pytest.fail(message, pytrace=False)
+
+
+def _own_handlers(root: logging.Logger) -> list[logging.Handler]:
+    """The root logger's handlers but pytest's (a new set for each phase of a test)."""
+    return [h for h in root.handlers if not type(h).__module__.startswith("_pytest.")]
 
 
 @pytest.fixture(params=STORE_KINDS)

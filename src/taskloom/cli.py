@@ -16,6 +16,7 @@ import click
 from taskloom import __version__
 from taskloom.commands.app import COMMANDS, NAMES
 from taskloom.commands.base import EXIT_CANCELLED, EXIT_USAGE, CommandError, first_taskloom_error
+from taskloom.commands.log_scope import logging_kept
 from taskloom.commands.options import FromProject
 
 USAGE_ERROR: Final = EXIT_USAGE
@@ -51,8 +52,13 @@ _add_version(app)
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the command line; exits with the command's code, or 2 on a user mistake (one
-    line on stderr)."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    line on stderr). The logging its command set up ends with it: the root logger's
+    handlers and level are given back (:mod:`taskloom.commands.log_scope`)."""
+    with logging_kept():
+        _run(list(sys.argv[1:] if argv is None else argv))
+
+
+def _run(arguments: list[str]) -> NoReturn:
     try:
         code = app.main(arguments, prog_name="taskloom", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as error:

@@ -44,14 +44,17 @@ def worker(db: str, versions: str, schema: str | None = None) -> Iterator[subpro
         stderr=subprocess.PIPE,
         text=True,
     )
+    started = False
     try:
         assert process.stdout is not None
-        assert process.stdout.readline().strip() == "ready", process.stderr
-        yield process
+        started = process.stdout.readline().strip() == "ready"  # else it exited
+        if started:
+            yield process
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
+        assert started, err
         assert "Traceback" not in err, err
 
 
@@ -69,6 +72,11 @@ async def _new(manager: TaskManager, versions: str, **arguments: Any) -> Task:
 
 
 async def _when(manager: TaskManager, task: Task, *states: TaskState, within_s: float = 30) -> Task:
+    """*task* once it is in one of *states*: a state it stays in until the test moves on
+    (a wait for a passing one can start too late). The bounds are far above what is
+    waited for, measured at load 10 on two cores: a live worker's claim (woken by
+    NOTIFY, or its 0.1 s poll) and a node's transaction took at most 0.1 s; the runs of
+    a killed worker end after their lease (LEASE_S, 1.5 s) and a claim: at most 1.6 s."""
     found: list[Task] = []
 
     async def reached() -> bool:
@@ -180,22 +188,29 @@ async def test_bad_input_to_upgrade_and_a_workflow_gone_everywhere(tmp_path: Pat
     assert _stored(db) == stored
 
 
-async def test_a_rolling_deploy_on_postgresql_loses_nothing() -> None:
+async def test_a_rolling_deploy_on_postgresql_loses_nothing(tmp_path: Path) -> None:
     """Two workers of different versions on one database: the old one (version 1)
     and the new one (versions 1 and 2), each claiming only what it has; a kill -9 of
-    each in turn during the deploy; every run completes on its own version."""
+    each in turn in the middle of its runs; every run completes on its own version.
+
+    The runs' middle nodes end only once the worker was killed (a file the test then
+    creates), not after a while: on a loaded machine a second of work could be over
+    before the test saw it running (a wait for a state already gone: a timeout), or
+    before the kill meant to land in its middle."""
     postgres.require_server()
     schema = postgres.new_schema_name()
     url = postgres.TEST_URL
+    old_killed, new_killed = str(tmp_path / "old-killed"), str(tmp_path / "new-killed")
     try:
         async with client(url, "1", schema) as old_calls, client(url, "1,2", schema) as new_calls:
             with worker(url, "1", schema) as old_worker:
-                old = [await _new(old_calls, "1", n=n, work_s=1.0) for n in range(4)]
-                await _when(old_calls, old[0], TaskState.RUNNING)
+                old = [await _new(old_calls, "1", n=n, until=old_killed) for n in range(4)]
+                await _all(old_calls, old, TaskState.RUNNING)
                 with worker(url, "1,2", schema) as new_worker:
-                    new = [await _new(new_calls, "1,2", n=n, work_s=1.0) for n in range(4)]
-                    await _when(new_calls, new[0], TaskState.RUNNING)
-                    old_worker.kill()  # kill -9 of the old worker mid-run
+                    new = [await _new(new_calls, "1,2", n=n, until=old_killed) for n in range(4)]
+                    await _all(new_calls, new, TaskState.RUNNING)
+                    _kill(old_worker)  # kill -9 of the old worker mid-run
+                    await anyio.Path(old_killed).touch()  # its runs, now the new one's, can end
                     more = [await _new(new_calls, "1,2", n=n) for n in range(2)]
                     for task in old:
                         done = await _when(old_calls, task, TaskState.COMPLETED, within_s=60)
@@ -203,9 +218,10 @@ async def test_a_rolling_deploy_on_postgresql_loses_nothing() -> None:
                     for task in [*new, *more]:
                         done = await _when(new_calls, task, TaskState.COMPLETED, within_s=60)
                         assert done.result == _by("2")
-                    late = [await _new(new_calls, "1,2", n=n, work_s=1.0) for n in range(2)]
-                    await _when(new_calls, late[0], TaskState.RUNNING)
-                    new_worker.kill()  # and kill -9 of the new one, while it runs them
+                    late = [await _new(new_calls, "1,2", n=n, until=new_killed) for n in range(2)]
+                    await _all(new_calls, late, TaskState.RUNNING)
+                    _kill(new_worker)  # and kill -9 of the new one, while it runs them
+                    await anyio.Path(new_killed).touch()
                 with worker(url, "1,2", schema):
                     for task in late:
                         done = await _when(new_calls, task, TaskState.COMPLETED, within_s=60)
@@ -214,6 +230,17 @@ async def test_a_rolling_deploy_on_postgresql_loses_nothing() -> None:
             assert failed == 0
     finally:
         postgres.drop_schema_now(schema)
+
+
+async def _all(manager: TaskManager, tasks: list[Task], state: TaskState) -> None:
+    for task in tasks:
+        await _when(manager, task, state)
+
+
+def _kill(process: subprocess.Popen[str]) -> None:
+    """kill -9, returning once the process is gone: none of its runs moves after."""
+    process.kill()
+    process.wait(timeout=10)
 
 
 def test_two_modules_defining_one_version_differently_are_refused(

@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK_S = 2.0
-"""How long a run's middle node works: long enough to be killed in it."""
+"""How long the middle node of a run without an ``until`` file works."""
 
 
 @pytest.fixture
@@ -167,7 +167,10 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
     new.write_text(source("2"))
     a = Server("a", database_url, [old], tmp_path)
     b = Server("b", database_url, [old, new], tmp_path)
-    with anyio.fail_after(150):  # five server starts and two lease expiries, under load
+    # Four server starts (3.5 to 8.5 s each at load 5 to 10 on two cores) and B's runs'
+    # leases (10 s, overlapping B's restart): 31 to 44 s measured under that load. The
+    # bound is below the suite's 120 s limit a test (pyproject.toml), which would cut it first.
+    with anyio.fail_after(100):
         async with AsyncExitStack() as stack, reading(database_url) as manager:
             stack.push_async_callback(a.stop)
             stack.push_async_callback(b.stop)
@@ -179,11 +182,11 @@ async def test_two_servers_of_different_versions_deploy_without_losing_a_run(
 
             await b.start()  # the rolling deploy begins: B has both versions
             assert "since_2" in await b.offered_fields()
-            twos = [await b.call(n) for n in range(3)]
+            twos = [await b.call(n, until=killed_a) for n in range(3)]
             await _when(manager, twos, TaskState.RUNNING)  # only B can run them
 
             await a.kill()  # kill -9 of the old server in the middle of version-1 runs
-            killed_a.touch()  # their middle nodes, run again elsewhere, can end
+            killed_a.touch()  # their middle nodes, run again elsewhere, and B's can end
             await a.start()
             more_ones = [await a.call(n) for n in range(3, 5)]
             more_twos = [await b.call(n, until=killed_b) for n in range(3, 5)]

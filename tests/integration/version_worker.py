@@ -23,8 +23,9 @@ class Job(BaseModel):
     n: int = 0
     ask: bool = False
     """Ask a question (and wait for the answer) before the last node."""
-    work_s: float = 0.0
-    """How long the middle node works (a run in flight when a worker is killed)."""
+    until: str = ""
+    """A file: the middle node works until it exists, so that a run is in flight when
+    its worker is killed, however long the test took to get there."""
 
 
 class Go(BaseModel):
@@ -41,7 +42,9 @@ def vflow(version: str) -> Workflow[Job]:
 
     @flow.node(deps=[start])
     async def work(ctx: NodeContext[Job]) -> str:
-        await anyio.sleep(ctx.input.work_s)
+        # the test creates the file (in its own process: no event) once the run may end
+        while ctx.input.until and not await anyio.Path(ctx.input.until).exists():  # noqa: ASYNC110
+            await anyio.sleep(0.05)
         return f"worked by {version}"
 
     @flow.node(deps=[start, work])

@@ -486,6 +486,7 @@ class Workflow(Generic[InputT]):
         self._result = result
         self._nodes: dict[str, Node[Any]] = {}
         self._order: tuple[str, ...] | None = None
+        self._phases: tuple[str, ...] | None = None
         self._dependents: Mapping[str, tuple[str, ...]] | None = None
         self._shape: RunShape | None = None
 
@@ -653,7 +654,7 @@ class Workflow(Generic[InputT]):
 
     def _add(self, node: Node[Any]) -> None:
         self._nodes[node.name] = node
-        self._order = self._dependents = self._shape = None
+        self._order = self._phases = self._dependents = self._shape = None
 
     @property
     def nodes(self) -> Mapping[str, Node[Any]]:
@@ -679,10 +680,12 @@ class Workflow(Generic[InputT]):
         """Phase names in running order: as declared, or by first appearance in order()."""
         if self._declared_phases is not None:
             return self._declared_phases
-        seen: dict[str, None] = {}
-        for name in self.order():
-            seen.setdefault(self._nodes[name].phase, None)
-        return tuple(seen)
+        if self._phases is None:  # each run's progress reads them: found once
+            seen: dict[str, None] = {}
+            for name in self.order():
+                seen.setdefault(self._nodes[name].phase, None)
+            self._phases = tuple(seen)
+        return self._phases
 
     def shape(self) -> RunShape:
         """What a run of this workflow looks like, to store with its task: built once (a

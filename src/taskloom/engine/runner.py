@@ -151,8 +151,9 @@ class RunExecution:
             self._remember(run)
         limit = workflow.max_concurrency or node_concurrency
         self._run_limit = limit
-        maps = any(isinstance(node, MapNode) for node in workflow.nodes.values())
-        self._limiter = anyio.Semaphore(limit) if maps or limit < len(workflow.nodes) else None
+        nodes = workflow.nodes  # a large workflow is limited without a look at each node
+        limited = limit < len(nodes) or any(isinstance(node, MapNode) for node in nodes.values())
+        self._limiter = anyio.Semaphore(limit) if limited else None
         """``None`` when every node may run at once anyway. A semaphore, not a capacity
         limiter: a slot is taken and given back by the same step, so the limiter's record
         of which task holds one buys nothing, and costs 0.7 us a node (ADR 0056)."""

@@ -121,9 +121,7 @@ def task_from_body(body: str) -> Task:
 
 def _body(task: Task) -> str:
     """*task* as its ``body`` column, its shape remembered as what that text holds."""
-    body = task.model_dump_json()
-    bodies.keep(body, task)
-    return body
+    return bodies.written(task)
 
 
 _NODE_STATES: Final[dict[object, NodeState]] = {state.value: state for state in NodeState}
