@@ -219,7 +219,8 @@ def _rows(sizes: Sizes, found: dict[int, list[Window]]) -> list[Row]:
 
 
 async def _work(url: str, slots: int) -> None:
-    async with open_engine(settings(url, run_worker=False)) as engine:
+    frozen = settings(url, run_worker=False).model_copy(update={"freeze_start_up": True})
+    async with open_engine(frozen) as engine:  # it stands for `taskloom worker`, which freezes
         print("ready", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # "go"
         worker = Worker(

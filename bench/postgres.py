@@ -285,7 +285,8 @@ def run(quick: bool) -> list[Row]:
 
 
 async def _work(url: str) -> None:
-    async with open_engine(settings(url, run_worker=True)):
+    frozen = settings(url, run_worker=True).model_copy(update={"freeze_start_up": True})
+    async with open_engine(frozen):  # it stands for `taskloom worker`, which freezes
         print("ready", flush=True)
         await anyio.sleep_forever()
 

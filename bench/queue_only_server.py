@@ -23,6 +23,7 @@ async def main(path: Path) -> None:
         database=SqliteSettings(path=path),
         workflow_modules=(*BUILTIN_WORKFLOWS, "flows"),
         run_worker=False,
+        freeze_start_up=True,  # it stands for `taskloom serve`, which freezes
     )
     async with open_engine(settings) as engine:
         server = TaskServer(engine.manager, engine.workflows, settings.server, runs=engine.runs)

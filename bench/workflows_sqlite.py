@@ -199,6 +199,7 @@ async def main():
         database=SqliteSettings(path=Path({db!r})),
         worker=WorkerSettings(poll_s=0.05, max_runs=200),
         workflow_modules=(), load_entry_points=False, run_sweeper=False,
+        freeze_start_up=True,  # it stands for `taskloom worker`, which freezes
     )
     registry = WorkflowRegistry({{"block": blocking_flow()}})
     async with open_engine(settings, workflows=registry) as engine:

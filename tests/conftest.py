@@ -16,6 +16,15 @@ from tests import postgres
 STORE_KINDS = ("memory", "sqlite", "postgres")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _start_up_never_frozen() -> None:
+    """The commands run in-process (``taskloom run``, ``worker``) would freeze this
+    process's start-up and every test's garbage left by then (ADR 0061): not here."""
+    from taskloom import bootstrap
+
+    bootstrap._frozen = True
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """aiosqlite is asyncio-only, so every async test runs on asyncio."""

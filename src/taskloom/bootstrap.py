@@ -1,5 +1,7 @@
 """The composition root: the only module that wires the store, the engine and its loops."""
 
+import gc
+import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -134,12 +136,41 @@ async def open_engine(
                 if worker is not None:
                     await task_group.start(worker.run)
                     store.on_back(worker.wake)  # work waiting for the database goes on now
+                if settings.freeze_start_up:
+                    _freeze_start_up()
                 try:
                     yield Engine(
                         manager=manager, runs=store, workflows=registry, worker=worker, tokens=store
                     )
                 finally:
                     task_group.cancel_scope.cancel()
+
+
+_frozen = False
+
+
+def _freeze_start_up() -> None:
+    """Once a process, when its first engine has started: what the process holds then
+    (modules, classes, schemas, workflows, the engine; some 100,000 objects) goes out of
+    the garbage collector's reach (``gc.freeze``, a microsecond), so that each later full
+    collection walks only what came since: some 30 ms less each, on a worker (ADR 0061).
+    A frozen object is still freed when its last reference goes, but frozen garbage (a
+    cycle not yet collected; a collection first would cost 30 ms for some 250 objects)
+    is never collected, nor what it references: for the processes taskloom owns."""
+    global _frozen  # once a process, whatever engines it opens
+    if _frozen:
+        return
+    _frozen = True
+    gc.freeze()
+
+
+def _unfrozen() -> None:
+    """A forked child's start-up is its own: it freezes it with its first engine."""
+    global _frozen
+    _frozen = False
+
+
+os.register_at_fork(after_in_child=_unfrozen)
 
 
 async def _follow_other_processes(

@@ -50,3 +50,9 @@ class TaskloomSettings(BaseModel):
     """Execute runs in this process (a server may leave that to separate workers)."""
     run_sweeper: bool = True
     """Purge expired tasks in the background while the engine is open."""
+    freeze_start_up: bool = False
+    """Once the first engine of the process has started, keep what the process holds then
+    out of the garbage collector's later walks (``gc.freeze``): walking it took some 20%
+    of a busy worker's CPU (ADR 0061). Frozen garbage is never collected, nor what it
+    references: on in the processes taskloom owns (``taskloom serve``, ``worker``, ``run``,
+    the lingering worker), off by default in a host that embeds the engine."""

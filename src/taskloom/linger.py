@@ -245,7 +245,8 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = TaskloomSettings.model_validate_json(sys.stdin.buffer.read())
+    given = TaskloomSettings.model_validate_json(sys.stdin.buffer.read())
+    settings = given.model_copy(update={"freeze_start_up": True})  # its own process (ADR 0061)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     try:
         anyio.run(linger, settings, backend="asyncio")

@@ -534,3 +534,16 @@ def test_every_variable_a_flag_reads_is_in_its_help() -> None:
             assert f"(env {param.envvar}" in " ".join(record[1].split()), (path, param.name)
             checked += 1
     assert checked > 60  # every command's --db, --json, --workflows, and the rest
+
+
+def test_serve_and_worker_own_their_process_and_freeze_its_start_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TASKLOOM_CONFIG", raising=False)
+    for setting in SETTINGS:
+        monkeypatch.delenv(setting.variable, raising=False)
+    served, _ = process_settings(_parse(serve, []))
+    assert served.freeze_start_up  # ADR 0061; an embedded engine's default is off
+    assert worker_settings(_parse(worker, [])).freeze_start_up
+    assert not TaskloomSettings().freeze_start_up

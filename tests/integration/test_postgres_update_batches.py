@@ -131,6 +131,26 @@ async def test_progress_writes_that_wait_together_are_one_read_and_one_write(
         assert entries[-1].status_message == "half"  # its history row too
 
 
+async def test_progress_writes_carry_any_text_through_their_arrays(
+    store: PostgresTaskStore,
+) -> None:
+    """The arrays go in binary (ADR 0061): a message with what an array literal would
+    escape (quotes, backslashes, braces, commas, the word NULL, blanks) lands as sent,
+    in the task's body and in its history row."""
+    clock = FakeClock()
+    claimed = await postgres.claimed_jobs(store, clock, 3)
+    manager = TaskManager(store, clock=clock)
+    message = 'a "quoted" \\ {braced, listed} NULL \n\t\u00e9 \u2211 \U0001f642 '
+    got = await _report_all(manager, claimed, message)
+    assert all(isinstance(each, Task) for each in got), got
+    for each in claimed:
+        stored = await store.get(each.lease.task_id, clock.now())
+        assert stored is not None
+        assert stored.status_message == message
+        _, entries = await store.history(each.lease.task_id, clock.now()) or (None, [])
+        assert entries[-1].status_message == message
+
+
 async def test_a_lost_lease_refuses_only_its_own_progress_write(
     store: PostgresTaskStore,
 ) -> None:

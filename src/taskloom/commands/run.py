@@ -27,7 +27,9 @@ async def run(args: RunArgs) -> int:
         raise CommandError("give the arguments once: as INPUT or with --input, not both")
     text = args.input_text if args.input_text is not None else args.input_flag
     arguments = read_json_object(text if text is not None else "{}", "--input")
-    settings = settings_from(args.db, args.workflows, args.settings, run_sweeper=False)
+    settings = settings_from(  # the process is taskloom's until the run ends (ADR 0061)
+        args.db, args.workflows, args.settings, run_sweeper=False, freeze_start_up=True
+    )
     loaded = load_workflows(settings)
     workflow = find_workflow(loaded, args.workflow)
     only = WorkflowRegistry({workflow.name: workflow})

@@ -47,6 +47,7 @@ def process_settings(values: Values) -> "tuple[TaskloomSettings, HttpSettings | 
         workflow_settings=operator_settings(values.of(OPERATOR_SETTINGS)),
         server=server_settings(values),
         exposure="network" if http is not None else "local",
+        freeze_start_up=True,  # the process is taskloom's (ADR 0061)
     )
     return settings, http
 

@@ -66,7 +66,9 @@ async def _opened(args: ResumeArgs, workflow: Workflow[Any]) -> AsyncIterator[Lo
         async with open_database(args.db) as local:
             yield local
         return
-    settings = settings_from(args.db, args.workflows, args.settings, run_sweeper=False)
+    settings = settings_from(  # the process is taskloom's until the run ends (ADR 0061)
+        args.db, args.workflows, args.settings, run_sweeper=False, freeze_start_up=True
+    )
     only = WorkflowRegistry({workflow.name: workflow})
     quiet = standard_observer(logs=False)  # the progress view says it all
     async with open_engine(settings, workflows=only, observer=quiet) as engine:

@@ -97,6 +97,7 @@ def worker_settings(values: Values) -> TaskloomSettings:
         values.of(OPERATOR_SETTINGS),
         store_wait_s=values.of(STORE_WAIT_S),
         worker=WorkerSettings(**given_fields("WorkerSettings", values)),
+        freeze_start_up=True,  # the process is taskloom's (ADR 0061)
     )
 
 

@@ -8,8 +8,18 @@ whose parent is its run's span. A failed attempt or run has the ERROR status wit
 error's type (never its message: it may quote secret arguments).
 """
 
+from typing import Final
+
 from opentelemetry import trace
-from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    INVALID_SPAN_CONTEXT,
+    NonRecordingSpan,
+    ProxyTracerProvider,
+    Span,
+    Status,
+    StatusCode,
+    Tracer,
+)
 
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.observe import AttemptEnd, AttemptInfo, RunInfo
@@ -17,6 +27,8 @@ from taskloom.engine.runs import FAILURE_OUTCOMES
 
 TASK_SPAN = "taskloom.task"
 NODE_SPAN = "taskloom.node"
+_UNTRACED: Final[Span] = NonRecordingSpan(INVALID_SPAN_CONTEXT)
+"""The span of a run started while no tracer provider was set: its attempts have none."""
 
 
 class TraceObserver:
@@ -44,9 +56,9 @@ class TraceObserver:
 
     def run_started(self, run: RunInfo) -> None:
         """Start the run's span; none without a tracer provider (should one be set
-        meanwhile, the run's attempts have no parent span, as under the API's no-op)."""
+        meanwhile, the run's attempts have no spans either: the next run's have)."""
         if not self._recording():
-            self._runs[run.task_id] = INVALID_SPAN
+            self._runs[run.task_id] = _UNTRACED
             return
         self._runs[run.task_id] = self._tracer.start_span(
             TASK_SPAN,
@@ -68,10 +80,11 @@ class TraceObserver:
         span.end()
 
     def attempt_started(self, attempt: AttemptInfo) -> None:
-        """Start the attempt's span, under its run's span."""
-        if not self._recording():
-            return
+        """Start the attempt's span, under its run's span; none under a run that has none
+        (the provider's check, an environment lookup, is made once a run, not a node)."""
         parent = self._runs.get(attempt.task_id)
+        if parent is _UNTRACED or (parent is None and not self._recording()):
+            return
         context = trace.set_span_in_context(parent) if parent is not None else None
         self._attempts[attempt] = self._tracer.start_span(
             NODE_SPAN,

@@ -130,12 +130,12 @@ def _held_sql() -> str:
     could deadlock with them."""
     open_children = (
         "EXISTS (SELECT FROM tasks c WHERE c.parent_id = i.task"
-        " AND (c.expires_at IS NULL OR c.expires_at > i.now) AND NOT c.state = ANY(%(e)s::text[]))"
+        " AND (c.expires_at IS NULL OR c.expires_at > i.now) AND NOT c.state = ANY(%(e)b::text[]))"
     )
     return (
-        "WITH i AS MATERIALIZED (SELECT * FROM unnest(%(task)s::text[], %(now)s::timestamptz[])"
+        "WITH i AS MATERIALIZED (SELECT * FROM unnest(%(task)b::text[], %(now)b::timestamptz[])"
         " WITH ORDINALITY AS i(task, now, n)), held AS MATERIALIZED (SELECT t.id, t.body,"
-        " t.expires_at FROM tasks t WHERE t.id = ANY(%(task)s::text[]) ORDER BY t.id"
+        " t.expires_at FROM tasks t WHERE t.id = ANY(%(task)b::text[]) ORDER BY t.id"
         f"{POSTGRES.row_lock} OF t SKIP LOCKED) SELECT h.body, {open_children} FROM i LEFT JOIN held h"
         " ON h.id = i.task AND (h.expires_at IS NULL OR h.expires_at > i.now) ORDER BY i.n"
     )

@@ -130,7 +130,7 @@ def _answer(
 
 def _input(columns: tuple[tuple[str, str], ...]) -> str:
     """The rows bound as one array per column, numbered in their order (``n``)."""
-    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in columns)
+    arrays = ", ".join(f"%({name})b::{kind}[]" for name, kind in columns)
     names = ", ".join(name for name, _ in columns)
     return f"i AS MATERIALIZED (SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({names}, n))"
 
@@ -142,7 +142,7 @@ def _fence(columns: str, source: str) -> str:
     ignored at first) a batch and a renewal of two runs would lock them crosswise."""
     return (
         f"fence AS MATERIALIZED (SELECT {columns} FROM {source}"
-        " WHERE l.task_id = ANY(%(task)s::text[])"
+        " WHERE l.task_id = ANY(%(task)b::text[])"
         ' ORDER BY l.task_id COLLATE "C" FOR SHARE OF l)'
     )
 
@@ -152,7 +152,7 @@ def _starts_sql() -> str:
     """:func:`runs.start_node`'s writes for each row its fence allows."""
     allowed = (
         "allowed AS MATERIALIZED (SELECT i.* FROM i JOIN fence f ON f.task_id = i.task"
-        " WHERE f.token = i.token AND NOT f.state = ANY(%(e)s::text[]))"
+        " WHERE f.token = i.token AND NOT f.state = ANY(%(e)b::text[]))"
     )
     close = (
         "s0 AS (UPDATE node_attempts a SET ended_at = x.now, outcome = 'interrupted'"

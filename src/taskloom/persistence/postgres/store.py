@@ -1,6 +1,7 @@
 """PostgresTaskStore: the scale-out store that many processes on many machines share."""
 
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -13,13 +14,19 @@ from anyio.abc import TaskStatus
 
 from taskloom.engine import cascade
 from taskloom.engine.claims import WorkflowKey
-from taskloom.engine.errors import ConcurrencyError
+from taskloom.engine.errors import (
+    ConcurrencyError,
+    OutcomeUnknownError,
+    PersistenceError,
+    StoreUnavailableError,
+)
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.models import Task, TaskId, TaskMutation
 from taskloom.engine.runs import ClaimedRun, ClaimTerms, Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import StoredVersion
 from taskloom.persistence.postgres import (
+    creates,
     finishes,
     history,
     nodes,
@@ -296,6 +303,51 @@ class PostgresTaskStore(SqlStore):
         """See :meth:`taskloom.engine.tokens.TokenStore.revoke_token`."""
         return await self._db.transaction(partial(tokens.revoke_token, token_id, now))
 
+    async def create(self, task: Task, now: datetime) -> tuple[Task, bool]:
+        """See :meth:`taskloom.engine.ports.TaskStore.create`: without an idempotency key,
+        one statement committed as it ends, durably (:mod:`.creates`); with one, the
+        transaction of :meth:`_create`."""
+        if task.idempotency_key is not None:
+            return await super().create(task, now)
+        started = time.monotonic()
+        try:
+            await self._db.alone(partial(_execute, creates.create(task)))
+        except OutcomeUnknownError as unknown:
+            await self._settle_create(task, now, unknown, within=started)
+        return task, True
+
+    async def _settle_create(
+        self, task: Task, now: datetime, unknown: OutcomeUnknownError, *, within: float
+    ) -> None:
+        """Find out whether the create of *task* landed, its outcome *unknown*: the same
+        rows sent again, written only if its id is not stored, or else the row under its
+        id read back, which must be *task*'s. Sent again after another unknown outcome
+        until ``store_wait_s`` from *within* (monotonic) has passed.
+
+        Raises:
+            OutcomeUnknownError: *unknown*, the store unreachable meanwhile.
+            PersistenceError: another task holds the id (nothing was written).
+        """
+        deadline = within + self.settings.store_wait_s
+        pause_s = 0.01
+        while True:
+            try:
+                if await self._db.alone(partial(_rows, creates.settle(task))):
+                    return  # it had not landed: now it has
+                stored = await self.get(task.id, now)
+                break
+            except OutcomeUnknownError as again:
+                if time.monotonic() >= deadline:
+                    raise unknown from again
+            except StoreUnavailableError as error:
+                raise unknown from error
+            await anyio.sleep(pause_s)
+            pause_s = min(1.0, 2 * pause_s)
+        if stored is None or not creates.is_ours(stored, task):
+            raise PersistenceError(
+                f"PostgreSQL {self._db.name}: task id {task.id} is another task's"
+            )
+
     def _create(
         self, task: Task, now: datetime, row: Task | None = None
     ) -> Script[tuple[Task, bool]]:
@@ -342,6 +394,11 @@ def _script(make: Make[_T]) -> Work[_T]:
         return await run_async(make(), connection.execute)
 
     return work
+
+
+async def _execute(statement: Statement, connection: Connection) -> None:
+    """Send *statement*, which returns no rows: one statement, one round trip."""
+    await connection.execute(statement.text, statement.parameters)
 
 
 async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any, ...]]:

@@ -93,5 +93,5 @@ def _takes_sql() -> str:
 @cache
 def _checkpoints_sql() -> str:
     return (
-        f"SELECT task_id, {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = ANY(%(taken)s::text[])"
+        f"SELECT task_id, {rows.NODE_COLUMNS} FROM node_runs WHERE task_id = ANY(%(taken)b::text[])"
     )

@@ -79,7 +79,7 @@ def unnest_sql(leading: Columns, *, ordinality: bool) -> str:
     """The common table ``i``: one row per task from the arrays of *leading* and the
     task's columns (with its position ``n`` when *ordinality*)."""
     columns = (*leading, *TASK_COLUMNS)
-    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in columns)
+    arrays = ", ".join(f"%({name})b::{kind}[]" for name, kind in columns)
     names = ", ".join(name for name, _ in columns)
     if ordinality:
         return (

@@ -125,8 +125,8 @@ def _lease_lost(lease: Lease) -> LeaseLostError:
 @cache
 def _read_sql() -> str:
     return (
-        "SELECT i.task, t.body, l.token FROM unnest(%(task)s::text[],"
-        " %(now)s::timestamptz[]) AS i(task, now) JOIN tasks t ON t.id = i.task"
+        "SELECT i.task, t.body, l.token FROM unnest(%(task)b::text[],"
+        " %(now)b::timestamptz[]) AS i(task, now) JOIN tasks t ON t.id = i.task"
         " AND (t.expires_at IS NULL OR t.expires_at > i.now)"
         " LEFT JOIN leases l ON l.task_id = i.task"
     )
@@ -147,7 +147,7 @@ def _write_sql() -> str:
     written."""
     given = unnest_sql(_LEADING, ordinality=True)
     held = (
-        "held AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.id = ANY(%(task)s::text[])"
+        "held AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.id = ANY(%(task)b::text[])"
         f" ORDER BY t.id{POSTGRES.row_lock} OF t SKIP LOCKED)"
     )
     fence = (
