@@ -192,3 +192,16 @@ async def row_held(
         await holder.execute(query, (key,))
         yield RowHold(store, holder, admin)
         await holder.rollback()
+
+
+def statements_sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first word of every statement psycopg sends from now on (until the test ends)."""
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query).split()[0])
+        return await execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    return sent

@@ -37,25 +37,12 @@ async def store() -> AsyncIterator[PostgresTaskStore]:
         yield opened
 
 
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The first word of every statement psycopg sends from now on."""
-    sent: list[str] = []
-    execute = psycopg.AsyncConnection.execute
-
-    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query).split()[0])
-        return await execute(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
-    return sent
-
-
 async def test_a_create_is_one_statement_with_its_history_row(
     store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
     manager = TaskManager(store, clock=clock)
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     task = await manager.create("job", {"n": 1})
     assert sent == ["WITH"]
     stored = await store.get(task.id, clock.now())
@@ -71,7 +58,7 @@ async def test_a_create_with_a_key_keeps_its_transaction(
     store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manager = TaskManager(store, clock=FakeClock())
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     first = await manager.create("job", idempotency_key="k")
     assert sent[0] == "BEGIN", sent
     assert sent[-1] == "COMMIT", sent
@@ -158,7 +145,7 @@ async def test_a_create_that_landed_before_its_connection_was_lost_is_found(
     clock = FakeClock()
     task = TaskManager(store, clock=clock).draft("job", {"n": 1})
     _lost_after(store, monkeypatch, ran=True)
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     assert await store.create(task, clock.now()) == (task, True)
     assert sent == ["WITH", "WITH", "SELECT"]  # the create, again (nothing written), read
     assert await _counts(store, task.id) == [1, 1]

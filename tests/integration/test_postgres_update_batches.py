@@ -50,19 +50,6 @@ async def store() -> AsyncIterator[PostgresTaskStore]:
         yield opened
 
 
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The first word of every statement psycopg sends from now on."""
-    sent: list[str] = []
-    execute = psycopg.AsyncConnection.execute
-
-    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query).split()[0])
-        return await execute(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
-    return sent
-
-
 async def _report_all(
     manager: TaskManager, claimed: Sequence[ClaimedRun], message: str = "half"
 ) -> list[Task | Exception]:
@@ -116,7 +103,7 @@ async def test_progress_writes_that_wait_together_are_one_read_and_one_write(
     claimed = await postgres.claimed_jobs(store, clock, 6)
     before = await _versions(store, claimed)
     manager = TaskManager(store, clock=clock)
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     got = await _report_all(manager, claimed)
     assert sent == ["SELECT", "WITH"], sent  # one batch: its read, its write
     assert all(isinstance(each, Task) for each in got), got
@@ -230,7 +217,7 @@ async def test_a_batch_whose_connection_is_lost_is_an_unknown_outcome_for_each_c
     clock = FakeClock()
     claimed = await postgres.claimed_jobs(store, clock, 3)
     before = await _versions(store, claimed)
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     async with postgres.row_held(store, "leases", "task_id", claimed[0].lease.task_id) as hold:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
@@ -251,7 +238,7 @@ async def test_a_statement_error_sends_each_write_again_alone(
     before = await _versions(store, claimed)
     culprit = claimed[1].lease.task_id
     monkeypatch.setattr(updates, "writes", _breaking(updates.writes, culprit))
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     got = await _report_all(TaskManager(store, clock=clock), claimed)
     assert isinstance(got[1], PersistenceError), got[1]
     assert not isinstance(got[1], OutcomeUnknownError)
@@ -329,7 +316,7 @@ async def test_final_writes_that_wait_together_are_one_transaction(
 ) -> None:
     clock = FakeClock()
     claimed = await _started(store, clock, 5)
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     got = await _finish_all(store, clock, claimed)
     # the tasks held, the node ends, the tasks + history + leases + run ends
     assert sent == ["BEGIN", "WITH", "WITH", "WITH", "COMMIT"], sent
@@ -400,7 +387,7 @@ async def test_a_statement_error_sends_each_final_write_again_alone(
     claimed = await _started(store, clock, 3)
     culprit = claimed[1].lease.task_id
     monkeypatch.setattr(finishes, "run_ends", _breaking(finishes.run_ends, culprit))
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     got = await _finish_all(store, clock, claimed)
     assert [type(each) for each in got] == [tuple] * 3, got
     assert sent.count("BEGIN") == 4, sent  # the batch, then each of the three alone
@@ -424,7 +411,7 @@ async def test_a_claim_takes_its_runs_with_one_statement_and_reads_their_checkpo
     await store.fork_run(fork, source=source.task.id, nodes=frozenset({"a"}), now=clock.now())
     manager = TaskManager(store, clock=clock)
     fresh = [await manager.create("job") for _ in range(3)]
-    sent = _counting(monkeypatch)
+    sent = postgres.statements_sent(monkeypatch)
     claimed = await store.claim_runs(
         worker="w2",
         workflows=frozenset({"job"}),
