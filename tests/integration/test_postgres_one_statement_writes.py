@@ -10,10 +10,8 @@ write goes through a transaction and is retried (``test_postgres_restart.py``).
 
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
 
 import anyio
-import psycopg
 import pytest
 from psycopg import sql
 
@@ -120,14 +118,7 @@ async def test_a_node_start_and_end_are_one_round_trip_and_a_run_end_five(
     """Counted as psycopg sends them (ADR 0050): the cost model of docs/postgresql.md."""
     clock = FakeClock()
     (claimed,) = await postgres.claimed_jobs(store, clock)
-    sent: list[str] = []
-    execute = psycopg.AsyncConnection.execute
-
-    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query).split()[0])
-        return await execute(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    sent = postgres.statements_sent(monkeypatch)
     lease = claimed.lease
     await store.start_node(lease, NodeStart(node="a", attempt=1), clock.now())
     assert len(sent) == 1
@@ -156,14 +147,7 @@ async def test_node_writes_that_wait_together_are_one_statement(
     clock = FakeClock()
     claimed = await postgres.claimed_jobs(store, clock, 2)
     writes = [(each.lease, f"n{index}") for each in claimed for index in range(20)]
-    sent: list[str] = []
-    execute = psycopg.AsyncConnection.execute
-
-    async def counted(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query).split()[0])
-        return await execute(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+    sent = postgres.statements_sent(monkeypatch)
     async with anyio.create_task_group() as group:
         for lease, node in writes:
             group.start_soon(store.start_node, lease, NodeStart(node=node, attempt=1), clock.now())
