@@ -15,6 +15,10 @@ from taskloom.engine.dag import NodeContext, Workflow
 from tests.helpers import leave_mark
 
 NODES: Final = ("seed", "double", "square", "join")
+NODE_S: Final = 0.3
+"""A node's simulated work: the runs must still be in flight when the kills come (1 to
+2 s apart), or none changes workers midway. With nodes that only yielded, a fast
+machine finished the 500 runs around the first kill (2 runs of 500 moved)."""
 
 
 class ChaosInput(BaseModel):
@@ -36,25 +40,25 @@ def _done(ctx: NodeContext[ChaosInput], output: _T) -> _T:
 
 @chaos.node(phase="seed")
 async def seed(ctx: NodeContext[ChaosInput]) -> int:
-    await anyio.lowlevel.checkpoint()
+    await anyio.sleep(NODE_S)  # its work, not synchronisation
     return _done(ctx, ctx.input.number)
 
 
 @chaos.node(phase="fan", deps=[seed])
 async def double(ctx: NodeContext[ChaosInput]) -> int:
-    await anyio.lowlevel.checkpoint()
+    await anyio.sleep(NODE_S)  # its work, not synchronisation
     return _done(ctx, 2 * ctx.output(seed))
 
 
 @chaos.node(phase="fan", deps=[seed])
 async def square(ctx: NodeContext[ChaosInput]) -> int:
-    await anyio.lowlevel.checkpoint()
+    await anyio.sleep(NODE_S)  # its work, not synchronisation
     return _done(ctx, ctx.output(seed) ** 2)
 
 
 @chaos.node(phase="join", deps=[double, square])
 async def join(ctx: NodeContext[ChaosInput]) -> list[int]:
-    await anyio.lowlevel.checkpoint()
+    await anyio.sleep(NODE_S)  # its work, not synchronisation
     return _done(ctx, [ctx.output(double), ctx.output(square)])
 
 
