@@ -99,7 +99,7 @@ async def test_a_batch_of_node_starts_share_locks_leases_in_the_renewals_order(
     a database created with an ``en_US`` locale, where ``a`` sorts before ``B``): while
     it waits for the first lease a renewal holds, it holds none after it."""
     clock = FakeClock()
-    claimed = await postgres.claimed_jobs(store, clock, 8, lease_for=timedelta(seconds=30))
+    claimed = await postgres.claimed_jobs(store, clock, 32, lease_for=timedelta(seconds=30))
     schema = store.settings.schema_name
     leases = sql.Identifier(schema, "leases")
     async with (
@@ -118,7 +118,10 @@ async def test_a_batch_of_node_starts_share_locks_leases_in_the_renewals_order(
             ([run.task.id for run in claimed],) * 2,
         )
         pair = await cursor.fetchone()
-        assert pair is not None  # 8 random ids: some two sort apart in the two orders
+        # Of 32 random ids some two sort apart in the two orders (an upper- and a
+        # lower-case first letter the other way round); with 8, none did once in a
+        # session (by estimate, one run in 200).
+        assert pair is not None
         first, second = pair  # bytewise; the other way round in "en"
         await other.execute("BEGIN")
         await other.execute(
