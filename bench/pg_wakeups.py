@@ -8,19 +8,25 @@ all claims but one find nothing). This bench measures ``c_run`` and ``c_wake``.
 For each worker count ``W`` (interleaved, round by round), on a fresh database:
 
 1. ``W`` worker processes start (``SLOTS`` run slots each) and say ``ready``;
-2. idle window: the PostgreSQL server's CPU per second with no run at all (the workers'
+2. warm-up: runs created as in 4, so that every pool has opened its connections and
+   every backend has its caches and prepared statements (a backend's first statements
+   and a connection's start-up cost several ms each: in the window, they were noise);
+3. idle window: the PostgreSQL server's CPU per second with no run at all (the workers'
    polls, heartbeats and version records);
-3. timed window: one process creates ``io_wait`` runs (``pg_flows.py``: one node that
+4. timed window: one process creates ``io_wait`` runs (``pg_flows.py``: one node that
    awaits 20 ms) ONE AT A TIME at a steady rate, far below what the workers can run, so
    every worker has a free slot when each run arrives; the window ends when the
    database says every run has completed (asked every 20 ms once the last is created).
 
 Per window: the PostgreSQL server's CPU (every process named ``postgres`` on this
-machine, as in ``pg_scaleout.py``: measure where nothing else uses the server) per run,
+machine, as in ``pg_scaleout.py``: measure where nothing else uses the server; read to
+the nanosecond from ``/proc/PID/schedstat``) per run,
 the workers' CPU per run, and the claims and task reads per run as each worker counted
 them (its manager's ``claim`` and ``get``). ``c_wake`` is the least-squares slope of the
 server's CPU per run against ``W``, ``c_run`` its intercept (the create, the claim that
-wins, the node's start and the run's end, and the one notification delivery each).
+wins, the node's start and the run's end). The idle window says how much of the slope
+the workers' own polls and heartbeats could be (an upper bound: while runs arrive every
+50 ms, a worker's 1 s poll never comes due).
 
     python bench/pg_wakeups.py                        # the full figures
     python bench/pg_wakeups.py worker URL SLOTS       # one worker process (internal)
@@ -61,12 +67,13 @@ class Sizes:
     workers: tuple[int, ...]
     rounds: int
     slots: int
+    warm_up: int
     settle_s: float
     idle_s: float
 
 
-QUICK: Final = Sizes(10, 20.0, (1, 2), 1, 2, 0.2, 0.5)
-FULL: Final = Sizes(200, 20.0, (1, 2, 4, 8), 2, 2, 1.0, 3.0)
+QUICK: Final = Sizes(10, 20.0, (1, 2), 1, 2, 5, 0.2, 0.5)
+FULL: Final = Sizes(200, 20.0, (1, 2, 4, 8), 2, 2, 40, 1.0, 3.0)
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,8 @@ async def _measure(url: str, sizes: Sizes, children: Sequence[Any]) -> Window:
         open_engine(settings(url, run_worker=False)) as engine,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher,
     ):
+        # Warm up first: every pool at its working size, every statement prepared.
+        await _paced(engine.manager, watcher, sizes.warm_up, sizes.rate, sizes.warm_up)
         await anyio.sleep(sizes.settle_s)
         idle_before, idle_started = database_cpu_s(), time.perf_counter()
         await anyio.sleep(sizes.idle_s)
@@ -144,13 +153,8 @@ async def _measure(url: str, sizes: Sizes, children: Sequence[Any]) -> Window:
         cpu_before = sum(process_cpu_s(child.pid) for child in children)
         database_before = database_cpu_s()
         busy_before, total_before = machine_ticks()
-        started = time.perf_counter()
-        for index in range(sizes.runs):  # one at a time, at a steady pace
-            await anyio.sleep(max(0.0, started + index / sizes.rate - time.perf_counter()))
-            await submit(engine.manager, pg_flows.io_wait)
-        created = time.perf_counter() - started
-        with anyio.fail_after(WAIT_S):
-            await _all_completed(watcher, sizes.runs)
+        total = sizes.warm_up + sizes.runs
+        created = await _paced(engine.manager, watcher, sizes.runs, sizes.rate, total)
         busy_after, total_after = machine_ticks()
         database_after = database_cpu_s()
         cpu_after = sum(process_cpu_s(child.pid) for child in children)
@@ -163,9 +167,24 @@ async def _measure(url: str, sizes: Sizes, children: Sequence[Any]) -> Window:
         empty=done.empty / runs,
         reads=done.reads / runs,
         idle_database_ms_per_s=idle_per_s,
-        created_per_s=(runs - 1) / created if runs > 1 else sizes.rate,
+        created_per_s=created,
         machine_busy=(busy_after - busy_before) / max(total_after - total_before, 1),
     )
+
+
+async def _paced(
+    manager: TaskManager, watcher: psycopg.AsyncConnection[Any], runs: int, rate: float, total: int
+) -> float:
+    """Create *runs* runs one at a time, *rate* a second, then wait until *total* runs of
+    the database have completed: the pace the creates kept, runs a second."""
+    started = time.perf_counter()
+    for index in range(runs):
+        await anyio.sleep(max(0.0, started + index / rate - time.perf_counter()))
+        await submit(manager, pg_flows.io_wait)
+    took = time.perf_counter() - started
+    with anyio.fail_after(WAIT_S):
+        await _all_completed(watcher, total)
+    return (runs - 1) / took if runs > 1 else rate
 
 
 async def _all_completed(watcher: psycopg.AsyncConnection[Any], runs: int) -> None:
