@@ -29,6 +29,7 @@ the workers' own polls and heartbeats could be (an upper bound: while runs arriv
 50 ms, a worker's 1 s poll never comes due).
 
     python bench/pg_wakeups.py                        # the full figures
+    python bench/pg_wakeups.py --split                # c_wake taken apart (see split)
     python bench/pg_wakeups.py worker URL SLOTS       # one worker process (internal)
 """
 
@@ -37,6 +38,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,6 +54,7 @@ from taskloom.bootstrap import open_engine
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.engine.runs import ClaimedRun
+from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
 
@@ -220,6 +223,43 @@ def run(quick: bool) -> list[Row]:
     return _rows(sizes, found)
 
 
+SPLIT: Final = {"workers": 2, "listeners": 0, "readers": -1}
+"""The other processes of :func:`split`: their ``SLOTS`` (see :func:`_work`)."""
+
+
+def split(quick: bool) -> list[Row]:
+    """``c_wake`` taken apart: one worker alone, then with ``OTHERS`` other processes that
+    only listen, that also read each new run, or that are workers too (and claim); per
+    other process, what each adds to the server's CPU per run."""
+    sizes, others = (QUICK, 1) if quick else (FULL, 6)
+    found: dict[str, list[Window]] = defaultdict(list)
+    script = Path(__file__)
+    for _ in range(sizes.rounds):
+        for kind in ("alone", *SPLIT):
+            with scratch_database() as url:
+                anyio.run(_migrate, url)
+                with ExitStack() as stack:
+                    children = stack.enter_context(workers(url, 1, sizes.slots, script=script))
+                    if kind != "alone":
+                        children += stack.enter_context(
+                            workers(url, others, SPLIT[kind], script=script)
+                        )
+                    found[kind].append(anyio.run(_measure, url, sizes, children))
+    alone = _median(found["alone"], "database_ms")
+    rows = []
+    for kind, windows in found.items():
+        name = "one worker alone" if kind == "alone" else f"one worker and {others} {kind}"
+        row = figures.row(f"PostgreSQL CPU per run, {name}", [w.database_ms for w in windows], "ms")
+        each = (_median(windows, "database_ms") - alone) / others
+        row["note"] = (
+            f"{each:.3f} ms per other process; per run {_median(windows, 'claims'):.2f} claims,"
+            f" {_median(windows, 'reads'):.2f} task reads; the processes' CPU"
+            f" {_median(windows, 'worker_ms'):.2f} ms per run"
+        )
+        rows.append(row)
+    return rows
+
+
 def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
     """Least squares ``y = a + b x`` over *points*: ``(b, a, r2)``."""
     xs, ys = [x for x, _ in points], [y for _, y in points]
@@ -294,18 +334,29 @@ def _fit_rows(sizes: Sizes, found: dict[int, list[Window]], field: str, whose: s
 
 
 async def _work(url: str, slots: int) -> None:
+    """A worker of *slots* slots; with 0, an engine that only listens (no worker); with
+    -1, one that also reads each new run (as a worker with a free slot does), no claim."""
     frozen = settings(url, run_worker=False).model_copy(update={"freeze_start_up": True})
     async with open_engine(frozen) as engine:  # it stands for `taskloom worker`, which freezes
         tally = _tally(engine.manager)
-        worker = Worker(
-            engine.manager, dict(engine.workflows), settings=WorkerSettings(max_runs=slots)
-        )
         async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
+            if slots > 0:
+                worker = Worker(
+                    engine.manager, dict(engine.workflows), settings=WorkerSettings(max_runs=slots)
+                )
+                await task_group.start(worker.run)
+            elif slots < 0:
+                task_group.start_soon(_read_new_runs, engine.manager)
             print("ready", flush=True)
             while (await anyio.to_thread.run_sync(sys.stdin.readline)).strip() == "count":
                 print(tally.claims, tally.empty, tally.reads, flush=True)
             task_group.cancel_scope.cancel()
+
+
+async def _read_new_runs(manager: TaskManager) -> None:
+    with manager.subscribe(wants=lambda task_id, state: state is TaskState.QUEUED) as changes:
+        async for _ in changes:
+            pass
 
 
 @dataclass
@@ -339,6 +390,10 @@ if __name__ == "__main__":
     match sys.argv[1:]:
         case ["worker", url, slots]:
             anyio.run(_work, url, int(slots))
+        case ["--split", *_]:
+            from run import render
+
+            print(render(split(quick="--quick" in sys.argv)))
         case _:
             from run import render
 
