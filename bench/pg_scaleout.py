@@ -110,13 +110,16 @@ def database_cpu_used(before: dict[str, float], after: dict[str, float]) -> floa
 
 
 @contextmanager
-def workers(url: str, count: int, slots: int) -> Iterator[list[subprocess.Popen[str]]]:
-    """*count* worker processes on *url*, engines open, workers not yet started."""
+def workers(
+    url: str, count: int, slots: int, *, script: Path = Path(__file__)
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """*count* worker processes on *url* (``script worker URL SLOTS``; this bench's: engines
+    open, workers not yet started), each having said ``ready``."""
     with ExitStack() as stack:
         started = []
         for _ in range(count):
             child = subprocess.Popen(
-                [sys.executable, str(Path(__file__)), "worker", url, str(slots)],
+                [sys.executable, str(script), "worker", url, str(slots)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,

@@ -38,6 +38,7 @@ MODULES = (
     "claims_versions_sqlite",
     "cancel_sqlite",
     "pg_outage",
+    "pg_wakeups",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -55,6 +56,7 @@ TITLES = {
     "claims_versions_sqlite": "Claims filtered by workflow version (SQLite)",
     "cancel_sqlite": "A cancel from another process reaching the running nodes (SQLite)",
     "pg_outage": "Recovery after a PostgreSQL outage of 10 s and 40 s",
+    "pg_wakeups": "PostgreSQL wake-ups: the database's CPU per run against the idle workers",
 }
 
 
