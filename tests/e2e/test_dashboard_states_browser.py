@@ -30,7 +30,7 @@ from tests.e2e.test_stdio_server import REPOSITORY
 from tests.server.http_support import ANN, http_client
 
 if TYPE_CHECKING:
-    from playwright.async_api import FloatRect
+    from playwright.async_api import FloatRect, Route
 
 pytestmark = pytest.mark.slow
 
@@ -142,6 +142,15 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
                 await page.screenshot(path=shots / f"states-map-{width}.png", full_page=True)
 
             # On the phone: a failed node is one tap away, and the graph says it scrolls.
+            # The page's live region is fetched again when the run's events end: held
+            # until after the tap, that swap must leave the tapped node where it was.
+            released = anyio.Event()
+
+            async def held(route: "Route") -> None:
+                await released.wait()
+                await route.continue_()
+
+            await phone.route("**/tasks/*?fragment=1", held)
             await _boxes(phone, server, failed)
             assert await phone.locator(".scroll-cue").first.is_visible()
             await phone.get_by_role("link", name="parse").click()
@@ -150,6 +159,12 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
             placed = await parse.bounding_box()
             assert placed is not None
             assert _on_a_phone(placed), placed
+            released.set()
+            await phone.locator("#live[data-refreshed]").wait_for(state="attached", timeout=WAIT_MS)
+            await phone.unroute("**/tasks/*?fragment=1")
+            placed = await parse.bounding_box()
+            assert placed is not None
+            assert _on_a_phone(placed), ("after the live swap", placed)
             await phone.get_by_role("button", name="Resume from the failed node").wait_for()
             await phone.screenshot(path=shots / "states-failed-390.png", full_page=True)
 

@@ -15,13 +15,25 @@
     var active = document.activeElement;
     return active && live.contains(active) && active.form;
   }
+  // The new region keeps where each of its scrolled boxes was scrolled to (the graph a
+  // phone scrolls sideways, a tapped failed node): a swap must not move what is read.
+  function swap(html) {
+    var kept = Array.prototype.map.call(live.querySelectorAll(".scroll"), function (box) {
+      return [box.scrollLeft, box.scrollTop];
+    });
+    live.innerHTML = html;
+    var boxes = live.querySelectorAll(".scroll");
+    kept.forEach(function (at, index) {
+      if (boxes[index]) { boxes[index].scrollLeft = at[0]; boxes[index].scrollTop = at[1]; }
+    });
+  }
   function refresh() {
     if (busy || typing()) { pending = true; return; }
     busy = true; pending = false;
     fetch(fragmentUrl(), { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (html) {
-        if (html !== null) { live.innerHTML = html; live.dataset.refreshed = String(Date.now()); }
+        if (html !== null) { swap(html); live.dataset.refreshed = String(Date.now()); }
       })
       .finally(function () { busy = false; if (pending) { refresh(); } });
   }
