@@ -151,15 +151,17 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
                 await route.continue_()
 
             await phone.route("**/tasks/*?fragment=1", held)
-            await _boxes(phone, server, failed)
-            assert await phone.locator(".scroll-cue").first.is_visible()
-            await phone.get_by_role("link", name="parse").click()
-            parse = phone.locator('g[data-node="parse"] rect').first
-            await parse.wait_for()
-            placed = await parse.bounding_box()
-            assert placed is not None
-            assert _on_a_phone(placed), placed
-            released.set()
+            try:
+                await _boxes(phone, server, failed)
+                assert await phone.locator(".scroll-cue").first.is_visible()
+                await phone.get_by_role("link", name="parse").click()
+                parse = phone.locator('g[data-node="parse"] rect').first
+                await parse.wait_for()
+                placed = await parse.bounding_box()
+                assert placed is not None
+                assert _on_a_phone(placed), placed
+            finally:
+                released.set()  # never a request held past a failure
             await phone.locator("#live[data-refreshed]").wait_for(state="attached", timeout=WAIT_MS)
             await phone.unroute("**/tasks/*?fragment=1")
             placed = await parse.bounding_box()
