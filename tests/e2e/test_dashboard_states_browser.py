@@ -143,7 +143,8 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
 
             # On the phone: a failed node is one tap away, and the graph says it scrolls.
             # The page's live region is fetched again when the run's events end: held
-            # until after the tap, that swap must leave the tapped node where it was.
+            # until after the tap, that swap must leave the tapped node where it was, and
+            # the nodes' table the reader opened open.
             released = anyio.Event()
 
             async def held(route: "Route") -> None:
@@ -160,6 +161,7 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
                 placed = await parse.bounding_box()
                 assert placed is not None
                 assert _on_a_phone(placed), placed
+                await phone.get_by_text("Nodes as a table").click()  # opened before the swap
             finally:
                 released.set()  # never a request held past a failure
             await phone.locator("#live[data-refreshed]").wait_for(state="attached", timeout=WAIT_MS)
@@ -167,6 +169,12 @@ async def test_every_node_box_shows_what_happened_at_1280_and_390_px(tmp_path: P
             placed = await parse.bounding_box()
             assert placed is not None
             assert _on_a_phone(placed), ("after the live swap", placed)
+            assert (
+                await phone.locator("details:has(summary:text('Nodes as a table'))").get_attribute(
+                    "open"
+                )
+                is not None
+            ), "the swap folded the table the reader had opened"
             await phone.get_by_role("button", name="Resume from the failed node").wait_for()
             await phone.screenshot(path=shots / "states-failed-390.png", full_page=True)
 

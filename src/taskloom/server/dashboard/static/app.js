@@ -15,17 +15,38 @@
     var active = document.activeElement;
     return active && live.contains(active) && active.form;
   }
-  // The new region keeps where each of its scrolled boxes was scrolled to (the graph a
-  // phone scrolls sideways, a tapped failed node): a swap must not move what is read.
+  // The new region keeps what the reader had set in the old one: where each scrolled box
+  // was scrolled to (the graph a phone scrolls sideways, to a tapped failed node) and
+  // which "as a table" sections were open. A swap must not move or fold what is read.
+  function scrollKey(box) {
+    var inner = box.firstElementChild;
+    return inner ? inner.tagName + " " + (inner.getAttribute("class") || "") : "";
+  }
+  function detailsKey(section) {
+    var summary = section.querySelector("summary");
+    return summary ? summary.textContent : "";
+  }
+  function kept(selector, key, read) {
+    var found = {};
+    Array.prototype.forEach.call(live.querySelectorAll(selector), function (element) {
+      found[key(element)] = read(element);
+    });
+    return found;
+  }
+  function restore(selector, key, found, write) {
+    Array.prototype.forEach.call(live.querySelectorAll(selector), function (element) {
+      var was = found[key(element)];
+      if (was !== undefined) { write(element, was); }
+    });
+  }
   function swap(html) {
-    var kept = Array.prototype.map.call(live.querySelectorAll(".scroll"), function (box) {
-      return [box.scrollLeft, box.scrollTop];
-    });
+    var scrolled = kept(".scroll", scrollKey, function (box) { return [box.scrollLeft, box.scrollTop]; });
+    var opened = kept("details", detailsKey, function (section) { return section.open; });
     live.innerHTML = html;
-    var boxes = live.querySelectorAll(".scroll");
-    kept.forEach(function (at, index) {
-      if (boxes[index]) { boxes[index].scrollLeft = at[0]; boxes[index].scrollTop = at[1]; }
+    restore(".scroll", scrollKey, scrolled, function (box, at) {
+      box.scrollLeft = at[0]; box.scrollTop = at[1];
     });
+    restore("details", detailsKey, opened, function (section, open) { section.open = open; });
   }
   function refresh() {
     if (busy || typing()) { pending = true; return; }
