@@ -151,7 +151,7 @@ def _postgres_child() -> dict[str, float]:
 
     nodes = PG_RUNS * len(pg_flows.wide.nodes)
     with postgres.scratch_database() as url:
-        anyio.run(postgres._migrate, url)
+        anyio.run(postgres.migrate, url)
         worker = subprocess.Popen(
             [sys.executable, str(BENCH / "postgres.py"), "worker", url],
             stdout=subprocess.PIPE,

@@ -43,7 +43,7 @@ import psycopg
 
 import figures
 import pg_flows
-from postgres import SCHEMA, scratch_database, settings
+from postgres import SCHEMA, migrate, scratch_database, settings
 from taskloom.bootstrap import open_engine
 from taskloom.engine.submit import submit
 from taskloom.engine.worker import Worker, WorkerSettings
@@ -185,9 +185,21 @@ async def _measure(url: str, runs: int, children: list[subprocess.Popen[str]]) -
 
 
 async def _last_end(watcher: psycopg.AsyncConnection[Any], runs: int) -> datetime:
-    """When the last of *runs* runs completed (its history row), once all have: the
-    store is asked every ``POLL_S`` (one small query; the time comes from the rows, so
-    the poll's period does not count). Raises on a run that did not complete."""
+    """When the last of *runs* runs completed (its history row), once all have (asked
+    every ``POLL_S``: the time comes from the rows, so the poll's period does not count)."""
+    await all_completed(watcher, runs, POLL_S)
+    cursor = await watcher.execute(
+        f"SELECT max(at) FROM {SCHEMA}.task_history WHERE state = 'completed'"
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    last: datetime = row[0]
+    return last
+
+
+async def all_completed(watcher: psycopg.AsyncConnection[Any], runs: int, poll_s: float) -> None:
+    """Return once *runs* runs of the bench's schema have completed, asking every
+    *poll_s* (one small query); raise on one that failed or was cancelled."""
     while True:
         cursor = await watcher.execute(
             f"SELECT count(*) FILTER (WHERE state = 'completed'),"
@@ -197,19 +209,8 @@ async def _last_end(watcher: psycopg.AsyncConnection[Any], runs: int) -> datetim
         if failed:
             raise RuntimeError(f"{failed} run(s) did not complete")
         if completed >= runs:
-            cursor = await watcher.execute(
-                f"SELECT max(at) FROM {SCHEMA}.task_history WHERE state = 'completed'"
-            )
-            row = await cursor.fetchone()
-            assert row is not None
-            last: datetime = row[0]
-            return last
-        await anyio.sleep(POLL_S)
-
-
-async def _migrate(url: str) -> None:
-    async with open_engine(settings(url, run_worker=False)):
-        pass
+            return
+        await anyio.sleep(poll_s)
 
 
 def run(quick: bool) -> list[Row]:
@@ -219,7 +220,7 @@ def run(quick: bool) -> list[Row]:
     for _ in range(sizes.rounds):
         for count in sizes.workers:  # interleaved: each count sees the same load
             with scratch_database() as url:
-                anyio.run(_migrate, url)
+                anyio.run(migrate, url)
                 with workers(url, count, sizes.slots) as children:
                     found[count].append(anyio.run(_measure, url, sizes.runs, children))
     return _rows(sizes, found)

@@ -48,8 +48,8 @@ import psycopg
 
 import figures
 import pg_flows
-from pg_scaleout import database_cpu_used, machine_ticks, workers
-from postgres import SCHEMA, scratch_database, settings
+from pg_scaleout import all_completed, database_cpu_used, machine_ticks, workers
+from postgres import migrate, scratch_database, settings
 from taskloom.bootstrap import open_engine
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
@@ -186,28 +186,8 @@ async def _paced(
         await submit(manager, pg_flows.io_wait)
     took = time.perf_counter() - started
     with anyio.fail_after(WAIT_S):
-        await _all_completed(watcher, total)
+        await all_completed(watcher, total, POLL_S)
     return (runs - 1) / took if runs > 1 else rate
-
-
-async def _all_completed(watcher: psycopg.AsyncConnection[Any], runs: int) -> None:
-    """Return once *runs* runs have completed; raise on one that failed."""
-    while True:
-        cursor = await watcher.execute(
-            f"SELECT count(*) FILTER (WHERE state = 'completed'),"
-            f" count(*) FILTER (WHERE state IN ('failed', 'cancelled')) FROM {SCHEMA}.tasks"
-        )
-        completed, failed = await cursor.fetchone() or (0, 0)
-        if failed:
-            raise RuntimeError(f"{failed} run(s) did not complete")
-        if completed >= runs:
-            return
-        await anyio.sleep(POLL_S)
-
-
-async def _migrate(url: str) -> None:
-    async with open_engine(settings(url, run_worker=False)):
-        pass
 
 
 def run(quick: bool) -> list[Row]:
@@ -217,7 +197,7 @@ def run(quick: bool) -> list[Row]:
     for _ in range(sizes.rounds):
         for count in sizes.workers:  # interleaved: each count sees the same load
             with scratch_database() as url:
-                anyio.run(_migrate, url)
+                anyio.run(migrate, url)
                 with workers(url, count, sizes.slots, script=Path(__file__)) as children:
                     found[count].append(anyio.run(_measure, url, sizes, children))
     return _rows(sizes, found)
@@ -237,7 +217,7 @@ def split(quick: bool) -> list[Row]:
     for _ in range(sizes.rounds):
         for kind in ("alone", *SPLIT):
             with scratch_database() as url:
-                anyio.run(_migrate, url)
+                anyio.run(migrate, url)
                 with ExitStack() as stack:
                     children = stack.enter_context(workers(url, 1, sizes.slots, script=script))
                     if kind != "alone":

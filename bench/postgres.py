@@ -98,7 +98,8 @@ def settings(url: str, *, run_worker: bool) -> TaskloomSettings:
     )
 
 
-async def _migrate(url: str) -> None:
+async def migrate(url: str) -> None:
+    """Create the schema on *url* (an engine opened and closed)."""
     async with open_engine(settings(url, run_worker=False)):
         pass
 
@@ -152,7 +153,7 @@ def scaling(sizes: PgSizes) -> list[Row]:
     for _ in range(sizes.repeats):
         for count in sizes.workers:  # interleaved: each count sees the same load
             with scratch_database() as url:
-                anyio.run(_migrate, url)
+                anyio.run(migrate, url)
                 with workers(url, count):
                     rates[count].append(nodes / anyio.run(_submit_all, url, sizes.runs))
     one = statistics.median(rates[1])
@@ -182,7 +183,7 @@ async def _claims(url: str, samples: int) -> list[float]:
 def claim_latency(sizes: PgSizes) -> list[Row]:
     """Milliseconds from submit to the node starting in another process."""
     with scratch_database() as url:
-        anyio.run(_migrate, url)
+        anyio.run(migrate, url)
         with workers(url, 1):
             values = anyio.run(_claims, url, sizes.claims)
     return [figures.latency("claim: submit to node started in another process", values)]
