@@ -2,10 +2,33 @@
 
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import anyio
 import httpx2
+
+_T = TypeVar("_T")
+
+
+async def all_at_once(
+    calls: Sequence[Callable[[], Awaitable[_T]]], *, within_s: float = 30.0
+) -> list[_T | Exception]:
+    """Start every call of *calls* at once; what each returned, or raised, in their order
+    (the whole bounded by *within_s*)."""
+    got: list[_T | Exception] = [ValueError("no answer")] * len(calls)
+
+    async def one(index: int) -> None:
+        try:
+            got[index] = await calls[index]()
+        except Exception as error:  # noqa: BLE001  # the caller inspects it
+            got[index] = error
+
+    with anyio.fail_after(within_s):
+        async with anyio.create_task_group() as group:
+            for index in range(len(calls)):
+                group.start_soon(one, index)
+    return got
 
 
 def free_port() -> int:

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, cast
 
-import anyio
 import pytest
 
 from taskloom.engine.errors import LeaseLostError
@@ -28,6 +27,7 @@ from taskloom.engine.runs import (
 from taskloom.persistence.sql.store import SqlStore
 from taskloom.persistence.sqlite import SqliteTaskStore, nodes
 from taskloom.testing import FakeClock
+from tests.helpers import all_at_once
 
 NODES = [f"n{index}" for index in range(40)]
 
@@ -45,20 +45,9 @@ async def _lease(manager: TaskManager, store: TaskStore, clock: FakeClock) -> Le
     return claimed.lease
 
 
-async def _all_at_once(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+async def _at_once(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
     """Every call's value or error, the calls made concurrently (one writer batch)."""
-    found: list[Any] = [None] * len(calls)
-
-    async def one(index: int) -> None:
-        try:
-            found[index] = await calls[index]()
-        except Exception as error:  # noqa: BLE001  # the test inspects it
-            found[index] = error
-
-    async with anyio.create_task_group() as task_group:
-        for index in range(len(calls)):
-            task_group.start_soon(one, index)
-    return found
+    return list(await all_at_once(calls))
 
 
 def _end(node: str, attempt: int = 1, output: int = 0) -> NodeEnd:
@@ -77,7 +66,7 @@ async def test_each_start_and_end_gets_its_own_checkpoint(
     runs = cast(RunStore, store)
     lease = await _lease(manager, store, clock)
     now = clock.now()
-    started = await _all_at_once(
+    started = await _at_once(
         [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
     assert [(run.node, run.state, run.attempt) for run in started] == [
@@ -87,7 +76,7 @@ async def test_each_start_and_end_gets_its_own_checkpoint(
     later = clock.now()
     ends = [_end(node, output=index) for index, node in enumerate(NODES)]
     ends[5] = _end(NODES[5], attempt=2)  # not the running attempt: refused alone
-    ended = await _all_at_once([partial(runs.end_node, lease, end, later) for end in ends])
+    ended = await _at_once([partial(runs.end_node, lease, end, later) for end in ends])
     assert isinstance(ended[5], LeaseLostError)
     assert "is not running" in str(ended[5])
     for index, run in enumerate(ended):
@@ -118,7 +107,7 @@ async def test_a_stale_lease_refuses_every_one_and_writes_nothing(
     await runs.start_node(lease, NodeStart(node="a", attempt=1), now)
     stale = lease.model_copy(update={"token": "not-the-token"})
     before = await runs.checkpoints(lease.task_id), list(await runs.attempts(lease.task_id))
-    found = await _all_at_once(
+    found = await _at_once(
         [
             *(
                 partial(runs.start_node, stale, NodeStart(node=node, attempt=1), now)
@@ -144,11 +133,11 @@ async def test_two_runs_at_once_a_lost_lease_refuses_only_its_own_run(
     stale = lost.model_copy(update={"token": "not-the-token"})
     now = clock.now()
     half = NODES[:20]
-    await _all_at_once(
+    await _at_once(
         [partial(runs.start_node, lost, NodeStart(node=node, attempt=1), now) for node in half]
     )
     before = await runs.checkpoints(lost.task_id), list(await runs.attempts(lost.task_id))
-    started = await _all_at_once(
+    started = await _at_once(
         [
             partial(runs.start_node, lease, NodeStart(node=node, attempt=attempt), now)
             for node in half
@@ -161,7 +150,7 @@ async def test_two_runs_at_once_a_lost_lease_refuses_only_its_own_run(
     ]
     clock.advance(1)
     later = clock.now()
-    ended = await _all_at_once(
+    ended = await _at_once(
         [
             partial(runs.end_node, lease, _end(node, output=index), later)
             for index, node in enumerate(half)
@@ -190,7 +179,7 @@ async def test_a_merged_start_that_fails_fails_alone(
     lease = await _lease(manager, store, clock)
     now = clock.now()
     await runs.start_node(lease, NodeStart(node=NODES[3], attempt=1), now)
-    found = await _all_at_once(
+    found = await _at_once(
         [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
     assert isinstance(found[3], Exception)
@@ -218,10 +207,10 @@ async def test_sqlite_merges_them(
     runs = cast(RunStore, store)
     lease = await _lease(manager, store, clock)
     now = clock.now()
-    await _all_at_once(
+    await _at_once(
         [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
-    await _all_at_once([partial(runs.end_node, lease, _end(node), now) for node in NODES])
+    await _at_once([partial(runs.end_node, lease, _end(node), now) for node in NODES])
     assert sum(count for kind, count in merged if kind == "start") == len(NODES)
     assert sum(count for kind, count in merged if kind == "end") == len(NODES)
     assert len(merged) <= 4  # 80 writes, merged by kind in their batches
@@ -300,7 +289,7 @@ async def test_merged_ends_leave_the_checkpoints_node_ended_states(
             )
             for index, name in enumerate(names)
         ]
-        started = await _all_at_once([partial(runs.start_node, lease, s, now) for s in starts])
+        started = await _at_once([partial(runs.start_node, lease, s, now) for s in starts])
         clock.advance(1)
         later = clock.now()
         # each kind of end moves to the next node at attempt 2: the completed end then
@@ -312,7 +301,7 @@ async def test_merged_ends_leave_the_checkpoints_node_ended_states(
             ),
             key=lambda end: names.index(end.node),
         )
-        ended = await _all_at_once([partial(runs.end_node, lease, end, later) for end in ends])
+        ended = await _at_once([partial(runs.end_node, lease, end, later) for end in ends])
         expected = [node_ended(run, end, later) for run, end in zip(started, ends, strict=True)]
         assert ended == expected
         stored = await runs.checkpoints(lease.task_id)
@@ -328,13 +317,13 @@ async def test_merged_starts_close_the_attempts_they_resume_from(
     runs = cast(RunStore, store)
     lease = await _lease(manager, store, clock)
     now = clock.now()
-    await _all_at_once(
+    await _at_once(
         [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
     clock.advance(1)
     later = clock.now()
     resumed = NODES[::2]
-    await _all_at_once(
+    await _at_once(
         [
             partial(
                 runs.start_node,
@@ -364,7 +353,7 @@ async def _end_an_ended_node_again(runs: RunStore, lease: Lease, clock: FakeCloc
     """Every node started; ``n5`` ended (a failure, to retry); then the same attempt of
     every node ended at once: ``n5``'s is refused and leaves its attempt as it was."""
     now = clock.now()
-    await _all_at_once(
+    await _at_once(
         [partial(runs.start_node, lease, NodeStart(node=node, attempt=1), now) for node in NODES]
     )
     error = ErrorInfo(error_type="ValueError", message="bad", fingerprint="f")
@@ -380,7 +369,7 @@ async def _end_an_ended_node_again(runs: RunStore, lease: Lease, clock: FakeCloc
     before = [each for each in await runs.attempts(lease.task_id) if each.node == NODES[5]]
     clock.advance(1)
     later = clock.now()
-    ended = await _all_at_once([partial(runs.end_node, lease, _end(node), later) for node in NODES])
+    ended = await _at_once([partial(runs.end_node, lease, _end(node), later) for node in NODES])
     assert isinstance(ended[5], LeaseLostError)
     assert all(run.state is NodeState.COMPLETED for i, run in enumerate(ended) if i != 5)
     after = [each for each in await runs.attempts(lease.task_id) if each.node == NODES[5]]

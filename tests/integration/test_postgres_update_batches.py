@@ -41,7 +41,7 @@ from taskloom.persistence.sql.leases import Taking
 from taskloom.persistence.sql.script import Statement
 from taskloom.testing import FakeClock
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import all_at_once, eventually
 
 
 @pytest.fixture
@@ -54,22 +54,19 @@ async def _report_all(
     manager: TaskManager, claimed: Sequence[ClaimedRun], message: str = "half"
 ) -> list[Task | Exception]:
     """Every run's progress reported at once: what each caller got."""
-    got: list[Task | Exception] = [ValueError("no answer")] * len(claimed)
-
-    async def one(index: int) -> None:
-        lease = claimed[index].lease
-        try:
-            got[index] = await manager.report_progress(
-                lease.task_id, completed=1, total=2, message=message, lease=lease
+    return await all_at_once(
+        [
+            partial(
+                manager.report_progress,
+                run.lease.task_id,
+                completed=1,
+                total=2,
+                message=message,
+                lease=run.lease,
             )
-        except Exception as error:  # noqa: BLE001  # the test inspects it
-            got[index] = error
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as group:
-            for index in range(len(claimed)):
-                group.start_soon(one, index)
-    return got
+            for run in claimed
+        ]
+    )
 
 
 async def _versions(store: PostgresTaskStore, claimed: Sequence[ClaimedRun]) -> list[int]:
@@ -278,21 +275,12 @@ async def _finish_all(
     store: PostgresTaskStore, clock: FakeClock, claimed: Sequence[ClaimedRun]
 ) -> list[tuple[NodeRun, Task] | Exception]:
     """Every run's final write at once: what each caller got."""
-    got: list[tuple[NodeRun, Task] | Exception] = [ValueError("no answer")] * len(claimed)
-
-    async def one(index: int) -> None:
-        try:
-            got[index] = await store.finish_run(
-                claimed[index].lease, _end("a"), clock.now(), _complete(clock)
-            )
-        except Exception as error:  # noqa: BLE001  # the test inspects it
-            got[index] = error
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as group:
-            for index in range(len(claimed)):
-                group.start_soon(one, index)
-    return got
+    return await all_at_once(
+        [
+            partial(store.finish_run, run.lease, _end("a"), clock.now(), _complete(clock))
+            for run in claimed
+        ]
+    )
 
 
 async def _states(

@@ -4,6 +4,7 @@ is retried write by write, a cancel withdraws a write not sent and waits for one
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 
 import anyio
 import pytest
@@ -15,6 +16,7 @@ from taskloom.engine.errors import (
     StoreClosedError,
 )
 from taskloom.persistence.postgres.batches import Batches, Outcome
+from tests.helpers import all_at_once
 
 
 class _Send:
@@ -50,19 +52,9 @@ async def _batches(send: _Send) -> AsyncIterator[Batches[str]]:
 
 
 async def _all(batches: Batches[str], payloads: list[str]) -> list[object]:
-    found: list[object] = [None] * len(payloads)
-
-    async def one(index: int) -> None:
-        try:
-            found[index] = await batches.submit(payloads[index])
-        except Exception as error:  # noqa: BLE001  # the test inspects it
-            found[index] = error
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as group:
-            for index in range(len(payloads)):
-                group.start_soon(one, index)
-    return found
+    return list(
+        await all_at_once([partial(batches.submit, each) for each in payloads], within_s=10)
+    )
 
 
 async def test_writes_waiting_together_go_as_one_batch_each_answered_alone() -> None:
