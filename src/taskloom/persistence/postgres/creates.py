@@ -9,9 +9,8 @@ takes four (BEGIN, the two inserts, COMMIT). The row is the shared codec's
 transaction: it may read and delete the key's holder.
 
 A connection lost while the statement runs leaves its outcome unknown; the task's id is
-fixed before it is sent, so :func:`settle` finds it out: sent again, it writes nothing
-if the id is stored, and :func:`is_ours` tells the row it then reads apart from
-another task's.
+fixed before it is sent, so the statement is sent again: it writes nothing if the id is
+stored, and :func:`is_ours` tells the row then read apart from another task's.
 """
 
 from typing import Final
@@ -23,13 +22,6 @@ from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import Statement
 
 CREATE_SQL: Final = (
-    f"WITH created AS ({rows.INSERT_SQL}) INSERT INTO task_history"
-    " (task_id, version, at, state, status_message, cause, state_changed)"
-    " VALUES (%s, %s, %s, %s, %s, %s, TRUE)"
-)
-
-
-SETTLE_SQL: Final = (
     f"WITH created AS ({rows.INSERT_SQL} ON CONFLICT (id) DO NOTHING RETURNING id)"
     " INSERT INTO task_history"
     " (task_id, version, at, state, status_message, cause, state_changed)"
@@ -40,14 +32,10 @@ SETTLE_SQL: Final = (
 
 def create(task: Task) -> Statement:
     """The statement that stores *task* (without an idempotency key) with the history
-    row of its creation."""
+    row of its creation, unless its id is stored already (then it writes nothing): it
+    returns a row if, and only if, it stored the task. Sent again after an unknown
+    outcome, it stores the task at most once."""
     return Statement(CREATE_SQL, _parameters(task))
-
-
-def settle(task: Task) -> Statement:
-    """:func:`create`'s statement for *task* again, writing nothing if its id is stored:
-    it returns a row if, and only if, it stored the task now."""
-    return Statement(SETTLE_SQL, _parameters(task))
 
 
 def is_ours(stored: Task, task: Task) -> bool:

@@ -311,10 +311,16 @@ class PostgresTaskStore(SqlStore):
             return await super().create(task, now)
         started = time.monotonic()
         try:
-            await self._db.alone(partial(_execute, creates.create(task)))
+            if await self._db.alone(partial(_rows, creates.create(task))):
+                return task, True
         except OutcomeUnknownError as unknown:
             await self._settle_create(task, now, unknown, within=started)
-        return task, True
+            return task, True
+        raise self._taken(task)  # before this create began: not a lost answer of its own
+
+    def _taken(self, task: Task) -> PersistenceError:
+        """The refusal of *task*, whose id another task holds (nothing was written)."""
+        return PersistenceError(f"PostgreSQL {self._db.name}: task id {task.id} is another task's")
 
     async def _settle_create(
         self, task: Task, now: datetime, unknown: OutcomeUnknownError, *, within: float
@@ -332,7 +338,7 @@ class PostgresTaskStore(SqlStore):
         pause_s = 0.01
         while True:
             try:
-                if await self._db.alone(partial(_rows, creates.settle(task))):
+                if await self._db.alone(partial(_rows, creates.create(task))):
                     return  # it had not landed: now it has
                 stored = await self.get(task.id, now)
                 break
@@ -344,9 +350,7 @@ class PostgresTaskStore(SqlStore):
             await anyio.sleep(pause_s)
             pause_s = min(1.0, 2 * pause_s)
         if stored is None or not creates.is_ours(stored, task):
-            raise PersistenceError(
-                f"PostgreSQL {self._db.name}: task id {task.id} is another task's"
-            )
+            raise self._taken(task)
 
     def _create(
         self, task: Task, now: datetime, row: Task | None = None
@@ -394,11 +398,6 @@ def _script(make: Make[_T]) -> Work[_T]:
         return await run_async(make(), connection.execute)
 
     return work
-
-
-async def _execute(statement: Statement, connection: Connection) -> None:
-    """Send *statement*, which returns no rows: one statement, one round trip."""
-    await connection.execute(statement.text, statement.parameters)
 
 
 async def _rows(statement: Statement, connection: Connection) -> list[tuple[Any, ...]]:
