@@ -221,7 +221,8 @@ async def _until_no_work_left(settings: TaskloomSettings) -> None:
                 return
             async with open_engine(settings) as engine, anyio.create_task_group() as group:
                 workflows = engine.workflows
-                await group.start(log_changes, engine.manager)
+                if engine.worker is not None:
+                    await group.start(log_changes, engine.manager, engine.worker)
                 worker = engine.worker.worker_id if engine.worker is not None else "-"
                 logger.info("lingering worker %s on %s runs what is left", worker, database)
                 with engine.manager.subscribe() as changes:

@@ -57,7 +57,7 @@ async def run_worker(values: Values) -> int:
         ):
             assert engine.worker is not None
             if text:
-                await task_group.start(log_changes, engine.manager)
+                await task_group.start(log_changes, engine.manager, engine.worker)
             if served:
                 task_group.start_soon(
                     watch_versions,

@@ -152,6 +152,10 @@ class Worker:
         """Runs this worker is executing now."""
         return len(self._executions)
 
+    def executes(self, task_id: str) -> bool:
+        """Whether this worker is executing *task_id*'s run now."""
+        return task_id in self._executions
+
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
         self._idle = False  # work may be waiting: a new run must not overtake it
