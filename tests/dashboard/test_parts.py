@@ -7,9 +7,11 @@ import pytest
 from pydantic import BaseModel, JsonValue
 
 from taskloom.engine.dag import MapContext, NodeContext, Workflow
+from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import NodeRun, NodeState
 from taskloom.engine.states import TaskState
+from taskloom.persistence.memory import InMemoryTaskStore
 from taskloom.server.dashboard import live
 from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
 from taskloom.server.dashboard.graph import layout
@@ -186,6 +188,35 @@ def test_a_list_listener_wakes_only_for_the_tasks_its_viewer_sees() -> None:
         hub.node_changed("t1")  # a list shows no node
         assert page._woken.is_set()
         assert not listing._woken.is_set()
+
+
+async def test_another_process_s_changes_are_read_only_while_a_page_is_open() -> None:
+    """On PostgreSQL every change of every process is announced: a server with no page
+    open must not read them for the dashboard (one read per change, per server)."""
+    manager = TaskManager(InMemoryTaskStore())
+    task = await manager.create("job", {})
+    reads: list[str] = []
+    read = manager.get
+
+    async def counted(task_id: str, **kwargs: object) -> Task:
+        reads.append(task_id)
+        return await read(task_id, **kwargs)  # type: ignore[arg-type]
+
+    manager.get = counted  # type: ignore[method-assign]
+    hub = ChangeHub()
+    async with anyio.create_task_group() as group:
+        group.start_soon(hub.follow, manager)
+        await anyio.wait_all_tasks_blocked()
+        await manager.notice(task.id, "running")
+        assert reads == []
+        with hub.listen(None) as listing:
+            await manager.notice(task.id, "running")
+            assert reads == [task.id]
+            with anyio.fail_after(5):
+                await listing.wait()
+        await manager.notice(task.id, "completed")
+        assert reads == [task.id]
+        group.cancel_scope.cancel()
 
 
 async def test_a_wake_that_changes_nothing_shown_sends_nothing() -> None:

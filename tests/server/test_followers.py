@@ -18,6 +18,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import Task
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.server.push import Outbox, TaskFollowers
+from taskloom.testing import InMemoryTaskStore
 
 WITHIN_S = 10.0
 
@@ -346,4 +347,31 @@ async def test_a_retry_before_the_first_response_is_out_does_not_lose_the_end(
                 lambda: "cancelled" in connection.session.statuses(task.id)
             )
         assert connection.followers.following == 0
+        task_group.cancel_scope.cancel()
+
+
+async def test_another_process_s_change_is_read_only_for_a_followed_task() -> None:
+    """On PostgreSQL every change of every process is announced; a connection needs a
+    read only of those of the tasks it follows (or any, while a create is in flight).
+    (A manager of its own: the engine's other subscriptions would want them all.)"""
+    manager = TaskManager(InMemoryTaskStore())
+    other = await manager.create("gated", {"gate": "g"})  # not this connection's
+    reads: list[str] = []
+    read = manager.get
+
+    async def counted(task_id: str, **kwargs: Any) -> Task:
+        reads.append(task_id)
+        return await read(task_id, **kwargs)
+
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+        mine, request_id = await connection.create()
+        await connection.answer(request_id)
+        manager.get = counted  # type: ignore[method-assign]
+        await manager.notice(other.id, "cancelled")
+        assert reads == []
+        await manager.notice(mine.id, "cancelled")
+        assert reads == [mine.id]
         task_group.cancel_scope.cancel()

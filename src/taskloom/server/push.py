@@ -29,7 +29,8 @@ from mcp_types import JSONRPCError, JSONRPCResponse, RequestId
 
 from taskloom.engine.events import TaskSubscription
 from taskloom.engine.manager import TaskManager
-from taskloom.engine.models import Task
+from taskloom.engine.models import Task, TaskId
+from taskloom.engine.states import TaskState
 from taskloom.server.streams import ClosesOnExit
 from taskloom.server.wire import WireStatus, legacy_task, wire_status
 
@@ -215,7 +216,7 @@ class TaskFollowers:
         number = self._started
         self._creating[number] = None
         if self._feed is None:
-            self._feed = self._manager.subscribe()
+            self._feed = self._manager.subscribe(wants=self._wants)
             self._task_group.start_soon(self._dispatch, self._feed)
         try:
             task = await create()
@@ -230,6 +231,10 @@ class TaskFollowers:
             self._changed(kept[1])  # the subscription keeps the newer of the two
         self._forget_early()
         return task
+
+    def _wants(self, task_id: TaskId, _state: TaskState) -> bool:
+        """Whether another process's change of *task_id* may concern this connection."""
+        return bool(self._creating) or task_id in self._followed
 
     def _forget_early(self) -> None:
         """Drop the kept changes no create in flight can need (all when none is), and

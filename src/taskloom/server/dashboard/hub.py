@@ -7,7 +7,9 @@ engine's observer events (the runner writes no task change when a node starts). 
 listener is only woken: its stream then reads what it shows and sends it if it changed.
 A list's listener is woken only by changes of tasks its viewer sees (the change feed
 names each task's owner), so one principal's stream never stirs for another's tasks;
-node events concern a task's page only (a list shows no node).
+node events concern a task's page only (a list shows no node). Another process's change
+(PostgreSQL's NOTIFY) is read only while a page is open: a server with no page open
+reads none of them for the dashboard.
 """
 
 from collections.abc import Iterator
@@ -17,7 +19,9 @@ from dataclasses import dataclass, field
 import anyio
 
 from taskloom.engine.manager import ANY_OWNER, OwnerScope, TaskManager
+from taskloom.engine.models import TaskId
 from taskloom.engine.observe import AttemptEnd, AttemptInfo, NullObserver, RunInfo
+from taskloom.engine.states import TaskState
 
 
 @dataclass(eq=False)
@@ -73,9 +77,15 @@ class ChangeHub(NullObserver):
             if listener.task_id == task_id:
                 listener.wake()
 
+    def wants(self, _task_id: TaskId, _state: TaskState) -> bool:
+        """Whether another process's change must be read for the open pages: while one
+        is open, any may concern it (a task's page lists its children, a list its
+        viewer's tasks); with none open, no page needs it (one that opens reads anew)."""
+        return bool(self._listeners)
+
     async def follow(self, manager: TaskManager) -> None:
         """Relay every change of *manager*'s feed, until cancelled."""
-        with manager.subscribe() as changes:
+        with manager.subscribe(wants=self.wants) as changes:
             while True:
                 task = await changes.receive()
                 self.changed(task.id, task.owner)
