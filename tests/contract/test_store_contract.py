@@ -110,6 +110,30 @@ async def test_bad_create_arguments_are_rejected_and_nothing_is_stored(
     assert (await manager.list()).tasks == ()
 
 
+async def test_a_read_is_a_checkpoint_so_a_poll_loop_lets_others_run_and_can_time_out(
+    manager: TaskManager,
+) -> None:
+    """anyio's rule for async APIs: each await of a read yields to the loop and honours
+    cancellation. A read that returned without yielding (SQLite's point reads, on the
+    loop's own thread) made an in-process poll loop starve the run it waited for, and a
+    timeout around it never fire. (The loops are bounded by counts: a read that never
+    yields would never let a timeout fire.)"""
+    task = await manager.create("job")
+    reads = 0
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(manager.start, task.id)
+        while (await manager.get(task.id)).state is not TaskState.RUNNING:
+            reads += 1
+            assert reads < 10_000, "the poll loop starved the start it waits for"
+    reads = 0
+    with anyio.move_on_after(0) as scope:
+        while reads < 10_000:
+            await manager.get(task.id)
+            reads += 1
+    assert scope.cancelled_caught, "a timeout around the reads never reached them"
+    assert reads == 0
+
+
 # -- idempotency ------------------------------------------------------------------------------
 
 

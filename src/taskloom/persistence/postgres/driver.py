@@ -349,6 +349,9 @@ class Database:
             OutcomeUnknownError: *deadline* passed while committing (the write may have
                 landed).
         """
+        # A cancelled caller starts no work: a free connection is handed over without a
+        # checkpoint, and the work is shielded, so a loop of reads would never see it.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         wait_s = max(0.0, min(self.settings.acquire_wait_s, deadline - time.monotonic()))
         try:
             connection = await self.pool.getconn(timeout=wait_s)

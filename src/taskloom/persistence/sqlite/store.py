@@ -241,7 +241,10 @@ class SqliteTaskStore(SqlStore):
         the two thread hops of :meth:`_read`. A reader in WAL mode does not wait for
         writers; should the file be locked all the same (a WAL recovery under way), the
         read goes to the reader thread, which waits and retries. On a read-only store,
-        reads are all there is to say that the database is back (see :meth:`_read`)."""
+        reads are all there is to say that the database is back (see :meth:`_read`).
+        It yields to the loop first, as any await of a read must: a poll loop of reads
+        would otherwise never let the run it waits for go on, nor a timeout fire."""
+        await anyio.lowlevel.checkpoint()
         try:
             value = function(self._inline)
         except sqlite3.Error as error:
