@@ -52,6 +52,7 @@ async def log_changes(
                 followed.pop(task.id, None)  # its last line: nothing more of it comes here
             else:
                 followed[task.id] = task.state
+                followed.move_to_end(task.id)
                 if len(followed) > MOST_FOLLOWED:
                     followed.popitem(last=False)
             if last is task.state:
