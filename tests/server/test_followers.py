@@ -375,3 +375,34 @@ async def test_another_process_s_change_is_read_only_for_a_followed_task() -> No
         await manager.notice(mine.id, "cancelled")
         assert reads == [mine.id]
         task_group.cancel_scope.cancel()
+
+
+async def test_another_process_s_change_is_read_while_a_create_is_in_flight() -> None:
+    """A change announced before the create returns (another worker's claim of the new
+    task, a change to the task an idempotency key returns) is read: it may be the
+    created task's, not followed yet."""
+    manager = TaskManager(InMemoryTaskStore())
+    reads: list[str] = []
+    read = manager.get
+
+    async def counted(task_id: str, **kwargs: Any) -> Task:
+        reads.append(task_id)
+        return await read(task_id, **kwargs)
+
+    manager.get = counted  # type: ignore[method-assign]
+    async with (
+        anyio.create_task_group() as task_group,
+        Connection(manager, task_group) as connection,
+    ):
+
+        async def create_announced_elsewhere() -> Task:
+            task = await manager.create("gated", {"gate": "g"})
+            await manager.notice(task.id, "running")  # announced before the create returns
+            return task
+
+        session = cast(ServerSession, connection.session)
+        task = await connection.followers.create_and_follow(
+            create_announced_elsewhere, session=session, request_id=1, progress_token=None
+        )
+        assert reads == [task.id]
+        task_group.cancel_scope.cancel()

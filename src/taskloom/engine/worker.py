@@ -31,7 +31,7 @@ from taskloom.engine.models import Task, TaskId
 from taskloom.engine.registry import loaded_versions, workflow_for
 from taskloom.engine.runner import RunExecution
 from taskloom.engine.runs import ClaimedRun, Lease, RunStore
-from taskloom.engine.states import TaskState
+from taskloom.engine.states import TaskState, is_terminal
 from taskloom.engine.versions import VersionStore, mark_waiting_runs
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,9 @@ parked run, an answer arriving for one)."""
 
 _MOST_UNREAD = 64
 """New runs a full worker remembers to read later; older ones wait for its polls."""
+_MOST_ENDED_KEPT = 64
+"""Announced ends of runs this worker did not execute, kept for a claim in flight: the
+window is one claim's round trip, in which few runs of a fleet end."""
 
 _FORGET_S = 2.0
 """How long a stopping worker tries to drop its record of loaded versions."""
@@ -135,6 +138,10 @@ class Worker:
         """Runs of named owners that ended while the claim under way was being made."""
         self._unread: dict[TaskId, None] = {}
         """New runs of other processes not read while every slot was taken (oldest first)."""
+        self._ended_unadopted: dict[TaskId, None] = {}
+        """Runs another process ended (a cancel) while this worker did not execute them,
+        newest last: one its claim or eager create was taking meanwhile is read again
+        once adopted, so a cancel announced before the claim returned still stops it."""
         self._owners: dict[TaskId, str | None] = {}
         """The owner of each run in ``_executions`` (for the per-owner limit)."""
         self._dropped: dict[TaskId, Lease] = {}
@@ -303,6 +310,10 @@ class Worker:
         self._held_until[execution] = asked + self.settings.lease_s
         self._owners[run.task.id] = run.task.owner
         task_group.start_soon(self._execute, execution, replaced)
+        if self._ended_unadopted.pop(run.task.id, "not announced") is None:
+            # Another process ended it while the claim (or the eager create) that took it
+            # was under way: its announcement found no execution to stop; read it now.
+            task_group.start_soon(self.manager.notice, run.task.id)  # published, so reacted to
 
     def _execution(self, claimed: ClaimedRun) -> RunExecution:
         return RunExecution(
@@ -374,6 +385,11 @@ class Worker:
         while every slot is taken: the worker claims as soon as a slot frees up."""
         if task_id in self._executions:
             return True
+        if is_terminal(state):
+            self._ended_unadopted[task_id] = None  # see _adopt: a claim may be taking it
+            if len(self._ended_unadopted) > _MOST_ENDED_KEPT:
+                del self._ended_unadopted[next(iter(self._ended_unadopted))]
+            return False
         if state is TaskState.QUEUED and self._free_slots() <= 0:
             self._idle = False  # as a wake would: work may be waiting for this worker
             self._saturated = True
