@@ -14,12 +14,14 @@ import pytest
 from anyio.abc import TaskStatus
 from psycopg import sql
 
+from taskloom.bootstrap import open_engine
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import TaskId
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, notify, schema
+from taskloom.persistence.postgres.driver import application_name
 from tests import postgres
 from tests.helpers import eventually
 from tests.integration import pg_worker
@@ -134,6 +136,50 @@ def both_asked_and_parked_again(manager: TaskManager, task_id: str) -> Callable[
         return current.parked and current.wake_at is None
 
     return parked
+
+
+async def test_a_worker_only_engine_listens_to_the_work_channel_again_after_losing_it(
+    schema_name: str,
+) -> None:
+    worker_only = pg_worker.settings(
+        postgres.TEST_URL, schema_name, run_worker=True, worker_only=True
+    )
+    async with server(schema_name) as here, open_engine(worker_only) as working:
+        store = working.runs
+        assert isinstance(store, PostgresTaskStore)
+        assert await _listening(store, notify.WORK_CHANNEL, set())
+        assert not await _listening(store, notify.CHANNEL, set())
+        dead = await _terminate_backends(store)
+        await eventually(lambda: _listening(store, notify.WORK_CHANNEL, dead), within_s=15)
+        task = await submit(here.manager, pg_worker.double, {"n": 5})
+        with anyio.fail_after(15):  # polls every 600 s: the notification woke it
+            done = await here.manager.wait_until_terminal(task.id)
+        assert done.result == 10
+
+
+async def _listening(store: PostgresTaskStore, channel: str, dead: set[int]) -> bool:
+    """Whether a live session of *store* (not one of *dead*) listens to *channel*."""
+    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as connection:
+        cursor = await connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND query = %s",
+            (application_name(store.origin), f"LISTEN {channel}"),
+        )
+        return any(pid not in dead for (pid,) in await cursor.fetchall())
+
+
+async def _terminate_backends(store: PostgresTaskStore) -> set[int]:
+    """End every server session of *store* (as a server restart or a network cut would)."""
+    async with await psycopg.AsyncConnection.connect(
+        postgres.TEST_URL, autocommit=True
+    ) as connection:
+        cursor = await connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (application_name(store.origin),),
+        )
+        pids = {pid for (pid,) in await cursor.fetchall()}
+        for pid in pids:
+            await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return pids
 
 
 async def test_the_migration_adds_the_work_channel_to_a_schema_of_the_previous_version(
