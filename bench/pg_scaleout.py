@@ -255,8 +255,9 @@ def _rows(sizes: Sizes, found: dict[int, list[Window]]) -> list[Row]:
 
 
 async def _work(url: str, slots: int) -> None:
-    frozen = settings(url, run_worker=False).model_copy(update={"freeze_start_up": True})
-    async with open_engine(frozen) as engine:  # it stands for `taskloom worker`, which freezes
+    update = {"freeze_start_up": True, "worker_only": True}
+    frozen = settings(url, run_worker=False).model_copy(update=update)
+    async with open_engine(frozen) as engine:  # as `taskloom worker`: frozen, hears its work
         print("ready", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # "go"
         worker = Worker(

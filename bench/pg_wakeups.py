@@ -316,8 +316,9 @@ def _fit_rows(sizes: Sizes, found: dict[int, list[Window]], field: str, whose: s
 async def _work(url: str, slots: int) -> None:
     """A worker of *slots* slots; with 0, an engine that only listens (no worker); with
     -1, one that also reads each new run (as a worker with a free slot does), no claim."""
-    frozen = settings(url, run_worker=False).model_copy(update={"freeze_start_up": True})
-    async with open_engine(frozen) as engine:  # it stands for `taskloom worker`, which freezes
+    update = {"freeze_start_up": True, "worker_only": True}
+    frozen = settings(url, run_worker=False).model_copy(update=update)
+    async with open_engine(frozen) as engine:  # as `taskloom worker`: frozen, hears its work
         tally = _tally(engine.manager)
         async with anyio.create_task_group() as task_group:
             if slots > 0:

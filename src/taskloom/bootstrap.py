@@ -5,6 +5,7 @@ import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -130,7 +131,9 @@ async def open_engine(
                     reclaim_from=reclaim_from,
                 )
             async with anyio.create_task_group() as task_group:
-                await _follow_other_processes(task_group, settings.database, store, manager)
+                await _follow_other_processes(
+                    task_group, settings.database, store, manager, work_only=settings.worker_only
+                )
                 if settings.run_sweeper:
                     task_group.start_soon(manager.run_sweeper)
                 if worker is not None:
@@ -174,13 +177,20 @@ os.register_at_fork(after_in_child=_unfrozen)
 
 
 async def _follow_other_processes(
-    task_group: anyio.abc.TaskGroup, database: DatabaseSettings, store: Any, manager: TaskManager
+    task_group: anyio.abc.TaskGroup,
+    database: DatabaseSettings,
+    store: Any,
+    manager: TaskManager,
+    *,
+    work_only: bool = False,
 ) -> None:
     """Publish on *manager*'s feed what other processes change: as PostgreSQL announces
-    it, or, on SQLite, as a poll of the running tasks finds it (ADR 0042)."""
+    it (with *work_only*, only what a worker acts on: ADR 0062), or, on SQLite, as a poll
+    of the running tasks finds it (ADR 0042)."""
     if isinstance(database, PostgresSettings):
         postgres = cast("PostgresTaskStore", store)  # what open_store opens for it
-        await task_group.start(postgres.watch_changes, manager.notice)
+        watch = partial(postgres.watch_changes, manager.notice, work_only=work_only)
+        await task_group.start(watch)
     elif isinstance(database, SqliteSettings):
         sqlite = cast("SqliteTaskStore", store)
         await task_group.start(follow_foreign_changes, manager, sqlite.running_versions)

@@ -48,6 +48,12 @@ class TaskloomSettings(BaseModel):
     """Also load the workflows that installed packages advertise (``taskloom.workflows``)."""
     run_worker: bool = True
     """Execute runs in this process (a server may leave that to separate workers)."""
+    worker_only: bool = False
+    """The process only runs workflows (``taskloom worker``): on PostgreSQL it hears, of
+    what other processes change, only what its worker acts on (new work, a parked run made
+    claimable, a cancel or a failure; ADR 0062), not every claim, progress write and end of
+    every other worker. Nothing in it may follow other processes' tasks (a result, a
+    dashboard, a reader): those would miss changes. Off: it hears every change."""
     run_sweeper: bool = True
     """Purge expired tasks in the background while the engine is open."""
     freeze_start_up: bool = False

@@ -1,24 +1,18 @@
 """A server here and a worker in another OS process, on one PostgreSQL database."""
 
-import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 import pytest
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 
-from taskloom.bootstrap import Engine, open_engine
+from taskloom.bootstrap import open_engine
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from tests import postgres
 from tests.helpers import eventually
 from tests.integration import pg_worker
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.pg_worker import server, worker_process
 
 
 @pytest.fixture
@@ -27,36 +21,6 @@ async def schema() -> AsyncIterator[str]:
     name = postgres.new_schema_name()
     yield name
     await postgres.drop_schema(name)
-
-
-@asynccontextmanager
-async def worker_process(schema: str, *, lease_s: float = 1800.0) -> AsyncIterator[Process]:
-    """Start ``pg_worker`` in a process of its own; terminate it on exit."""
-    command = [
-        *(sys.executable, "-m", "tests.integration.pg_worker"),
-        *(postgres.TEST_URL, schema, str(lease_s)),
-    ]
-    async with await anyio.open_process(command, cwd=ROOT) as process:
-        try:
-            assert process.stdout is not None
-            with anyio.fail_after(30):
-                async for line in TextReceiveStream(process.stdout):
-                    if "ready" in line:
-                        break
-            yield process
-        finally:
-            if process.returncode is None:
-                process.terminate()
-            with anyio.CancelScope(shield=True), anyio.fail_after(10):
-                await process.wait()
-
-
-@asynccontextmanager
-async def server(schema: str) -> AsyncIterator[Engine]:
-    async with open_engine(
-        pg_worker.settings(postgres.TEST_URL, schema, run_worker=False)
-    ) as engine:
-        yield engine
 
 
 async def test_work_submitted_here_runs_in_the_worker_process(schema: str) -> None:

@@ -98,6 +98,7 @@ def worker_settings(values: Values) -> TaskloomSettings:
         store_wait_s=values.of(STORE_WAIT_S),
         worker=WorkerSettings(**given_fields("WorkerSettings", values)),
         freeze_start_up=True,  # the process is taskloom's (ADR 0061)
+        worker_only=True,  # it hears only what its worker acts on (ADR 0062)
     )
 
 

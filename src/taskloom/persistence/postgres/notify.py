@@ -1,9 +1,10 @@
 """Changes made by other processes, as PostgreSQL announces them (LISTEN/NOTIFY).
 
 Migration 0002 makes every committed insert or update of a task send
-``<schema> <origin> <task id> <state>`` on :data:`CHANNEL`. A store listens on one
-connection of its own and hands each foreign change of its schema to a callback; its own
-changes (same origin) are skipped, since they were published in-process already.
+``<schema> <origin> <task id> <state>`` on :data:`CHANNEL`; migration 0009 also sends the
+changes a worker acts on on :data:`WORK_CHANNEL` (ADR 0062). A store listens to one of them
+on one connection of its own and hands each foreign change of its schema to a callback;
+its own changes (same origin) are skipped, since they were published in-process already.
 """
 
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,11 @@ from taskloom.persistence.postgres.driver import connect
 from taskloom.persistence.postgres.settings import PostgresSettings
 
 CHANNEL: Final = "taskloom_changes"
+"""Every committed change of a task."""
+WORK_CHANNEL: Final = "taskloom_work"
+"""The changes a worker acts on: new or re-queued work, a parked run made claimable or
+given a timer, a cancel or a failure (migration 0009); what a process that only runs a
+worker listens to."""
 _RECONNECT_FIRST_S: Final = 0.1
 
 OnChange = Callable[[TaskId, str], Awaitable[None]]
@@ -39,11 +45,13 @@ async def listen(
     origin: str,
     on_change: OnChange,
     *,
+    channel: str = CHANNEL,
     on_reconnect: Callable[[], None] = lambda: None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Call *on_change* for every task another process changes (its id and new state),
-    until cancelled.
+    as *channel* announces it (:data:`CHANNEL`: every change; :data:`WORK_CHANNEL`: those
+    a worker acts on), until cancelled.
 
     A lost connection is re-opened with backoff (at most ``reconnect_max_s`` between two
     tries); changes announced while it was down are not replayed, so *on_reconnect* is
@@ -65,7 +73,7 @@ async def listen(
             delay = min(delay * 2, settings.reconnect_max_s)
             continue
         try:
-            await connection.execute(f"LISTEN {CHANNEL}")
+            await connection.execute(f"LISTEN {channel}")
             if not started:
                 task_status.started()
                 started = True

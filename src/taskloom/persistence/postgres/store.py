@@ -145,10 +145,15 @@ class PostgresTaskStore(SqlStore):
             raise raised
 
     async def watch_changes(
-        self, on_change: OnChange, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self,
+        on_change: OnChange,
+        *,
+        work_only: bool = False,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Call *on_change* with the id and new state of every task that another process
-        changes, as PostgreSQL announces it (``LISTEN``), until cancelled. Start it with
+        changes, as PostgreSQL announces it (``LISTEN``), until cancelled; with
+        *work_only*, only the changes a worker acts on (ADR 0062). Start it with
         ``task_group.start``: it reports started once it listens.
         """
         await notify.listen(
@@ -156,6 +161,7 @@ class PostgresTaskStore(SqlStore):
             self._db.name,
             self._db.origin,
             on_change,
+            channel=notify.WORK_CHANNEL if work_only else notify.CHANNEL,
             on_reconnect=self._db.outage.answered,
             task_status=task_status,
         )
