@@ -18,7 +18,6 @@ guarantees"; ADR 0004), checked for the end of ``first`` (an end of its own) and
   completed is not run again; no lease and no open attempt is left.
 """
 
-import os
 import signal
 import sys
 from collections import Counter
@@ -29,8 +28,6 @@ from typing import Any, Final
 import anyio
 import psycopg
 import pytest
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
 from psycopg import sql
 
 from taskloom.bootstrap import open_engine
@@ -39,7 +36,7 @@ from taskloom.engine.runs import AttemptOutcome, NodeState
 from taskloom.engine.states import TaskState, is_terminal
 from taskloom.engine.submit import submit
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import eventually, helper_process
 from tests.integration import pg_worker
 
 pytestmark = pytest.mark.slow
@@ -47,7 +44,6 @@ pytestmark = pytest.mark.slow
 ROOT: Final = Path(__file__).resolve().parents[2]
 LEASE_S: Final = 1.0
 """The killed worker's lease: the next worker takes its run over once it expires."""
-READY_S: Final = 30.0
 TAKEOVER_S: Final = 30.0
 
 
@@ -59,28 +55,10 @@ async def schema() -> AsyncIterator[str]:
     await postgres.drop_schema(name)
 
 
-async def _start_worker(schema: str, log: Path) -> tuple[Process, str]:
-    """A ``pg_worker`` process (stderr to *log*) and its connections' application name,
-    once it says it is ready."""
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+def _worker(schema: str) -> list[str]:
+    """The command of a ``pg_worker`` process on *schema*."""
     command = [sys.executable, "-m", "tests.integration.pg_worker"]
-    command += [postgres.TEST_URL, schema, str(LEASE_S)]
-    with log.open("wb") as errors:
-        process = await anyio.open_process(
-            command, cwd=ROOT, env={**os.environ, "PYTHONPATH": path}, stderr=errors
-        )
-    assert process.stdout is not None
-    try:
-        with anyio.fail_after(READY_S):
-            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 200)
-    except (TimeoutError, anyio.IncompleteRead):
-        process.kill()
-        await process.wait()
-        stderr = await anyio.Path(log).read_text()
-        pytest.fail(f"the worker did not say ready; its stderr:\n{stderr}", pytrace=False)
-    word, name = line.decode().split()
-    assert word == "ready"
-    return process, name
+    return [*command, postgres.TEST_URL, schema, str(LEASE_S)]
 
 
 class Hold:
@@ -177,8 +155,8 @@ async def test_a_worker_killed_between_a_body_and_its_checkpoint_runs_the_node_a
         await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True) as admin,
     ):
         hold = Hold(schema, holder, admin)
-        worker, name = await _start_worker(schema, tmp_path / "worker.log")
-        try:
+        async with helper_process(_worker(schema), cwd=ROOT) as worker:
+            name = worker.ready  # its sessions' application name
             task = await submit(here.manager, pg_worker.window, arguments)
 
             async def started() -> bool:
@@ -192,16 +170,10 @@ async def test_a_worker_killed_between_a_body_and_its_checkpoint_runs_the_node_a
                 return (held, 1) in _marks(marks) and await hold.blocked(name)
 
             await eventually(in_the_window, within_s=30)
-            worker.kill()
+            worker.process.kill()
             with anyio.fail_after(10):
-                assert await worker.wait() == -signal.SIGKILL
+                assert await worker.process.wait() == -signal.SIGKILL
             await hold.end_sessions(name)
-        finally:
-            if worker.returncode is None:
-                worker.kill()
-                with anyio.CancelScope(shield=True), anyio.fail_after(10):
-                    await worker.wait()
-            await worker.aclose()
         await hold.release()
 
         # As the kill left it: the body's side effect happened, its checkpoint did not.

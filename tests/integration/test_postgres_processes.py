@@ -8,19 +8,16 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 
 from taskloom.bootstrap import Engine, open_engine
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import eventually, helper_process
 from tests.integration import pg_worker
 
 ROOT = Path(__file__).resolve().parents[2]
-STOP_S = 10.0
-"""How long a worker may take to stop after SIGTERM before it is killed."""
 
 
 @pytest.fixture
@@ -33,40 +30,15 @@ async def schema() -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def worker_process(schema: str, *, lease_s: float = 1800.0) -> AsyncIterator[Process]:
-    """Start ``pg_worker`` in a process of its own; stop it on exit with SIGTERM, which
-    it takes as ``taskloom worker`` does (a clean stop: exit status 0), unless the test
-    killed it."""
+    """``pg_worker`` in a process of its own, once ready; on leaving, unless the test
+    killed it, stopped by SIGTERM, which it must take as ``taskloom worker`` does (a
+    clean stop, exit status 0, checked by ``helper_process``)."""
     command = [
         *(sys.executable, "-m", "tests.integration.pg_worker"),
         *(postgres.TEST_URL, schema, str(lease_s)),
     ]
-    async with await anyio.open_process(command, cwd=ROOT) as process:
-        stopped = False
-        try:
-            assert process.stdout is not None
-            with anyio.fail_after(30):
-                async for line in TextReceiveStream(process.stdout):
-                    if "ready" in line:
-                        break
-            yield process
-        finally:
-            with anyio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.terminate()
-                    stopped = True
-                with anyio.move_on_after(STOP_S):
-                    await process.wait()
-                if process.returncode is None:  # it did not stop: no wait without end
-                    process.kill()
-                    await process.wait()
-        if stopped:
-            assert process.returncode == 0, f"not stopped by SIGTERM: {await _errors(process)}"
-
-
-async def _errors(process: Process) -> str:
-    """What the ended *process* wrote on its stderr."""
-    assert process.stderr is not None
-    return b"".join([chunk async for chunk in process.stderr]).decode()
+    async with helper_process(command, cwd=ROOT, stop_s=10) as worker:
+        yield worker.process
 
 
 @asynccontextmanager
