@@ -110,8 +110,12 @@ class Hold:
         return bool(rows)
 
     async def end_sessions(self, name: str) -> None:
-        """End every session called *name* (a dead process's: none commits anything more),
-        and wait until they are gone."""
+        """End every session called *name*, a dead process's, and wait until they are
+        gone. PostgreSQL notices a dead client only when it next reads from it: a
+        session whose statement waits for a lock runs it once the lock is released, and
+        a statement sent alone (a node's end is one) commits as it ends, fenced by a
+        lease that still lasts: the end would be written after all (seen without this),
+        by a process already dead."""
         await self._rows(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
             name,
