@@ -1,12 +1,19 @@
 """Small shared test utilities."""
 
 import os
+import signal
 import socket
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TypeVar
 
 import anyio
 import httpx2
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 _T = TypeVar("_T")
 
@@ -78,3 +85,90 @@ async def until_http_listening(url: str, *, within_s: float = 30.0) -> None:
                 return False
 
         await eventually(listening, within_s=within_s, every_s=0.05)
+
+
+@dataclass
+class HelperProcess:
+    """A process of the tests (a worker, say) started by :func:`helper_process`."""
+
+    process: Process
+    stderr: IO[bytes] = field(repr=False)
+    """The temporary file its stderr goes to."""
+    ready: str = ""
+    """The rest of its ``ready`` line (an application name, say)."""
+    stopped: bool = False
+    """Whether it was stopped by SIGTERM on leaving (it had not ended before)."""
+    errors: str = ""
+    """Its stderr, once it has ended."""
+
+    async def read_errors(self) -> str:
+        """Its stderr so far (all of it once it has ended)."""
+        stderr = anyio.wrap_file(self.stderr)
+        await stderr.seek(0)
+        return (await stderr.read()).decode(errors="replace")
+
+
+@asynccontextmanager
+async def helper_process(
+    command: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    ready_s: float = 30.0,
+    stop_s: float = 30.0,
+) -> AsyncIterator[HelperProcess]:
+    """*command* as a process of its own, once the first line of its stdout starts with
+    ``ready``: read without blocking the event loop, bounded by *ready_s*, else the test
+    fails with its stderr (which goes to a temporary file: no pipe fills up meanwhile).
+
+    On leaving, unless it has ended already (the test killed it, say), it gets SIGTERM
+    and must stop cleanly (exit status 0, as ``taskloom worker`` does) within *stop_s*;
+    else it is killed and the test fails, with its stderr.
+    """
+    name = " ".join(command[:3])
+    overdue = False
+    with tempfile.TemporaryFile() as stderr:
+        process = await anyio.open_process(command, cwd=cwd, env=env, stderr=stderr)
+        async with process:
+            child = HelperProcess(process, stderr)
+            try:
+                child.ready = await _ready(child, name, ready_s)
+                yield child
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if process.returncode is None:
+                        process.send_signal(signal.SIGTERM)
+                        child.stopped = True
+                    with anyio.move_on_after(stop_s):
+                        await process.wait()
+                    if process.returncode is None:  # it did not stop: no wait without end
+                        overdue = True
+                        process.kill()
+                        await process.wait()
+                    child.errors = await child.read_errors()
+    if child.stopped and process.returncode != 0:
+        how = f"still ran {stop_s} s after it" if overdue else f"exit status {process.returncode}"
+        raise AssertionError(
+            f"{name} did not stop cleanly on SIGTERM ({how}); its stderr:\n{child.errors}"
+        )
+
+
+async def _ready(child: HelperProcess, name: str, within_s: float) -> str:
+    """The rest of *child*'s first line of stdout, which must start with ``ready``."""
+    assert child.process.stdout is not None
+    line = b""
+    with anyio.move_on_after(within_s):
+        try:
+            stdout = BufferedByteReceiveStream(child.process.stdout)
+            line = await stdout.receive_until(b"\n", 1000)
+        except (anyio.IncompleteRead, anyio.DelimiterNotFound):  # it ended, or said more
+            pass
+    word, _, rest = line.decode(errors="replace").partition(" ")
+    if word == "ready":
+        return rest.strip()
+    child.process.kill()
+    await child.process.wait()
+    raise AssertionError(
+        f"{name} did not say ready within {within_s} s (it said {line!r}, exit status"
+        f" {child.process.returncode}); its stderr:\n{await child.read_errors()}"
+    )

@@ -5,7 +5,6 @@ procfs), a scan stops burning CPU once cancelled, and SIGINT stops a server mid-
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -91,23 +90,10 @@ async def _refusal(client: LegacyClient, arguments: dict[str, Any]) -> str:
     return error.message
 
 
-def _stored_tasks(tmp_path: Path) -> list[dict[str, Any]]:
-    listed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "taskloom",
-            "tasks",
-            "list",
-            "--db",
-            str(tmp_path / "x.db"),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
+async def _stored_tasks(tmp_path: Path) -> list[dict[str, Any]]:
+    command = [sys.executable, "-m", "taskloom", "tasks", "list"]
+    with anyio.fail_after(60):
+        listed = await anyio.run_process([*command, "--db", str(tmp_path / "x.db"), "--json"])
     tasks: list[dict[str, Any]] = json.loads(listed.stdout)["tasks"]
     return tasks
 
@@ -124,7 +110,7 @@ async def test_paths_outside_the_roots_are_refused_before_a_task_exists(tmp_path
             pseudo = "kernel pseudo file system (proc)"
             assert pseudo in await _refusal(ann, {"path": "/proc/self"})
             assert pseudo in await _refusal(ann, {"path": str(allowed / "proc")})
-            assert _stored_tasks(tmp_path) == []
+            assert await _stored_tasks(tmp_path) == []
 
             # Inside the roots, links followed: /etc stays unread, procfs is not entered.
             task = await ann.start(

@@ -4,16 +4,17 @@ the server exits promptly and a lingering worker finishes the task, with no comm
 anyone, then exits. The tests only read the database."""
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from taskloom.commands.common import open_database, open_store
 from taskloom.engine.foreign import DEFAULT_INTERVAL_S
@@ -23,16 +24,12 @@ from tests.helpers import eventually
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 
-def _leave(database: Path, how: str, *flags: str) -> dict[str, Any]:
-    """Run the one-shot host to its end; what it printed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.e2e.leaving_host", str(database), how, *flags],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+async def _leave(database: Path, how: str, *flags: str) -> dict[str, Any]:
+    """Run the one-shot host to its end (bounded); what it printed."""
+    command = [sys.executable, "-m", "tests.e2e.leaving_host", str(database), how, *flags]
+    with anyio.fail_after(60):
+        done = await anyio.run_process(command, cwd=REPOSITORY, check=False)
+    assert done.returncode == 0, done.stderr.decode()
     printed: dict[str, Any] = json.loads(done.stdout)
     return printed
 
@@ -44,20 +41,19 @@ def _state(database: Path, task_id: str) -> str:
     return str(state)
 
 
-def _serve(database: Path) -> "subprocess.Popen[bytes]":
+async def _serve(database: Path) -> Process:
     """``taskloom serve`` on *database*, its stdin and stdout piped."""
-    return subprocess.Popen(
+    return await anyio.open_process(
         [sys.executable, "-m", "taskloom", "serve", "--db", str(database)],
         cwd=REPOSITORY,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=os.environ.copy(),
     )
 
 
-def _initialize(requests: IO[bytes], answers: IO[bytes], request_id: int = 1) -> None:
-    """An ``initialize`` round trip with a stdio server."""
+async def _initialize(server: Process, request_id: int = 1, within_s: float = 30) -> None:
+    """An ``initialize`` round trip with a stdio server, bounded by *within_s*."""
+    assert server.stdin is not None
+    assert server.stdout is not None
     message = {
         "jsonrpc": "2.0",
         "id": request_id,
@@ -68,10 +64,11 @@ def _initialize(requests: IO[bytes], answers: IO[bytes], request_id: int = 1) ->
             "clientInfo": {"name": "test", "version": "0"},
         },
     }
-    requests.write(json.dumps(message).encode() + b"\n")
-    requests.flush()
-    while json.loads(answers.readline()).get("id") != request_id:
-        pass
+    answers = BufferedByteReceiveStream(server.stdout)
+    with anyio.fail_after(within_s):
+        await server.stdin.send(json.dumps(message).encode() + b"\n")
+        while json.loads(await answers.receive_until(b"\n", 1 << 20)).get("id") != request_id:
+            pass
 
 
 def _lock_free(database: Path) -> bool:
@@ -83,7 +80,7 @@ def _lock_free(database: Path) -> bool:
 @pytest.mark.parametrize("how", ["stdin", "sigterm"])
 async def test_a_task_completes_after_its_host_left(tmp_path: Path, how: str) -> None:
     database = tmp_path / "x.db"
-    host = _leave(database, how)
+    host = await _leave(database, how)
     assert host["code"] == 0
     assert host["exit_s"] < (5 if how == "stdin" else 10)
     assert host["isError"] is False
@@ -110,7 +107,7 @@ async def test_a_task_completes_after_its_host_left(tmp_path: Path, how: str) ->
 @pytest.mark.slow
 async def test_no_linger_leaves_the_task_for_the_next_process(tmp_path: Path) -> None:
     database = tmp_path / "x.db"
-    host = _leave(database, "stdin", "--no-linger")
+    host = await _leave(database, "stdin", "--no-linger")
     assert host["code"] == 0
     assert "the task waits, unfinished, until taskloom runs again" in host["text"]
     assert _state(database, host["taskId"]) in ("queued", "running")
@@ -123,7 +120,7 @@ async def test_one_lingering_worker_per_database(tmp_path: Path) -> None:
     database.touch()
     with linger_lock(database) as taken:  # as if another lingering worker ran
         assert taken
-        host = _leave(database, "stdin")
+        host = await _leave(database, "stdin")
         log = log_path(database)
 
         async def left_alone() -> bool:
@@ -151,9 +148,8 @@ async def test_others_unfinished_tasks_start_no_lingering_worker(tmp_path: Path)
         )
         assert claimed.task.id == running.id
         orphan = await local.manager.create("countdown", arguments, workflow_version="999")
-    server = _serve(database)
+    server = await _serve(database)
     assert server.stdin is not None
-    assert server.stdout is not None
     try:
         async with open_database(database) as local:
 
@@ -162,16 +158,21 @@ async def test_others_unfinished_tasks_start_no_lingering_worker(tmp_path: Path)
                 return message.startswith("waiting for a process")
 
             await eventually(noted, within_s=30, every_s=0.1)
-            _initialize(server.stdin, server.stdout)  # it serves, and follows its feed
+            await _initialize(server)  # it serves, and follows its feed
             await local.manager.report_progress(running.id, completed=1, total=4)
             # A window of four of its polls (0.25 s) to see that change on its feed; what
             # follows asserts that nothing happened, so it never passes by luck of timing.
             await anyio.sleep(4 * DEFAULT_INTERVAL_S)
     finally:
-        server.stdin.close()
-        code = server.wait(timeout=30)
-        server.stdout.close()
-    assert code == 0
+        with anyio.CancelScope(shield=True):
+            await server.stdin.aclose()  # the host leaves: the server ends
+            with anyio.move_on_after(30):
+                await server.wait()
+            if server.returncode is None:  # it did not end: no wait without end
+                server.kill()
+                await server.wait()
+            await server.aclose()
+    assert server.returncode == 0
     assert not log_path(database).exists()  # no lingering worker was started
     assert _state(database, running.id) == "running"
     assert _state(database, orphan.id) == "queued"
@@ -182,7 +183,7 @@ async def test_a_lingering_worker_leaves_a_database_that_was_deleted(tmp_path: P
     """A lingering worker whose database is deleted under it (a benchmark's or a test's
     temporary folder) exits instead of running forever on the deleted file."""
     database = tmp_path / "x.db"
-    host = _leave(database, "stdin")
+    host = await _leave(database, "stdin")
     log = log_path(database)
 
     async def working() -> bool:

@@ -1,9 +1,13 @@
 """A worker process for the PostgreSQL multi-process tests: ``python -m
-tests.integration.pg_worker URL SCHEMA [LEASE_S]``. It prints ``ready`` once it listens and works,
-then runs until it is terminated. Its polls and heartbeats are too slow to matter, so
-whatever reaches it in a test came through LISTEN/NOTIFY. It is worker-only, as
-``taskloom worker`` is: it listens to the changes a worker acts on only (ADR 0062)."""
+tests.integration.pg_worker URL SCHEMA [LEASE_S]``. It prints ``ready APPLICATION_NAME``
+(what its connections are called in ``pg_stat_activity``) once it listens and works, then
+runs until it is killed, or stopped by SIGTERM or SIGINT as ``taskloom worker`` is: the
+engine closes, recording the attempts in flight as interrupted and handing their runs back,
+and the process exits 0. Its polls and heartbeats are too slow to matter, so whatever
+reaches it in a test came through LISTEN/NOTIFY. It is worker-only, as ``taskloom worker``
+is: it listens to the changes a worker acts on only (ADR 0062)."""
 
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,15 +15,16 @@ from pathlib import Path
 
 import anyio
 from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 from pydantic import BaseModel
 
 from taskloom.bootstrap import Engine, open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.worker import WorkerSettings
-from taskloom.persistence.postgres import PostgresSettings
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
+from taskloom.persistence.postgres.driver import application_name
 from tests import postgres
+from tests.helpers import helper_process, leave_mark
 
 SLOW_S = 600.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,18 +66,52 @@ async def hang_on_first_attempt(ctx: NodeContext[Numbers]) -> int:
 two_questions = Workflow("two_questions", version="1", input=Numbers)
 
 
-@two_questions.node()
-async def first(ctx: NodeContext[Numbers]) -> int:
+@two_questions.node(name="first")
+async def first_question(ctx: NodeContext[Numbers]) -> int:
     answer = await ctx.ask("first?", {"type": "integer"})
     assert isinstance(answer, int)
     return answer
 
 
-@two_questions.node()
-async def second(ctx: NodeContext[Numbers]) -> int:
+@two_questions.node(name="second")
+async def second_question(ctx: NodeContext[Numbers]) -> int:
     answer = await ctx.ask("second?", {"type": "integer"})
     assert isinstance(answer, int)
     return answer
+
+
+class Window(BaseModel):
+    """Where the nodes leave their marks, which node's first attempt is held, and the
+    file that lets it go on."""
+
+    marks: str
+    held: str
+    go: str
+
+
+window = Workflow("window", version="1", input=Window)
+"""Two nodes, ``first`` then ``last``, each leaving a completion mark (``leave_mark``) as
+its body's last action; the ``held`` one's first attempt waits for the ``go`` file first,
+so that the test can hold the write of its end before its body returns."""
+
+
+async def _ended(ctx: NodeContext[Window], output: str) -> str:
+    if ctx.node == ctx.input.held and ctx.attempt == 1:
+        # the test creates the file (in its own process: no event) once it holds the end
+        while not await anyio.Path(ctx.input.go).exists():  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    leave_mark(ctx.input.marks, ctx.task_id, ctx.node, ctx.attempt)
+    return output
+
+
+@window.node()
+async def first(ctx: NodeContext[Window]) -> str:
+    return await _ended(ctx, f"first by attempt {ctx.attempt}")
+
+
+@window.node(deps=[first])
+async def last(ctx: NodeContext[Window]) -> str:
+    return await _ended(ctx, f"{ctx.output(first)}, last by attempt {ctx.attempt}")
 
 
 def settings(
@@ -98,24 +137,15 @@ def settings(
 
 @asynccontextmanager
 async def worker_process(schema: str, *, lease_s: float = 1800.0) -> AsyncIterator[Process]:
-    """Start this module in a process of its own; terminate it on exit."""
+    """This module in a process of its own, once ready; on leaving, unless the test
+    killed it, stopped by SIGTERM, which it must take as ``taskloom worker`` does (a
+    clean stop, exit status 0, checked by ``helper_process``)."""
     command = [
         *(sys.executable, "-m", "tests.integration.pg_worker"),
         *(postgres.TEST_URL, schema, str(lease_s)),
     ]
-    async with await anyio.open_process(command, cwd=ROOT) as process:
-        try:
-            assert process.stdout is not None
-            with anyio.fail_after(30):
-                async for line in TextReceiveStream(process.stdout):
-                    if "ready" in line:
-                        break
-            yield process
-        finally:
-            if process.returncode is None:
-                process.terminate()
-            with anyio.CancelScope(shield=True), anyio.fail_after(10):
-                await process.wait()
+    async with helper_process(command, cwd=ROOT, stop_s=10) as worker:
+        yield worker.process
 
 
 @asynccontextmanager
@@ -127,11 +157,14 @@ async def server(schema: str, **changes: object) -> AsyncIterator[Engine]:
 
 
 async def main(url: str, schema: str, lease_s: float) -> None:
-    """Work until terminated."""
+    """Work until SIGTERM or SIGINT (the receiver is there before ``ready``)."""
     worker = settings(url, schema, run_worker=True, worker_only=True, lease_s=lease_s)
-    async with open_engine(worker):
-        print("ready", flush=True)
-        await anyio.sleep_forever()
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as stop:
+        async with open_engine(worker) as engine:
+            assert isinstance(engine.runs, PostgresTaskStore)
+            print("ready", application_name(engine.runs.origin), flush=True)
+            async for _ in stop:
+                break
 
 
 if __name__ == "__main__":

@@ -4,17 +4,16 @@ run's version leaves it waiting; on PostgreSQL, workers of different versions sh
 database through a rolling deploy and a kill -9 of either."""
 
 import contextlib
-import signal
 import sqlite3
-import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
 
 from taskloom.bootstrap import open_engine
 from taskloom.cli import main
@@ -23,7 +22,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import eventually, helper_process
 from tests.integration.version_flows import source
 from tests.integration.version_worker import registry, settings
 
@@ -32,30 +31,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@contextmanager
-def worker(db: str, versions: str, schema: str | None = None) -> Iterator[subprocess.Popen[str]]:
-    """A worker process with these versions of vflow; stopped (SIGTERM) at the end
-    unless the test killed it."""
+@asynccontextmanager
+async def worker(db: str, versions: str, schema: str | None = None) -> AsyncIterator[Process]:
+    """A worker process with these versions of vflow, once it says it is ready (read
+    without blocking the loop, bounded); stopped by SIGTERM at the end unless the test
+    killed it, which it takes as ``taskloom worker`` does (a clean stop: exit status 0);
+    its stderr holds no traceback."""
     argv = [sys.executable, "-m", "tests.integration.version_worker", db, versions]
-    process = subprocess.Popen(
-        [*argv, *([schema] if schema else [])],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    started = False
-    try:
-        assert process.stdout is not None
-        started = process.stdout.readline().strip() == "ready"  # else it exited
-        if started:
-            yield process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
-        assert started, err
-        assert "Traceback" not in err, err
+    async with helper_process([*argv, *([schema] if schema else [])], cwd=ROOT) as child:
+        yield child.process
+    assert "Traceback" not in child.errors, child.errors
 
 
 @asynccontextmanager
@@ -108,12 +93,12 @@ async def test_an_sqlite_deploy_keeps_old_runs_on_the_old_code(tmp_path: Path) -
     old code, new calls run the new."""
     db = str(tmp_path / "deploy.db")
     async with client(db, "1") as manager:
-        with worker(db, "1"):
+        async with worker(db, "1"):
             old = [await _new(manager, "1", n=n, ask=True) for n in range(3)]
             for task in old:
                 await _when(manager, task, TaskState.INPUT_REQUIRED)
         # deployed: version 2 beside version 1
-        with worker(db, "1,2"):
+        async with worker(db, "1,2"):
             new = await _new(manager, "1,2", ask=True)
             assert new.workflow_version == "2"
             for task in [*old, new]:
@@ -129,7 +114,7 @@ async def test_a_process_without_the_version_leaves_old_runs_waiting(tmp_path: P
     db = str(tmp_path / "only-new.db")
     async with client(db, "1") as manager:
         old = [await _new(manager, "1", n=n) for n in range(3)]
-        with worker(db, "2"):
+        async with worker(db, "2"):
             newer = await _new(manager, "2")
             assert (await _when(manager, newer, TaskState.COMPLETED)).result == _by("2")
             for task in old:
@@ -137,7 +122,7 @@ async def test_a_process_without_the_version_leaves_old_runs_waiting(tmp_path: P
             _, listed, _ = await _cli("tasks", "list", "--db", db, "--state", "queued")
             assert listed.count("waiting for a process that has vflow version 1") == 3
             assert "3 runs wait for a process that has vflow version 1" in listed
-        with worker(db, "1"):
+        async with worker(db, "1"):
             for task in old:
                 assert (await _when(manager, task, TaskState.COMPLETED)).result == _by("1")
 
@@ -203,13 +188,13 @@ async def test_a_rolling_deploy_on_postgresql_loses_nothing(tmp_path: Path) -> N
     old_killed, new_killed = str(tmp_path / "old-killed"), str(tmp_path / "new-killed")
     try:
         async with client(url, "1", schema) as old_calls, client(url, "1,2", schema) as new_calls:
-            with worker(url, "1", schema) as old_worker:
+            async with worker(url, "1", schema) as old_worker:
                 old = [await _new(old_calls, "1", n=n, until=old_killed) for n in range(4)]
                 await _all(old_calls, old, TaskState.RUNNING)
-                with worker(url, "1,2", schema) as new_worker:
+                async with worker(url, "1,2", schema) as new_worker:
                     new = [await _new(new_calls, "1,2", n=n, until=old_killed) for n in range(4)]
                     await _all(new_calls, new, TaskState.RUNNING)
-                    _kill(old_worker)  # kill -9 of the old worker mid-run
+                    await _kill(old_worker)  # kill -9 of the old worker mid-run
                     await anyio.Path(old_killed).touch()  # its runs, now the new one's, can end
                     more = [await _new(new_calls, "1,2", n=n) for n in range(2)]
                     for task in old:
@@ -220,9 +205,9 @@ async def test_a_rolling_deploy_on_postgresql_loses_nothing(tmp_path: Path) -> N
                         assert done.result == _by("2")
                     late = [await _new(new_calls, "1,2", n=n, until=new_killed) for n in range(2)]
                     await _all(new_calls, late, TaskState.RUNNING)
-                    _kill(new_worker)  # and kill -9 of the new one, while it runs them
+                    await _kill(new_worker)  # and kill -9 of the new one, while it runs them
                     await anyio.Path(new_killed).touch()
-                with worker(url, "1,2", schema):
+                async with worker(url, "1,2", schema):
                     for task in late:
                         done = await _when(new_calls, task, TaskState.COMPLETED, within_s=60)
                         assert done.result == _by("2")
@@ -237,10 +222,11 @@ async def _all(manager: TaskManager, tasks: list[Task], state: TaskState) -> Non
         await _when(manager, task, state)
 
 
-def _kill(process: subprocess.Popen[str]) -> None:
+async def _kill(process: Process) -> None:
     """kill -9, returning once the process is gone: none of its runs moves after."""
     process.kill()
-    process.wait(timeout=10)
+    with anyio.fail_after(10):
+        await process.wait()
 
 
 def test_two_modules_defining_one_version_differently_are_refused(

@@ -1,8 +1,11 @@
 """A worker process with some versions of ``vflow`` loaded, for the deploy tests (ADR
 0039): ``python -m tests.integration.version_worker DB VERSIONS [SCHEMA]``. DB is an
 SQLite file or a PostgreSQL URL (then SCHEMA is its schema); VERSIONS is e.g. ``1,2``.
-It prints ``ready`` once it works, then runs until it is terminated or killed."""
+It prints ``ready`` once it works, then runs until it is killed, or stopped by SIGTERM or
+SIGINT as ``taskloom worker`` is: the engine closes (the attempts in flight recorded as
+interrupted, their runs handed back, its process record dropped) and it exits 0."""
 
+import signal
 import sys
 
 import anyio
@@ -79,10 +82,12 @@ def settings(db: str, schema: str | None, *, run_worker: bool = True) -> Taskloo
 
 
 async def main(db: str, versions: str, schema: str | None) -> None:
-    """Work until terminated."""
-    async with open_engine(settings(db, schema), workflows=registry(versions)):
-        print("ready", flush=True)
-        await anyio.sleep_forever()
+    """Work until SIGTERM or SIGINT (the receiver is there before ``ready``)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as stop:
+        async with open_engine(settings(db, schema), workflows=registry(versions)):
+            print("ready", flush=True)
+            async for _ in stop:
+                break
 
 
 if __name__ == "__main__":
