@@ -16,7 +16,8 @@ from taskloom.server.dashboard import live
 from taskloom.server.dashboard.forms import JSON_FIELD, answer, fields
 from taskloom.server.dashboard.graph import layout
 from taskloom.server.dashboard.hub import ChangeHub
-from taskloom.server.dashboard.live import event_stream
+from taskloom.server.dashboard.live import Reading, event_stream
+from taskloom.server.dashboard.seen import digest
 from taskloom.server.dashboard.streams import StreamSlots
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
@@ -134,12 +135,16 @@ def test_any_other_schema_is_answered_as_json() -> None:
     assert answer(schema, {JSON_FIELD: "[1,"}) == "[1,"
 
 
+def _reading(value: object, *, ended: bool = False) -> Reading:
+    return Reading((value,), digest((value,)), ended)
+
+
 async def test_the_stream_sends_a_change_when_what_it_shows_changed_then_ends() -> None:
     hub = ChangeHub()
     shown = {"value": 1, "ended": False}
 
-    async def read() -> tuple[tuple[object, ...], bool]:
-        return (shown["value"],), bool(shown["ended"])
+    async def read() -> Reading:
+        return _reading(shown["value"], ended=bool(shown["ended"]))
 
     stream = event_stream(hub, "t1", read, None)
     chunks = aiter(stream.body_iterator)
@@ -160,6 +165,62 @@ async def test_the_stream_sends_a_change_when_what_it_shows_changed_then_ends() 
     with anyio.fail_after(5):
         rest = [chunk async for chunk in chunks]
     assert rest == ["event: end\ndata: {}\n\n"]  # a wake sends no keepalive
+
+
+@pytest.mark.parametrize("task_id", [None, "t1"])
+async def test_a_page_that_shows_an_older_state_gets_a_change_at_once(
+    task_id: str | None,
+) -> None:
+    """The page names what it shows (``?seen=``): a change made between its render and
+    its stream's first read is sent at once, with no later change to wake the stream."""
+
+    async def read() -> Reading:
+        return _reading(2)
+
+    seen = _reading(1).seen
+    chunks = aiter(event_stream(ChangeHub(), task_id, read, None, seen=seen).body_iterator)
+    assert await anext(chunks) == "retry: 2000\n\n"
+    with anyio.fail_after(5):
+        assert await anext(chunks) == "event: change\ndata: {}\n\n"
+
+
+async def test_a_page_that_shows_what_the_stream_reads_gets_no_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given the digest of its first read, the stream sends nothing but keepalives."""
+    monkeypatch.setattr(live, "KEEPALIVE_S", 0.01)
+
+    async def read() -> Reading:
+        return _reading(2)
+
+    seen = _reading(2).seen
+    chunks = aiter(event_stream(ChangeHub(), "t1", read, None, seen=seen).body_iterator)
+    assert await anext(chunks) == "retry: 2000\n\n"
+    with anyio.fail_after(5):
+        assert [await anext(chunks) for _ in range(3)] == [": keepalive\n\n"] * 3
+
+
+async def test_a_page_of_an_ended_task_that_shows_an_older_state_gets_the_end() -> None:
+    """The end makes the page refresh once: no change before it (two refreshes)."""
+
+    async def read() -> Reading:
+        return _reading(2, ended=True)
+
+    stream = event_stream(ChangeHub(), "t1", read, None, seen=_reading(1).seen)
+    with anyio.fail_after(5):
+        chunks = [chunk async for chunk in stream.body_iterator]
+    assert chunks == ["retry: 2000\n\n", "event: end\ndata: {}\n\n"]
+
+
+def test_a_digest_is_short_and_takes_only_parts_that_encode_alike_everywhere() -> None:
+    parts = (3, (TaskState.RUNNING, "a"), ((1, True), None))
+    assert digest(parts) == digest((3, ("running", "a"), ((1, True), None)))
+    assert len(digest(parts)) == 16
+    assert int(digest(parts), 16) >= 0
+    assert digest((1,)) != digest(("1",)) != digest(((1,),))
+    for loose in (0.5, NOW, [1]):
+        with pytest.raises(TypeError):
+            digest((loose,))
 
 
 @pytest.mark.parametrize("task_id", [None, "t1"])
@@ -225,12 +286,12 @@ async def test_a_wake_that_changes_nothing_shown_sends_nothing() -> None:
     shown = {"value": 1}
     read_again = anyio.Event()
 
-    async def read() -> tuple[tuple[object, ...], bool]:
+    async def read() -> Reading:
         nonlocal reads
         reads += 1
         if reads == 2:
             read_again.set()
-        return (shown["value"],), False
+        return _reading(shown["value"])
 
     stream = event_stream(hub, None, read, None, owner="bob")
     chunks = aiter(stream.body_iterator)
@@ -252,8 +313,8 @@ async def test_a_wake_that_changes_nothing_shown_sends_nothing() -> None:
 async def test_a_keepalive_goes_on_a_timer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(live, "KEEPALIVE_S", 0.01)
 
-    async def read() -> tuple[tuple[object, ...], bool]:
-        return (), False
+    async def read() -> Reading:
+        return Reading((), digest(()), False)
 
     chunks = aiter(event_stream(ChangeHub(), None, read, None).body_iterator)
     assert await anext(chunks) == "retry: 2000\n\n"

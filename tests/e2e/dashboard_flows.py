@@ -1,7 +1,8 @@
 """Workflows the dashboard's browser tests run in a real ``taskloom serve --http``.
 
 ``pipeline`` walks three phases, a map of four items in the middle, each node taking a
-moment (so a browser sees nodes change state); ``approval`` asks a question first;
+moment (so a browser sees nodes change state); ``approval`` asks a question first,
+``sign_off`` two in turn;
 ``crawl`` runs until cancelled; ``fragile`` fails in ``parse`` while the file named by
 ``TASKLOOM_E2E_BROKEN`` exists, so it can be resumed once that file is gone.
 """
@@ -66,6 +67,26 @@ async def decide(ctx: NodeContext[Empty]) -> str:
     answer = await ctx.ask("Release version 2.0?", schema)
     assert isinstance(answer, dict)
     return f"{'approved' if answer.get('approve') else 'rejected'} by {answer['reviewer']}"
+
+
+sign_off = Workflow("sign_off", version="1", input=Empty)
+
+
+def _one_name(title: str) -> dict[str, JsonValue]:
+    return {
+        "type": "object",
+        "properties": {"name": {"type": "string", "title": title}},
+        "required": ["name"],
+    }
+
+
+@sign_off.node(phase="ask")
+async def sign(ctx: NodeContext[Empty]) -> str:
+    reviewer = await ctx.ask("Who reviews?", _one_name("Reviewer"))
+    signer = await ctx.ask("Who signs off?", _one_name("Signer"))
+    assert isinstance(reviewer, dict)
+    assert isinstance(signer, dict)
+    return f"reviewed by {reviewer['name']}, signed by {signer['name']}"
 
 
 crawl = Workflow("crawl", version="1", input=Empty)

@@ -45,7 +45,10 @@ async def serving(tmp_path: Path) -> AsyncIterator[Server]:
     broken.touch()
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+        # the caller's path too: a worktree's src when the package is installed elsewhere
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])
+        ),
         "TASKLOOM_HTTP": address,
         "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
         "TASKLOOM_WORKFLOWS": "tests.e2e.dashboard_flows",

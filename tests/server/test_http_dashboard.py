@@ -1,14 +1,18 @@
 """The dashboard mounted on the real HTTP endpoint (ADR 0030): /ui beside /mcp, bodies
 bounded, and a live list's Server-Sent Events woken by the engine's change feed."""
 
+import html
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 import httpx2
+import pytest
 
 from taskloom.bootstrap import Engine
 from taskloom.server import TaskServer
+from taskloom.server.dashboard import live
 from taskloom.server.dashboard.hub import ChangeHub
 from taskloom.server.dashboard.mount import ui_app
 from taskloom.server.http import HttpService, HttpSettings
@@ -77,6 +81,36 @@ async def test_a_live_list_hears_of_a_new_task_from_the_change_feed(
                 await engine.manager.create("countdown", {"start": 1}, owner="ann")
                 received = [line async for line in _until(lines, "event: change")]
         assert "event: change" in received
+
+
+async def test_a_live_page_hears_at_once_of_a_change_made_before_its_stream_started(
+    engine: Engine, task_server: TaskServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window between a page's render and its stream's first read (and a reconnect's
+    gap): the stream opened at the page's events URL sends ``change`` at once when the
+    task changed in between, with no later change to wake it; and, when nothing changed,
+    nothing but keepalives."""
+    monkeypatch.setattr(live, "KEEPALIVE_S", 0.05)
+    task = await engine.manager.create("job", {}, owner="ann")  # no worker runs it
+    headers = {"Authorization": f"Bearer {ANN}"}
+    async with serving_ui(engine, task_server) as base, httpx2.AsyncClient(timeout=10) as http:
+
+        async def first_event(events: str) -> str:
+            with anyio.fail_after(10):
+                async with http.stream("GET", base + events, headers=headers) as stream:
+                    async for line in stream.aiter_lines():
+                        if line and not line.startswith("retry:"):
+                            return line
+            raise AssertionError("the stream ended")
+
+        for path in ("/ui/", f"/ui/tasks/{task.id}"):
+            page = await http.get(base + path, headers=headers)
+            found = re.search(r'id="live" data-events="([^"]+)"', page.text)
+            assert found is not None, page.text
+            events = html.unescape(found.group(1))
+            assert await first_event(events) == ": keepalive", path
+            await engine.manager.note_queued(task.id, f"still queued after {path}")
+            assert await first_event(events) == "event: change", path
 
 
 async def _until(lines: AsyncIterator[str], wanted: str) -> AsyncIterator[str]:

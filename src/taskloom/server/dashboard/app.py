@@ -20,7 +20,8 @@ from taskloom.server.dashboard.access import COOKIE, Viewer
 from taskloom.server.dashboard.context import PREFIX, Dashboard, page, too_many
 from taskloom.server.dashboard.detail import detail
 from taskloom.server.dashboard.listing import SINCE, BadFilter, Filters, exact_match, listing
-from taskloom.server.dashboard.live import Fingerprint, event_stream
+from taskloom.server.dashboard.live import Fingerprint, Reading, event_stream
+from taskloom.server.dashboard.seen import HEADER, SEEN
 from taskloom.server.dashboard.versions import versions_shown
 from taskloom.server.errors import retry_after
 from taskloom.server.http.authentication import Refusal
@@ -143,7 +144,11 @@ async def _list_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> 
     except BadFilter as error:
         return page("message.html", viewer, 400, title="Bad filter", message=str(error))
     if FRAGMENT in request.query_params:
-        return page("_list.html", viewer, filters=filters, listing=shown, since=_since_choices())
+        response = page(
+            "_list.html", viewer, filters=filters, listing=shown, since=_since_choices()
+        )
+        response.headers[HEADER] = shown.seen()
+        return response
     versions = await versions_shown(dashboard, viewer)
     return page(
         "list.html",
@@ -162,10 +167,11 @@ async def _list_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
     except BadFilter as error:
         return page("message.html", viewer, 400, title="Bad filter", message=str(error))
 
-    async def read() -> tuple[tuple[object, ...], bool]:
-        return (await listing(dashboard, viewer, filters)).fingerprint(), False
+    async def read() -> Reading:
+        shown = await listing(dashboard, viewer, filters)
+        return Reading(shown.fingerprint(), shown.seen(), False)
 
-    return _live(dashboard, viewer, None, read)
+    return _live(dashboard, viewer, None, read, request)
 
 
 async def _task_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
@@ -176,7 +182,10 @@ async def _task_page(dashboard: Dashboard, viewer: Viewer, request: Request) -> 
         return not_found(viewer, task_id)
     template = "_task.html" if FRAGMENT in request.query_params else "task.html"
     notice = actions.NOTICES.get(request.query_params.get("notice", ""), "")
-    return page(template, viewer, detail=shown, notice=notice, problems=())
+    response = page(template, viewer, detail=shown, notice=notice, problems=())
+    if FRAGMENT in request.query_params:
+        response.headers[HEADER] = shown.seen()
+    return response
 
 
 async def _task_events(dashboard: Dashboard, viewer: Viewer, request: Request) -> Response:
@@ -186,19 +195,26 @@ async def _task_events(dashboard: Dashboard, viewer: Viewer, request: Request) -
     except TaskNotFoundError:
         return not_found(viewer, task_id)
 
-    async def read() -> tuple[tuple[object, ...], bool]:
+    async def read() -> Reading:
         try:
             shown = await detail(dashboard, viewer, task_id)
         except TaskNotFoundError:
-            return (), True
-        return shown.fingerprint(), shown.task.is_terminal
+            return Reading((), "", True)
+        return Reading(shown.fingerprint(), shown.seen(), shown.task.is_terminal)
 
-    return _live(dashboard, viewer, task_id, read)
+    return _live(dashboard, viewer, task_id, read, request)
 
 
-def _live(dashboard: Dashboard, viewer: Viewer, task_id: str | None, read: Fingerprint) -> Response:
+def _live(
+    dashboard: Dashboard,
+    viewer: Viewer,
+    task_id: str | None,
+    read: Fingerprint,
+    request: Request,
+) -> Response:
     """The change events of a page (*task_id*'s, or ``None``: the list of the viewer's
-    tasks), unless the viewer has as many streams open as it may."""
+    tasks) that shows what *request* names ``seen``, unless the viewer has as many
+    streams open as it may."""
     if (slot := dashboard.streams.take(viewer.name)) is None:
         return _too_many_streams(dashboard, viewer)
     return event_stream(
@@ -210,6 +226,7 @@ def _live(dashboard: Dashboard, viewer: Viewer, task_id: str | None, read: Finge
         slot=slot,
         watch=dashboard.access.watch,
         live=viewer.live,
+        seen=request.query_params.get(SEEN) or None,
     )
 
 

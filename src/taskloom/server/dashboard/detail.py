@@ -17,6 +17,7 @@ from taskloom.server.dashboard.access import Viewer
 from taskloom.server.dashboard.context import Dashboard
 from taskloom.server.dashboard.forms import Field, fields
 from taskloom.server.dashboard.graph import Graph, layout
+from taskloom.server.dashboard.seen import digest
 
 TIMELINE_WIDTH: Final = 640
 ROW_HEIGHT: Final = 22
@@ -82,11 +83,21 @@ class Detail:
     """How far the run is, as the shared mapping reads its stored progress."""
 
     def fingerprint(self) -> tuple[object, ...]:
-        """What a live page compares to tell whether it changed."""
+        """What a live page compares to tell whether it changed (while a node runs, the
+        timeline's widths change with the clock: a page re-checked redraws its bars)."""
+        return (*self._stored(), tuple(bar.width for bar in self.bars))
+
+    def seen(self) -> str:
+        """The digest a page shows this with (:mod:`.seen`): of what the stored rows
+        decide, not of the timeline's widths, which change with the clock alone while a
+        node runs (a page would otherwise differ from every later read of it)."""
+        return digest(self._stored())
+
+    def _stored(self) -> tuple[object, ...]:
         return (
             self.task.version,
             tuple((box.name, box.state, box.detail) for box in self.graph.boxes),
-            tuple((bar.label, bar.outcome, bar.width) for bar in self.bars),
+            tuple((bar.label, bar.outcome) for bar in self.bars),
             tuple((child.id, child.version) for child in self.children),
         )
 

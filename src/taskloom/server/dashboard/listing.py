@@ -12,6 +12,7 @@ from taskloom.engine.models import MAX_KEY_LENGTH, Task
 from taskloom.engine.states import TaskState
 from taskloom.server.dashboard.access import Viewer
 from taskloom.server.dashboard.context import Dashboard
+from taskloom.server.dashboard.seen import digest
 
 PAGE_SIZE: Final = 50
 COUNT_LIMIT: Final = 10_000
@@ -89,6 +90,10 @@ class Listing:
             tuple(sorted(self.counts.items())),
             tuple((task.id, task.version) for task in self.tasks),
         )
+
+    def seen(self) -> str:
+        """The digest a page shows this with (:mod:`.seen`)."""
+        return digest(self.fingerprint())
 
 
 async def exact_match(dashboard: Dashboard, viewer: Viewer, filters: Filters) -> Task | None:

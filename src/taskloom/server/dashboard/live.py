@@ -8,13 +8,17 @@ that finds clients that left goes on a timer (every ``KEEPALIVE_S``), so a strea
 traffic tells nothing of changes it does not show. A task page's stream ends (``end``)
 once its task is terminal and shown so.
 
+A page names what it shows (``?seen=``, the digest of :mod:`.seen`): its stream's first
+read is compared to that, not to itself, so a change made after the page was rendered
+and before the stream started (or while a dropped stream reconnected) is sent at once.
+
 A stream is held by its viewer's grant (``http.grant_watch``, ADR 0037): once the token
 is revoked or expires, or the server stops, nothing more is sent but a last ``end``
 event, and the stream is closed; the page then reloads, and asks to sign in again.
 """
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 import anyio
 from starlette.responses import StreamingResponse
@@ -26,9 +30,24 @@ from taskloom.server.http.grant_watch import GrantWatch, LiveGrant
 from taskloom.server.http.guarded import serve_guarded
 
 KEEPALIVE_S: Final = 15.0
+RETRY: Final = "retry: 2000\n\n"
+CHANGE: Final = "event: change\ndata: {}\n\n"
 END: Final = "event: end\ndata: {}\n\n"
-Fingerprint = Callable[[], Awaitable[tuple[tuple[object, ...], bool]]]
-"""What the page shows now (compared between wakes), and whether it can change no more."""
+
+
+class Reading(NamedTuple):
+    """What a page shows now."""
+
+    compared: tuple[object, ...]
+    """Compared between wakes: a change is sent when it differs."""
+    seen: str
+    """The digest a page rendered from this read carries (``?seen=``)."""
+    ended: bool
+    """It can change no more."""
+
+
+Fingerprint = Callable[[], Awaitable[Reading]]
+"""Reads what the page shows now."""
 
 
 class _Held(StreamingResponse):
@@ -76,12 +95,14 @@ def event_stream(
     slot: Callable[[], None] = lambda: None,
     watch: GrantWatch | None = None,
     live: LiveGrant | None = None,
+    seen: str | None = None,
 ) -> StreamingResponse:
     """The response streaming ``change`` events of the page *read* fingerprints, woken
-    by changes of *task_id* (``None``: of any task *owner* sees); *slot* is called once
-    the stream has ended (``StreamSlots.take`` gave it); *watch* ends it once *live*,
-    the viewer's grant, ends, or the server stops."""
-    return _Held(_events(hub, task_id, owner, read, recheck_s), slot, watch, live)
+    by changes of *task_id* (``None``: of any task *owner* sees); *seen* is the digest
+    of what the page shows (``None``: the first read is taken as shown); *slot* is
+    called once the stream has ended (``StreamSlots.take`` gave it); *watch* ends it
+    once *live*, the viewer's grant, ends, or the server stops."""
+    return _Held(_events(hub, task_id, owner, read, recheck_s, seen), slot, watch, live)
 
 
 async def _events(
@@ -90,10 +111,13 @@ async def _events(
     owner: OwnerScope,
     read: Fingerprint,
     recheck_s: float | None,
+    seen: str | None,
 ) -> AsyncIterator[str]:
     with hub.listen(task_id, owner) as listener:  # before reading: no change is missed
-        shown, ended = await read()
-        yield "retry: 2000\n\n"
+        shown, first_seen, ended = await read()
+        yield RETRY
+        if seen is not None and first_seen != seen and not ended:  # an end refreshes too
+            yield CHANGE
         keepalive_at = anyio.current_time() + KEEPALIVE_S
         while not ended:
             now = anyio.current_time()
@@ -102,10 +126,10 @@ async def _events(
                 wait_s = min(wait_s, recheck_s)
             with anyio.move_on_after(max(wait_s, 0)) as timer:
                 await listener.wait()
-            current, ended = await read()
+            current, _, ended = await read()
             if current != shown:
                 shown = current
-                yield "event: change\ndata: {}\n\n"
+                yield CHANGE
                 keepalive_at = anyio.current_time() + KEEPALIVE_S
             elif timer.cancelled_caught and anyio.current_time() >= keepalive_at:
                 yield ": keepalive\n\n"

@@ -4,7 +4,8 @@
   "use strict";
   var live = document.getElementById("live");
   if (!live || !window.EventSource) { return; }
-  var pending = false, busy = false;
+  var pending = false, busy = false, reconnecting = false;
+  var RETRY_MS = 2000, SEEN_HEADER = "X-Taskloom-Seen";
   function fragmentUrl() {
     var url = new URL(window.location.href);
     url.searchParams.set("fragment", "1");
@@ -52,14 +53,52 @@
     if (busy || typing()) { pending = true; return; }
     busy = true; pending = false;
     fetch(fragmentUrl(), { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (response) { return response.ok ? response.text() : null; })
-      .then(function (html) {
-        if (html !== null) { swap(html); live.dataset.refreshed = String(Date.now()); }
+      .then(function (response) {
+        if (!response.ok) { return null; }
+        return response.text().then(function (html) {
+          return { html: html, seen: response.headers.get(SEEN_HEADER) };
+        });
       })
-      .finally(function () { busy = false; if (pending) { refresh(); } });
+      .then(function (got) {
+        if (got === null) { return; }
+        swap(got.html);
+        showing(got.seen);
+        live.dataset.refreshed = String(Date.now());
+      })
+      .finally(function () {
+        busy = false;
+        if (reconnecting) { reconnecting = false; connect(); }
+        if (pending) { refresh(); }
+      });
+  }
+  // The stream compares what it reads with what this page shows: the events URL's
+  // "seen", the digest of the region as rendered or last swapped in (a fragment's
+  // response names its own). It sends "change" at once if they differ, so a change made
+  // while the page loaded, or while the stream was down, is not missed. An EventSource
+  // reconnects to the URL it was opened with, so the browser's own reconnect would name
+  // what the page showed when it first loaded: this script reconnects itself instead,
+  // after the stream's "retry" (2 s), with the URL of what the page shows then (once a
+  // swap under way is in). An open stream is not reopened after a swap: it follows the
+  // page already (each "change" it sent moved its baseline), and reopening would cost a
+  // request and a read at every change.
+  function showing(seen) {
+    if (!seen) { return; }
+    var url = new URL(live.dataset.events, window.location.href);
+    url.searchParams.set("seen", seen);
+    live.dataset.events = url.pathname + url.search;
+  }
+  function connect() {
+    if (busy) { reconnecting = true; return; }
+    var source = new EventSource(live.dataset.events, { withCredentials: true });
+    source.addEventListener("change", refresh);
+    source.addEventListener("end", function () { source.close(); refresh(); });
+    source.addEventListener("error", function () {
+      // Refused (429, 503, signed out): the browser gives up (CLOSED), and so does this.
+      if (source.readyState !== EventSource.CONNECTING) { return; }
+      source.close();
+      setTimeout(connect, RETRY_MS);
+    });
   }
   document.addEventListener("focusout", function () { if (pending) { setTimeout(refresh, 0); } });
-  var source = new EventSource(live.dataset.events, { withCredentials: true });
-  source.addEventListener("change", refresh);
-  source.addEventListener("end", function () { source.close(); refresh(); });
+  connect();
 })();
