@@ -37,10 +37,11 @@ class Server:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path) -> AsyncIterator[Server]:
+async def serving(tmp_path: Path, address: str | None = None) -> AsyncIterator[Server]:
     """``taskloom serve --http`` with the dashboard's test workflows, ann's and bob's
-    tokens; interrupted (SIGINT) and awaited on the way out."""
-    address = f"127.0.0.1:{free_port()}"
+    tokens (at *address*, else a free port); interrupted (SIGINT) and awaited on the way
+    out."""
+    address = address or f"127.0.0.1:{free_port()}"
     broken = tmp_path / "broken"
     broken.touch()
     env = {

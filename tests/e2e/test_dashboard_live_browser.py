@@ -21,6 +21,7 @@ from tests.e2e.test_dashboard_browser import (
     until_node,
     until_task,
 )
+from tests.helpers import free_port
 from tests.server.http_support import ANN, http_client
 
 if TYPE_CHECKING:
@@ -145,3 +146,39 @@ async def test_a_page_shows_a_change_made_before_its_stream_started(tmp_path: Pa
             assert now != loaded
             assert await _shows(reader) == now
             assert [_seen(url) for url in again] == [now]
+
+
+async def test_a_page_connects_again_when_its_server_comes_back(tmp_path: Path) -> None:
+    """The server stops (its streams' last event: ``stopping``) and starts again on the
+    same address: the open page connects again, naming what it shows, and shows a change
+    made once the new server runs (with no later change to wake it). A stream that ended
+    with ``end`` would never have been opened again."""
+    require_browser()
+    address = f"127.0.0.1:{free_port()}"
+    streams = 0
+    connected = anyio.Event()
+
+    async def counted(route: "Route") -> None:
+        nonlocal streams
+        streams += 1
+        connected.set()
+        await route.continue_()
+
+    with anyio.fail_after(90):
+        async with chromium() as browser:
+            async with serving(tmp_path, address) as first:
+                async with http_client(first.mcp, ANN) as mcp:
+                    asking = await mcp.start("sign_off", {})
+                reader = await sign_in(browser, first, ANN)
+                await reader.route(_events, counted)
+                await reader.goto(f"{first.base}/tasks/{asking}")
+                await reader.get_by_label("Reviewer").wait_for()
+                await connected.wait()
+            async with serving(tmp_path, address) as second:
+                other = await sign_in(browser, second, ANN)
+                await other.goto(f"{second.base}/tasks/{asking}")
+                await other.get_by_label("Reviewer").fill("dana")
+                await other.get_by_role("button", name="Answer").click()
+                await other.get_by_label("Signer").wait_for()
+                await reader.get_by_label("Signer").wait_for(timeout=WAIT_MS)
+            assert streams >= 2

@@ -89,6 +89,7 @@ class Listing:
         return (
             tuple(sorted(self.counts.items())),
             tuple((task.id, task.version) for task in self.tasks),
+            self.next_cursor is not None,  # the "Older" link
         )
 
     def seen(self) -> str:

@@ -13,8 +13,11 @@ read is compared to that, not to itself, so a change made after the page was ren
 and before the stream started (or while a dropped stream reconnected) is sent at once.
 
 A stream is held by its viewer's grant (``http.grant_watch``, ADR 0037): once the token
-is revoked or expires, or the server stops, nothing more is sent but a last ``end``
-event, and the stream is closed; the page then reloads, and asks to sign in again.
+is revoked or expires, nothing more is sent but a last ``end`` event, and the stream is
+closed; the page then reloads its live region, and asks to sign in again. When the
+server stops, the last event is ``stopping``: the page keeps what it shows and connects
+again (every 2 s) until a server answers, naming what it shows, so a change made while
+no server ran is shown once one does.
 """
 
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -33,6 +36,8 @@ KEEPALIVE_S: Final = 15.0
 RETRY: Final = "retry: 2000\n\n"
 CHANGE: Final = "event: change\ndata: {}\n\n"
 END: Final = "event: end\ndata: {}\n\n"
+STOPPING: Final = "event: stopping\ndata: {}\n\n"
+"""The last event of a stream whose server stops: the page connects again."""
 
 
 class Reading(NamedTuple):
@@ -80,6 +85,7 @@ class _Held(StreamingResponse):
                 send,
                 via="dashboard",
                 closing=END.encode(),
+                closing_on_shutdown=STOPPING.encode(),
             )
         finally:
             self._release()

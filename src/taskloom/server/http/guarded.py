@@ -5,7 +5,8 @@ more of the response is sent: the application is cancelled, and the response is
 closed properly, so neither the client nor uvicorn sees a broken one. A response not
 started yet becomes a refusal (401 with the ``invalid_token`` challenge for a grant
 that ended, 503 when the server stops); a started one is finished with *closing* (for
-an event stream: one last event, well under 200 bytes) and the end of its body.
+an event stream: one last event, well under 200 bytes), or *closing_on_shutdown* when
+the server stops and one is given, and the end of its body.
 """
 
 import anyio
@@ -29,6 +30,7 @@ async def serve_guarded(
     via: str = "mcp",
     challenge: str = "",
     closing: bytes = b"",
+    closing_on_shutdown: bytes | None = None,
 ) -> None:
     """Serve *app* for *live* until it answers or the guard ends (see the module);
     *challenge* is the ``WWW-Authenticate`` value of the 401 of an ended grant."""
@@ -70,4 +72,6 @@ async def serve_guarded(
             answer = refusal(401, message, headers=headers)
         await answer(scope, receive, send)
         return
+    if held.ending is Ending.SHUTDOWN and closing_on_shutdown is not None:
+        closing = closing_on_shutdown
     await send({"type": "http.response.body", "body": closing, "more_body": False})

@@ -65,6 +65,7 @@
         showing(got.seen);
         live.dataset.refreshed = String(Date.now());
       })
+      .catch(function () { return null; })  // no server now: the next change refreshes
       .finally(function () {
         busy = false;
         if (reconnecting) { reconnecting = false; connect(); }
@@ -92,6 +93,11 @@
     var source = new EventSource(live.dataset.events, { withCredentials: true });
     source.addEventListener("change", refresh);
     source.addEventListener("end", function () { source.close(); refresh(); });
+    // The server stops: connect again (a restarted one compares with what is shown).
+    source.addEventListener("stopping", function () {
+      source.close();
+      setTimeout(connect, RETRY_MS);
+    });
     source.addEventListener("error", function () {
       // Refused (429, 503, signed out): the browser gives up (CLOSED), and so does this.
       if (source.readyState !== EventSource.CONNECTING) { return; }
