@@ -53,7 +53,9 @@ class TaskloomSettings(BaseModel):
     what other processes change, only what its worker acts on (new work, a parked run made
     claimable, a cancel or a failure; ADR 0062), not every claim, progress write and end of
     every other worker. Nothing in it may follow other processes' tasks (a result, a
-    dashboard, a reader): those would miss changes. Off: it hears every change."""
+    dashboard, a reader): a wait for another process's change without a re-check period
+    (``wait_until_terminal`` without ``recheck_every``) would wait forever. Off: it hears
+    every change."""
     run_sweeper: bool = True
     """Purge expired tasks in the background while the engine is open."""
     freeze_start_up: bool = False

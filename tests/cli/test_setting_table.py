@@ -547,3 +547,5 @@ def test_serve_and_worker_own_their_process_and_freeze_its_start_up(
     assert served.freeze_start_up  # ADR 0061; an embedded engine's default is off
     assert worker_settings(_parse(worker, [])).freeze_start_up
     assert not TaskloomSettings().freeze_start_up
+    assert worker_settings(_parse(worker, [])).worker_only  # ADR 0062: hears only its work
+    assert not served.worker_only  # a server follows tasks: it hears every change

@@ -35,6 +35,8 @@ async def test_sigint_with_open_streams_ends_them_quietly(tmp_path: Path) -> Non
     for name, stream in streams.items():
         assert stream.ended_at is not None, name
         assert stream.ended_at - stopped < 4, name
+    for name in ("ui events", "ui task events"):  # the page connects again, not for good
+        assert streams[name].text.endswith("event: stopping\ndata: {}\n\n"), name
     log = (tmp_path / "stderr.log").read_text()
     assert "ERROR" not in log, log
     assert "Traceback" not in log, log

@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from taskloom.bootstrap import open_engine
+from taskloom.engine.models import TaskFailure
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
@@ -51,6 +52,28 @@ async def test_a_cancel_made_here_reaches_the_node_running_in_the_worker_process
             return [a.outcome for a in attempts] == [AttemptOutcome.CANCELLED]
 
         await eventually(the_node_saw_it, within_s=15)
+
+
+async def test_a_failure_written_here_without_the_lease_stops_the_node_in_the_worker(
+    schema: str,
+) -> None:
+    """A declined question fails the run without its lease (``server/questions.py``)
+    while a worker may still hold it: the worker-only process hears the failure on the
+    work channel and stops the node (its poll and heartbeat are minutes away)."""
+    async with server(schema) as here, worker_process(schema):
+        task = await submit(here.manager, pg_worker.hold, {"n": 1})
+        with anyio.fail_after(15), here.manager.subscribe([task.id]) as changes:
+            current = await here.manager.get(task.id)
+            while current.status_message is None or "holding" not in current.status_message:
+                current = await changes.receive()
+        failed = await here.manager.fail(task.id, TaskFailure(code="input_declined", message="declined"))
+        assert failed.state is TaskState.FAILED
+
+        async def the_node_stopped() -> bool:
+            attempts = await here.runs.attempts(task.id)
+            return all(attempt.outcome is not None for attempt in attempts)
+
+        await eventually(the_node_stopped, within_s=15)
 
 
 async def test_a_live_worker_takes_over_the_runs_of_a_killed_worker_process(schema: str) -> None:

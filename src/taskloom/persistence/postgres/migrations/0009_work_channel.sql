@@ -2,7 +2,7 @@
 -- channel `taskloom_work` (same payload), so a process that only runs a worker listens to
 -- that channel alone and no longer receives every claim, progress write and end of every
 -- other worker (ADR 0062). `taskloom_changes` still carries every change, unchanged.
--- On `taskloom_work`: new or re-queued work, and a parked run that became claimable or got
+-- On `taskloom_work`: new work (queued), and a parked run that became claimable or got
 -- a timer (queued, unless parked without a wake time; input_required, parked with a wake
 -- time: an answer while other questions wait, a child's end); a cancel or a failure written
 -- by any process (it stops the nodes of a run that another worker executes). A run's own
