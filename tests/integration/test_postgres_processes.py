@@ -66,7 +66,9 @@ async def test_a_failure_written_here_without_the_lease_stops_the_node_in_the_wo
             current = await here.manager.get(task.id)
             while current.status_message is None or "holding" not in current.status_message:
                 current = await changes.receive()
-        failed = await here.manager.fail(task.id, TaskFailure(code="input_declined", message="declined"))
+        failed = await here.manager.fail(
+            task.id, TaskFailure(code="input_declined", message="declined")
+        )
         assert failed.state is TaskState.FAILED
 
         async def the_node_stopped() -> bool:
