@@ -21,7 +21,6 @@ guarantees"; ADR 0004), checked for the end of ``first`` (an end of its own) and
 import signal
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,14 +44,6 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 LEASE_S: Final = 1.0
 """The killed worker's lease: the next worker takes its run over once it expires."""
 TAKEOVER_S: Final = 30.0
-
-
-@pytest.fixture
-async def schema() -> AsyncIterator[str]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield name
-    await postgres.drop_schema(name)
 
 
 def _worker(schema: str) -> list[str]:

@@ -3,7 +3,6 @@ keeps the pool's connections (a query cancelled mid-flight made psycopg close it
 connection: "query cancellation interrupted", then "discarding closed connection")."""
 
 import logging
-from collections.abc import AsyncIterator
 from typing import cast
 
 import anyio
@@ -18,7 +17,6 @@ from taskloom.engine.registry import WorkflowRegistry
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
-from tests import postgres
 from tests.helpers import eventually
 
 
@@ -38,14 +36,6 @@ async def items(ctx: NodeContext[Empty]) -> list[int]:
 async def work(ctx: MapContext[Empty, int]) -> int:
     await anyio.sleep(0.005)  # short items: most of the time is spent writing checkpoints
     return ctx.item
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[PostgresSettings]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-    await postgres.drop_schema(name)
 
 
 @pytest.mark.parametrize("rounds", [3])

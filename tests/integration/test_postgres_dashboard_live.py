@@ -5,24 +5,14 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx2
-import pytest
 
 from taskloom.bootstrap import open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.server import ServerSettings, TaskServer
 from taskloom.workflows.countdown import countdown
-from tests import postgres
 from tests.server.http_support import ANN
 from tests.server.test_http_dashboard import serving_ui
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[PostgresSettings]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-    await postgres.drop_schema(name)
 
 
 async def _until(lines: AsyncIterator[str], wanted: str) -> list[str]:

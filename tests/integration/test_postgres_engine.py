@@ -40,14 +40,6 @@ async def twice(ctx: NodeContext[Numbers]) -> int:
     return ctx.input.n * 2
 
 
-@pytest.fixture
-async def database() -> AsyncIterator[PostgresSettings]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-    await postgres.drop_schema(name)
-
-
 POLL_NEVER = 600.0
 """Poll and heartbeat periods longer than any wait below: what arrives, NOTIFY brought."""
 

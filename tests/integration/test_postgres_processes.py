@@ -1,11 +1,9 @@
 """A server here and a worker in another OS process, on one PostgreSQL database."""
 
-from collections.abc import AsyncIterator
-
 import anyio
-import pytest
 
 from taskloom.bootstrap import open_engine
+from taskloom.engine.manager import TaskManager
 from taskloom.engine.models import TaskFailure
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
@@ -16,12 +14,12 @@ from tests.integration import pg_worker
 from tests.integration.pg_worker import server, worker_process
 
 
-@pytest.fixture
-async def schema() -> AsyncIterator[str]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield name
-    await postgres.drop_schema(name)
+async def _until_reported(manager: TaskManager, task_id: str, status: str) -> None:
+    """Until *task_id*'s node has reported *status* (bounded)."""
+    with anyio.fail_after(15), manager.subscribe([task_id]) as changes:
+        current = await manager.get(task_id)
+        while current.status_message is None or status not in current.status_message:
+            current = await changes.receive()
 
 
 async def test_work_submitted_here_runs_in_the_worker_process(schema: str) -> None:
@@ -40,10 +38,7 @@ async def test_a_cancel_made_here_reaches_the_node_running_in_the_worker_process
 ) -> None:
     async with server(schema) as here, worker_process(schema):
         task = await submit(here.manager, pg_worker.hold, {"n": 1})
-        with anyio.fail_after(15), here.manager.subscribe([task.id]) as changes:
-            current = await here.manager.get(task.id)
-            while current.status_message is None or "holding" not in current.status_message:
-                current = await changes.receive()
+        await _until_reported(here.manager, task.id, "holding")
         cancelled = await here.manager.cancel(task.id, reason="stop")
         assert cancelled.state is TaskState.CANCELLED
 
@@ -62,10 +57,7 @@ async def test_a_failure_written_here_without_the_lease_stops_the_node_in_the_wo
     work channel and stops the node (its poll and heartbeat are minutes away)."""
     async with server(schema) as here, worker_process(schema):
         task = await submit(here.manager, pg_worker.hold, {"n": 1})
-        with anyio.fail_after(15), here.manager.subscribe([task.id]) as changes:
-            current = await here.manager.get(task.id)
-            while current.status_message is None or "holding" not in current.status_message:
-                current = await changes.receive()
+        await _until_reported(here.manager, task.id, "holding")
         failed = await here.manager.fail(
             task.id, TaskFailure(code="input_declined", message="declined")
         )
@@ -82,10 +74,7 @@ async def test_a_live_worker_takes_over_the_runs_of_a_killed_worker_process(sche
     async with server(schema) as here:
         async with worker_process(schema, lease_s=1.0) as process:
             task = await submit(here.manager, pg_worker.once, {"n": 1})
-            with anyio.fail_after(15), here.manager.subscribe([task.id]) as changes:
-                current = await here.manager.get(task.id)
-                while current.status_message is None or "hanging" not in current.status_message:
-                    current = await changes.receive()
+            await _until_reported(here.manager, task.id, "hanging")
             process.kill()  # SIGKILL: no interrupted attempt recorded, no lease released
             await process.wait()
         live = pg_worker.settings(

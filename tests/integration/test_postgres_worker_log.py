@@ -7,7 +7,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -49,14 +49,6 @@ unloaded = Workflow("unloaded", version="1", input=Empty)
 @unloaded.node()
 async def never(ctx: NodeContext[Empty]) -> str:
     return "never run here"
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[PostgresSettings]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield PostgresSettings(url=postgres.TEST_URL, schema_name=name)
-    await postgres.drop_schema(name)
 
 
 async def test_the_log_neither_prints_nor_reads_another_process_s_runs(
