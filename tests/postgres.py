@@ -205,3 +205,17 @@ def statements_sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
     return sent
+
+
+async def terminate_sessions(store: PostgresTaskStore) -> set[int]:
+    """End every server session of *store* (as a server restart or a network cut would);
+    their process ids."""
+    async with await psycopg.AsyncConnection.connect(TEST_URL, autocommit=True) as connection:
+        cursor = await connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (application_name(store.origin),),
+        )
+        pids = {pid for (pid,) in await cursor.fetchall()}
+        for pid in pids:  # one by one: never a side effect inside a WHERE clause
+            await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return pids

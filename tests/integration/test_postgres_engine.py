@@ -115,21 +115,6 @@ async def test_a_cancel_made_by_another_process_reaches_the_running_node(
         assert (await worker.manager.get(task.id)).state is TaskState.CANCELLED
 
 
-async def _terminate_backends(store: PostgresTaskStore) -> set[int]:
-    """End every server session of *store* (as a server restart or a network cut would)."""
-    async with await psycopg.AsyncConnection.connect(
-        postgres.TEST_URL, autocommit=True
-    ) as connection:
-        cursor = await connection.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
-            (application_name(store.origin),),
-        )
-        pids = {pid for (pid,) in await cursor.fetchall()}
-        for pid in pids:  # one by one: never a side effect inside a WHERE clause
-            await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        return pids
-
-
 async def _listening_again(store: PostgresTaskStore, dead: set[int]) -> bool:
     async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as connection:
         cursor = await connection.execute(
@@ -145,7 +130,7 @@ async def test_engines_carry_on_after_losing_every_connection(database: Postgres
         stores = [engine.runs for engine in (server, worker)]
         assert all(isinstance(store, PostgresTaskStore) for store in stores)
         for store in cast(list[PostgresTaskStore], stores):
-            dead = await _terminate_backends(store)
+            dead = await postgres.terminate_sessions(store)
             assert len(dead) >= 2  # its pool's connection and its listening one
 
             async def listening(store: PostgresTaskStore = store, dead: set[int] = dead) -> bool:

@@ -149,7 +149,7 @@ async def test_a_worker_only_engine_listens_to_the_work_channel_again_after_losi
         assert isinstance(store, PostgresTaskStore)
         assert await _listening(store, notify.WORK_CHANNEL, set())
         assert not await _listening(store, notify.CHANNEL, set())
-        dead = await _terminate_backends(store)
+        dead = await postgres.terminate_sessions(store)
         await eventually(lambda: _listening(store, notify.WORK_CHANNEL, dead), within_s=15)
         task = await submit(here.manager, pg_worker.double, {"n": 5})
         with anyio.fail_after(15):  # polls every 600 s: the notification woke it
@@ -165,21 +165,6 @@ async def _listening(store: PostgresTaskStore, channel: str, dead: set[int]) -> 
             (application_name(store.origin), f"LISTEN {channel}"),
         )
         return any(pid not in dead for (pid,) in await cursor.fetchall())
-
-
-async def _terminate_backends(store: PostgresTaskStore) -> set[int]:
-    """End every server session of *store* (as a server restart or a network cut would)."""
-    async with await psycopg.AsyncConnection.connect(
-        postgres.TEST_URL, autocommit=True
-    ) as connection:
-        cursor = await connection.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
-            (application_name(store.origin),),
-        )
-        pids = {pid for (pid,) in await cursor.fetchall()}
-        for pid in pids:
-            await connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        return pids
 
 
 async def test_the_migration_adds_the_work_channel_to_a_schema_of_the_previous_version(
