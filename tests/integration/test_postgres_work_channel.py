@@ -5,7 +5,7 @@ The worker process (``pg_worker``) polls and beats every 600 s: what reaches it 
 tests came through its notifications."""
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -20,21 +20,13 @@ from taskloom.engine.models import TaskId
 from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
-from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, notify, schema
+from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore, notify
+from taskloom.persistence.postgres import schema as schema_versions
 from taskloom.persistence.postgres.driver import application_name
 from tests import postgres
 from tests.helpers import eventually
 from tests.integration import pg_worker
 from tests.integration.pg_worker import server, worker_process
-
-
-@pytest.fixture
-async def schema_name() -> AsyncIterator[str]:
-    postgres.require_server()
-    name = postgres.new_schema_name()
-    yield name
-    await postgres.drop_schema(name)
-
 
 Heard = dict[int, list[tuple[str, str | None]]]
 """The changes each manager was told of by its store's notifications, by ``id(manager)``."""
@@ -63,12 +55,12 @@ async def _true(value: bool) -> bool:
 
 
 async def test_another_workers_claim_and_end_do_not_reach_a_worker_only_process(
-    schema_name: str, heard: Heard
+    schema: str, heard: Heard
 ) -> None:
     async with (
-        server(schema_name) as here,
-        server(schema_name, worker_only=True) as worker_only,
-        worker_process(schema_name),
+        server(schema) as here,
+        server(schema, worker_only=True) as worker_only,
+        worker_process(schema),
     ):
         task = await submit(here.manager, pg_worker.double, {"n": 1})
         with anyio.fail_after(15):
@@ -87,9 +79,9 @@ async def test_another_workers_claim_and_end_do_not_reach_a_worker_only_process(
 
 
 async def test_a_follower_hears_every_state_a_worker_only_process_writes(
-    schema_name: str, heard: Heard
+    schema: str, heard: Heard
 ) -> None:
-    async with server(schema_name) as here, worker_process(schema_name):
+    async with server(schema) as here, worker_process(schema):
         task = await submit(here.manager, pg_worker.double, {"n": 2})
         await _heard_of(heard, here.manager, task.id, "running")  # the worker's claim
         await _heard_of(heard, here.manager, task.id, "completed")  # and the run's end
@@ -99,9 +91,9 @@ async def test_a_follower_hears_every_state_a_worker_only_process_writes(
 
 
 async def test_an_answer_that_wakes_one_node_of_a_parked_run_reaches_a_worker_only_process(
-    schema_name: str,
+    schema: str,
 ) -> None:
-    async with server(schema_name) as here, worker_process(schema_name):
+    async with server(schema) as here, worker_process(schema):
         task = await submit(here.manager, pg_worker.two_questions, {"n": 0})
 
         async def both_asked_and_parked() -> bool:
@@ -139,12 +131,10 @@ def both_asked_and_parked_again(manager: TaskManager, task_id: str) -> Callable[
 
 
 async def test_a_worker_only_engine_listens_to_the_work_channel_again_after_losing_it(
-    schema_name: str,
+    schema: str,
 ) -> None:
-    worker_only = pg_worker.settings(
-        postgres.TEST_URL, schema_name, run_worker=True, worker_only=True
-    )
-    async with server(schema_name) as here, open_engine(worker_only) as working:
+    worker_only = pg_worker.settings(postgres.TEST_URL, schema, run_worker=True, worker_only=True)
+    async with server(schema) as here, open_engine(worker_only) as working:
         store = working.runs
         assert isinstance(store, PostgresTaskStore)
         assert await _listening(store, notify.WORK_CHANNEL, set())
@@ -168,20 +158,20 @@ async def _listening(store: PostgresTaskStore, channel: str, dead: set[int]) -> 
 
 
 async def test_the_migration_adds_the_work_channel_to_a_schema_of_the_previous_version(
-    schema_name: str, monkeypatch: pytest.MonkeyPatch
+    schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = PostgresSettings(url=postgres.TEST_URL, schema_name=schema_name)
-    everything = schema.migrations()
+    settings = PostgresSettings(url=postgres.TEST_URL, schema_name=schema)
+    everything = schema_versions.migrations()
     previous = everything[:-1]
-    monkeypatch.setattr(schema, "migrations", lambda: previous)
+    monkeypatch.setattr(schema_versions, "migrations", lambda: previous)
     async with PostgresTaskStore.open(settings):  # a taskloom of the previous version
         pass
-    monkeypatch.setattr(schema, "migrations", lambda: everything)
-    assert await _version(schema_name) == len(previous)
+    monkeypatch.setattr(schema_versions, "migrations", lambda: everything)
+    assert await _version(schema) == len(previous)
     work: list[tuple[TaskId, str]] = []
     every: list[tuple[TaskId, str]] = []
     async with PostgresTaskStore.open(settings) as store, anyio.create_task_group() as group:
-        assert await _version(schema_name) == len(everything)
+        assert await _version(schema) == len(everything)
         await group.start(_listen, store, notify.WORK_CHANNEL, work)
         await group.start(_listen, store, notify.CHANNEL, every)
         task = await TaskManager(store).create("job", {})
@@ -216,7 +206,7 @@ async def _version(name: str) -> int:
     async with await psycopg.AsyncConnection.connect(postgres.TEST_URL) as connection:
         cursor = await connection.execute(
             sql.SQL("SELECT max(version) FROM {}").format(
-                sql.Identifier(name, schema.VERSION_TABLE)
+                sql.Identifier(name, schema_versions.VERSION_TABLE)
             )
         )
         row = await cursor.fetchone()
