@@ -22,7 +22,7 @@ from taskloom.persistence.postgres.settings import PostgresSettings
 CHANNEL: Final = "taskloom_changes"
 """Every committed change of a task."""
 WORK_CHANNEL: Final = "taskloom_work"
-"""The changes a worker acts on: new or re-queued work, a parked run made claimable or
+"""The changes a worker acts on: new work (queued), a parked run made claimable or
 given a timer, a cancel or a failure (migration 0009); what a process that only runs a
 worker listens to."""
 _RECONNECT_FIRST_S: Final = 0.1
