@@ -31,12 +31,13 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio
 import psycopg
@@ -53,6 +54,7 @@ WAIT_S: Final = 120.0
 POLL_S: Final = 0.05
 SUBMITTERS: Final = 16
 TARGETS: Final = {2: 1.9, 4: 3.6}
+_Found = TypeVar("_Found")
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def _stop(child: subprocess.Popen[str]) -> None:
         child.wait()
 
 
-async def _measure(url: str, runs: int, children: list[subprocess.Popen[str]]) -> Window:
+async def _measure(url: str, children: list[subprocess.Popen[str]], *, runs: int) -> Window:
     async with open_engine(settings(url, run_worker=False)) as engine:
 
         async def submitter(share: int) -> None:
@@ -213,17 +215,32 @@ async def all_completed(watcher: psycopg.AsyncConnection[Any], runs: int, poll_s
         await anyio.sleep(poll_s)
 
 
+def by_worker_count(
+    rounds: int,
+    counts: Sequence[int],
+    slots: int,
+    measure: Callable[[str, list[subprocess.Popen[str]]], Awaitable[_Found]],
+    *,
+    script: Path = Path(__file__),
+) -> dict[int, list[_Found]]:
+    """What *measure* found with each count of worker processes (*script*'s) on a fresh,
+    migrated database, *rounds* times, the counts interleaved so that each sees the same
+    load; by count."""
+    found: dict[int, list[_Found]] = defaultdict(list)
+    for _ in range(rounds):
+        for count in counts:
+            with scratch_database() as url:
+                anyio.run(migrate, url)
+                with workers(url, count, slots, script=script) as children:
+                    found[count].append(anyio.run(measure, url, children))
+    return found
+
+
 def run(quick: bool) -> list[Row]:
     """Runs (one I/O-bound node each) completed per second by 1, 2 and 4 workers."""
     sizes = QUICK if quick else FULL
-    found: dict[int, list[Window]] = defaultdict(list)
-    for _ in range(sizes.rounds):
-        for count in sizes.workers:  # interleaved: each count sees the same load
-            with scratch_database() as url:
-                anyio.run(migrate, url)
-                with workers(url, count, sizes.slots) as children:
-                    found[count].append(anyio.run(_measure, url, sizes.runs, children))
-    return _rows(sizes, found)
+    measure = partial(_measure, runs=sizes.runs)
+    return _rows(sizes, by_worker_count(sizes.rounds, sizes.workers, sizes.slots, measure))
 
 
 def _rows(sizes: Sizes, found: dict[int, list[Window]]) -> list[Row]:

@@ -40,6 +40,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,7 +49,7 @@ import psycopg
 
 import figures
 import pg_flows
-from pg_scaleout import all_completed, database_cpu_used, machine_ticks, workers
+from pg_scaleout import all_completed, by_worker_count, database_cpu_used, machine_ticks, workers
 from postgres import migrate, scratch_database, settings
 from taskloom.bootstrap import open_engine
 from taskloom.engine.manager import TaskManager
@@ -139,7 +140,7 @@ def _counts(children: Sequence[Any]) -> Counts:
     return total
 
 
-async def _measure(url: str, sizes: Sizes, children: Sequence[Any]) -> Window:
+async def _measure(url: str, children: Sequence[Any], *, sizes: Sizes) -> Window:
     async with (
         open_engine(settings(url, run_worker=False)) as engine,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher,
@@ -193,13 +194,10 @@ async def _paced(
 def run(quick: bool) -> list[Row]:
     """The server's CPU per run against the number of idle workers, and its fit."""
     sizes = QUICK if quick else FULL
-    found: dict[int, list[Window]] = defaultdict(list)
-    for _ in range(sizes.rounds):
-        for count in sizes.workers:  # interleaved: each count sees the same load
-            with scratch_database() as url:
-                anyio.run(migrate, url)
-                with workers(url, count, sizes.slots, script=Path(__file__)) as children:
-                    found[count].append(anyio.run(_measure, url, sizes, children))
+    measure = partial(_measure, sizes=sizes)
+    found = by_worker_count(
+        sizes.rounds, sizes.workers, sizes.slots, measure, script=Path(__file__)
+    )
     return _rows(sizes, found)
 
 
@@ -224,7 +222,7 @@ def split(quick: bool) -> list[Row]:
                         children += stack.enter_context(
                             workers(url, others, SPLIT[kind], script=script)
                         )
-                    found[kind].append(anyio.run(_measure, url, sizes, children))
+                    found[kind].append(anyio.run(partial(_measure, sizes=sizes), url, children))
     alone = _median(found["alone"], "database_ms")
     rows = []
     for kind, windows in found.items():
