@@ -46,6 +46,12 @@ async def _shows(page: "Page") -> str:
     return _seen(events)
 
 
+async def _row_shows(page: "Page", task_id: str, state: str) -> None:
+    """Until *page*'s list shows *task_id* in *state* (bounded)."""
+    pill = f'tr[data-task="{task_id}"] td.state .pill:text("{state}")'
+    await page.locator(pill).wait_for(timeout=WAIT_MS)
+
+
 async def _held(page: "Page") -> tuple[anyio.Event, Callable[[], int]]:
     """Holds *page*'s events requests until the event returned is set; the count of
     those asked for so far."""
@@ -105,9 +111,7 @@ async def test_a_page_shows_a_change_made_before_its_stream_started(tmp_path: Pa
                 await until_task(other, "cancelled")
             finally:
                 released.set()
-            await reader.locator(
-                f'tr[data-task="{crawl}"] td.state .pill:text("cancelled")'
-            ).wait_for(timeout=WAIT_MS)
+            await _row_shows(reader, crawl, "cancelled")
             await reader.unroute(_events)
 
             # A dropped stream: the page reconnects naming what it shows then, not what
@@ -136,9 +140,7 @@ async def test_a_page_shows_a_change_made_before_its_stream_started(tmp_path: Pa
                 await until_task(other, "completed")
             finally:
                 released.set()
-            await reader.locator(
-                f'tr[data-task="{asking}"] td.state .pill:text("completed")'
-            ).wait_for(timeout=WAIT_MS)
+            await _row_shows(reader, asking, "completed")
             with anyio.fail_after(WAIT_MS / 1000):
                 await reconnected.wait()
             await other.goto(f"{server.base}/")
