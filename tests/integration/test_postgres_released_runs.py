@@ -5,7 +5,6 @@ Every worker here polls and beats every 600 s and holds its leases for 1,800 s: 
 that another worker takes over within these tests' bounds was taken because of the
 announcement."""
 
-from collections import defaultdict
 from functools import partial
 
 import anyio
@@ -24,23 +23,8 @@ from taskloom.persistence.postgres import PostgresTaskStore
 from tests import postgres
 from tests.helpers import eventually
 from tests.integration import pg_worker
+from tests.integration.conftest import Heard
 from tests.integration.pg_worker import server, worker_process
-
-Heard = dict[int, list[tuple[str, str | None]]]
-"""What each manager of this process was told by its store's notifications (``id``)."""
-
-
-@pytest.fixture
-def heard(monkeypatch: pytest.MonkeyPatch) -> Heard:
-    told: Heard = defaultdict(list)
-    original = TaskManager.notice
-
-    async def notice(self: TaskManager, task_id: str, state: str | None = None) -> None:
-        told[id(self)].append((task_id, state))
-        await original(self, task_id, state)
-
-    monkeypatch.setattr(TaskManager, "notice", notice)
-    return told
 
 
 async def _first_attempt_running(manager: TaskManager, task_id: str) -> None:
