@@ -63,6 +63,38 @@ async def test_a_run_handed_back_by_a_stopping_worker_is_claimed_by_another_at_o
         ]
 
 
+async def test_a_run_handed_back_while_one_node_asks_and_another_runs_is_claimed_at_once(
+    schema: str,
+) -> None:
+    async with server(schema) as here:
+        async with worker_process(schema) as stopping:
+            task = await submit(here.manager, pg_worker.asker, {"n": 0})
+
+            async def asking_and_leased() -> bool:
+                current = await here.manager.get(task.id)
+                return current.state is TaskState.INPUT_REQUIRED and not current.parked
+
+            await eventually(asking_and_leased, within_s=15)
+            other = pg_worker.settings(postgres.TEST_URL, schema, run_worker=True)
+            async with open_engine(other):
+                stopping.terminate()
+                with anyio.fail_after(15):
+                    await stopping.wait()
+                await eventually(partial(_attempt_started, here.manager, task.id, "busy", 2))
+                asked = await here.manager.get(task.id)
+                (key,) = asked.input_requests
+                await here.manager.provide_input(task.id, key, 7)
+                with anyio.fail_after(15):
+                    done = await here.manager.wait_until_terminal(task.id)
+        assert done.state is TaskState.COMPLETED
+        assert done.result == {"asks": 7, "busy": 2}
+
+
+async def _attempt_started(manager: TaskManager, task_id: str, node: str, attempt: int) -> bool:
+    attempts = await manager.runs.attempts(TaskId(task_id))
+    return any(each.node == node and each.attempt == attempt for each in attempts)
+
+
 async def test_a_run_that_ends_is_cancelled_or_parks_is_not_announced_as_released(
     schema: str, heard: Heard
 ) -> None:

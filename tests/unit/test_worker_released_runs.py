@@ -54,7 +54,8 @@ async def test_a_worker_with_a_free_slot_claims_a_released_run_at_once() -> None
     taking_over = _worker(here)
     async with anyio.create_task_group() as group:
         async with running_elsewhere(elsewhere, task):
-            await group.start(taking_over.run)  # its first claim finds the run leased
+            await group.start(taking_over.run)
+            await eventually(lambda: _idle(taking_over))  # its first claim found it leased
         assert not taking_over.executes(task.id)
         await here.notice(task.id, RELEASED)
         await eventually(lambda: _running_in(taking_over, task))

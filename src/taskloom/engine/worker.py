@@ -408,8 +408,7 @@ class Worker:
         if self._free_slots() > 0:
             self.wake()
         else:
-            self._idle = False  # as a wake would: the run waits for a slot
-            self._saturated = True
+            self._saturated = True  # a slot that frees up claims at once
 
     def _react(self, task: Task | None, task_id: TaskId | None = None) -> None:
         if task is None:

@@ -44,16 +44,17 @@ _RELEASE_SQL: Final = (
     " coalesce(current_setting('taskloom.origin', true), ''), t.id, %(released)s::text))"
     " FROM gone JOIN tasks t ON t.id = gone.task_id"
     f" CROSS JOIN (VALUES ('{CHANNEL}'), ('{WORK_CHANNEL}')) AS channels (channel)"
-    " WHERE t.state = 'running'"
+    " WHERE t.state IN ('running', 'input_required') AND NOT t.parked"
 )
 
 
 def release_statement(lease: Lease, schema: str) -> Statement:
-    """Drop *lease* and, if its task still runs (the run handed back: its worker stops,
-    or stopped it after an error or the fence), announce the run as ``released`` on both
-    channels, as the triggers announce a change: sent when the transaction commits. A
-    run's own end drops its lease with the task's final write, and a run that parks
-    leaves ``running`` first: neither is announced here. One statement."""
+    """Drop *lease* and, if its run is still active and not parked (handed back: its
+    worker stops, or stopped it after an error or the fence; ``input_required`` too, when
+    one node asks while another runs), announce the run as ``released`` on both channels,
+    as the triggers announce a change: sent when the transaction commits. A run's own end
+    drops its lease with the task's final write, and a run that parks is parked first:
+    neither is announced here. One statement."""
     parameters = {
         "task": lease.task_id,
         "token": lease.token,
