@@ -3,6 +3,8 @@
 ``wide`` is a seed, 18 trivial leaves and a sink: 20 nodes per run. ``stamp`` is one node
 that answers with the wall-clock time it started (the claim-latency probe). ``io_wait`` is
 one node that awaits 20 ms of simulated I/O (the scale-out bench, ``pg_scaleout.py``).
+``hang_once`` is one node whose first attempt never ends (the hand-back bench,
+``pg_handback.py``).
 """
 
 import time
@@ -60,3 +62,13 @@ io_wait = Workflow("io_wait", version="1", input=Nothing)
 async def call_out(ctx: NodeContext[Nothing]) -> str:
     await anyio.sleep(IO_S)  # an await, not CPU: the node is I/O-bound
     return "ok"
+
+
+hang_once = Workflow("hang_once", version="1", input=Nothing)
+
+
+@hang_once.node()
+async def until_handed_back(ctx: NodeContext[Nothing]) -> int:
+    if ctx.attempt == 1:
+        await anyio.sleep_forever()  # until its worker stops and hands the run back
+    return ctx.attempt

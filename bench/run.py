@@ -39,6 +39,7 @@ MODULES = (
     "cancel_sqlite",
     "pg_outage",
     "pg_wakeups",
+    "pg_handback",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -57,6 +58,7 @@ TITLES = {
     "cancel_sqlite": "A cancel from another process reaching the running nodes (SQLite)",
     "pg_outage": "Recovery after a PostgreSQL outage of 10 s and 40 s",
     "pg_wakeups": "PostgreSQL wake-ups: the database's CPU per run against the idle workers",
+    "pg_handback": "A run handed back on PostgreSQL: a worker's stop to the run's next attempt",
 }
 
 

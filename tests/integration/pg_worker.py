@@ -80,6 +80,25 @@ async def second_question(ctx: NodeContext[Numbers]) -> int:
     return answer
 
 
+asker = Workflow("asker", version="1", input=Numbers)
+"""One node asks while the other runs on: the run stays leased in ``input_required``
+(not parked) until ``busy`` ends; ``busy``'s first attempt never does."""
+
+
+@asker.node(name="asks")
+async def asks(ctx: NodeContext[Numbers]) -> int:
+    answer = await ctx.ask("a number?", {"type": "integer"})
+    assert isinstance(answer, int)
+    return answer
+
+
+@asker.node(name="busy")
+async def busy(ctx: NodeContext[Numbers]) -> int:
+    if ctx.attempt == 1:
+        await anyio.sleep_forever()
+    return ctx.attempt
+
+
 class Window(BaseModel):
     """Where the nodes leave their marks, which node's first attempt is held, and the
     file that lets it go on."""

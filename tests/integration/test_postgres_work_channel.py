@@ -4,7 +4,6 @@ on (``taskloom_work``); every other process still hears every change (ADR 0062).
 The worker process (``pg_worker``) polls and beats every 600 s: what reaches it in these
 tests came through its notifications."""
 
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -26,24 +25,8 @@ from taskloom.persistence.postgres.driver import application_name
 from tests import postgres
 from tests.helpers import eventually
 from tests.integration import pg_worker
+from tests.integration.conftest import Heard
 from tests.integration.pg_worker import server, worker_process
-
-Heard = dict[int, list[tuple[str, str | None]]]
-"""The changes each manager was told of by its store's notifications, by ``id(manager)``."""
-
-
-@pytest.fixture
-def heard(monkeypatch: pytest.MonkeyPatch) -> Heard:
-    """Every notification each manager of this process receives (before any filter)."""
-    told: Heard = defaultdict(list)
-    original = TaskManager.notice
-
-    async def notice(self: TaskManager, task_id: str, state: str | None = None) -> None:
-        told[id(self)].append((task_id, state))
-        await original(self, task_id, state)
-
-    monkeypatch.setattr(TaskManager, "notice", notice)
-    return told
 
 
 async def _heard_of(heard: Heard, manager: TaskManager, task_id: str, state: str) -> None:

@@ -6,12 +6,18 @@ blocks a writer, and never misses a task's latest (e.g. terminal) state.
 """
 
 from collections.abc import Callable, Iterable
-from typing import Self
+from typing import Final, Self
 
 import anyio
 
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.states import TaskState
+
+RELEASED: Final = "released"
+"""What a store announces, in place of a new state, of a run another process's worker
+handed back (its lease given up while the task still runs: a worker stopping, a run
+stopped by an error or by the fence): no row of the task changed, and the run is
+claimable at once (``TaskManager.notice``, ADR 0066)."""
 
 Wants = Callable[[TaskId, TaskState], bool]
 """Which changes of other processes a subscription to all tasks needs: given a task's id

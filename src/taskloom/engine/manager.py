@@ -2,7 +2,7 @@
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final, Literal, TypeVar
@@ -33,7 +33,7 @@ from taskloom.engine.errors import (
     TaskStateError,
     WaitOverError,
 )
-from taskloom.engine.events import ChangeFeed, TaskSubscription, Wants
+from taskloom.engine.events import RELEASED, ChangeFeed, TaskSubscription, Wants
 from taskloom.engine.history import HistoryEntry
 from taskloom.engine.ids import new_task_id
 from taskloom.engine.models import (
@@ -132,6 +132,8 @@ class TaskManager:
         self.feed = ChangeFeed()
         self._starters: list[EagerStarter] = []
         """Workers offered each task created here (eager start, ADR 0046)."""
+        self._released: list[Callable[[TaskId], None]] = []
+        """Told of each run another process hands back (see :data:`RELEASED`)."""
 
     @property
     def clock(self) -> Clock:
@@ -222,6 +224,16 @@ class TaskManager:
             yield
         finally:
             self._starters.remove(starter)
+
+    @contextlib.contextmanager
+    def hearing_released_runs(self, listener: Callable[[TaskId], None]) -> Iterator[None]:
+        """Call *listener* with the id of each run another process hands back, as its
+        store announces it (:data:`RELEASED`; PostgreSQL), until the block ends."""
+        self._released.append(listener)
+        try:
+            yield
+        finally:
+            self._released.remove(listener)
 
     def _reserve(self, task: Task) -> Reservation | None:
         for starter in self._starters:
@@ -696,7 +708,13 @@ class TaskManager:
         so this process's workers and waiters react to it; a task gone, or a store that
         does not answer, is skipped (polls and heartbeats still find it). With the new
         *state* the change announced, the task is read only if a subscription wants it
-        (``ChangeFeed.wanted``): a worker, for one, ignores other workers' claims and ends."""
+        (``ChangeFeed.wanted``): a worker, for one, ignores other workers' claims and ends.
+        A run handed back (:data:`RELEASED`) is told to :meth:`hearing_released_runs`'
+        listeners, and nothing is read."""
+        if state == RELEASED:
+            for listener in list(self._released):
+                listener(TaskId(task_id))
+            return
         if state in _STATES and not self.feed.wanted(TaskId(task_id), TaskState(state)):
             return
         try:

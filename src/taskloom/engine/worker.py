@@ -238,7 +238,7 @@ class Worker:
             task_group.start_soon(self._fence)
             await task_group.start(self._watch)
             task_status.started()
-            with self._offering():
+            with self._offering(), self.manager.hearing_released_runs(self._released):
                 while True:
                     try:
                         await self._claim(task_group)
@@ -398,6 +398,17 @@ class Worker:
                 del self._unread[next(iter(self._unread))]  # the polls find the oldest
             return False
         return state in _CLAIMABLE_STATES
+
+    def _released(self, task_id: TaskId) -> None:
+        """Another process handed back the run of *task_id* (``events.RELEASED``):
+        claim now if a slot is free, else as soon as one frees up. Not read: the claim's
+        rule decides whether this worker may take it (a version it has loaded)."""
+        if task_id in self._executions:
+            return
+        if self._free_slots() > 0:
+            self.wake()
+        else:
+            self._saturated = True  # a slot that frees up claims at once
 
     def _react(self, task: Task | None, task_id: TaskId | None = None) -> None:
         if task is None:

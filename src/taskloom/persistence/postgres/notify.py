@@ -2,9 +2,12 @@
 
 Migration 0002 makes every committed insert or update of a task send
 ``<schema> <origin> <task id> <state>`` on :data:`CHANNEL`; migration 0009 also sends the
-changes a worker acts on on :data:`WORK_CHANNEL` (ADR 0062). A store listens to one of them
-on one connection of its own and hands each foreign change of its schema to a callback;
-its own changes (same origin) are skipped, since they were published in-process already.
+changes a worker acts on on :data:`WORK_CHANNEL` (ADR 0062). A run handed back by its
+worker changes no task row: :func:`release_statement` announces it on both, with
+``released`` (``events.RELEASED``) in place of a state (ADR 0066). A store listens to one
+channel on one connection of its own and hands each foreign change of its schema to a
+callback; its own changes (same origin) are skipped, since they were published in-process
+already.
 """
 
 from collections.abc import Awaitable, Callable
@@ -15,9 +18,12 @@ import psycopg
 from anyio.abc import TaskStatus
 
 from taskloom.engine.errors import DatabaseUnavailableError
+from taskloom.engine.events import RELEASED
 from taskloom.engine.models import TaskId
+from taskloom.engine.runs import Lease
 from taskloom.persistence.postgres.driver import connect
 from taskloom.persistence.postgres.settings import PostgresSettings
+from taskloom.persistence.sql.script import Statement
 
 CHANNEL: Final = "taskloom_changes"
 """Every committed change of a task."""
@@ -29,6 +35,33 @@ _RECONNECT_FIRST_S: Final = 0.1
 
 OnChange = Callable[[TaskId, str], Awaitable[None]]
 """Called with a changed task's id and its new state, as the notification says."""
+
+
+_RELEASE_SQL: Final = (
+    "WITH gone AS (DELETE FROM leases WHERE task_id = %(task)s AND token = %(token)s"
+    " RETURNING task_id)"
+    " SELECT pg_notify(channel, concat_ws(' ', %(schema)s::text,"
+    " coalesce(current_setting('taskloom.origin', true), ''), t.id, %(released)s::text))"
+    " FROM gone JOIN tasks t ON t.id = gone.task_id"
+    f" CROSS JOIN (VALUES ('{CHANNEL}'), ('{WORK_CHANNEL}')) AS channels (channel)"
+    " WHERE t.state IN ('running', 'input_required') AND NOT t.parked"
+)
+
+
+def release_statement(lease: Lease, schema: str) -> Statement:
+    """Drop *lease* and, if its run is still active and not parked (handed back: its
+    worker stops, or stopped it after an error or the fence; ``input_required`` too, when
+    one node asks while another runs), announce the run as ``released`` on both channels,
+    as the triggers announce a change: sent when the transaction commits. A run's own end
+    drops its lease with the task's final write, and a run that parks is parked first:
+    neither is announced here. One statement."""
+    parameters = {
+        "task": lease.task_id,
+        "token": lease.token,
+        "schema": schema,
+        "released": RELEASED,
+    }
+    return Statement(_RELEASE_SQL, parameters)
 
 
 def foreign_change(payload: str, *, schema: str, origin: str) -> TaskId | None:
