@@ -8,9 +8,10 @@ id order (bytewise: the order the renewals lock leases in), under the same condi
 (the lease expired, or *reclaim_from*'s); the tasks whose lease was taken (``RETURNING``)
 are written in the same statement with their history rows. Their checkpoints are read
 by the next statement, once every lease is held: a former holder's node end either
-committed before it (and is read) or is refused by the new token. A run that had no
-lease and no checkpoint when the claim ranked it (and locked its row) has had no holder
-to write one: when every run taken is such a fresh one, the read is not sent (ADR 0063).
+committed before it (and is read) or is refused by the new token. A queued or parked
+run that had no lease and no checkpoint when the claim ranked it has had no holder to
+write one (a claim since would have changed the version the claim re-checks on the
+locked row): when every run taken is such a fresh one, the read is not sent (ADR 0063).
 """
 
 from collections.abc import Sequence

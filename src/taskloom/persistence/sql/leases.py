@@ -91,9 +91,7 @@ def claim_runs(
     )
     ranked = [(rows.task_from_body(body), bool(had), bool(ran)) for body, had, ran in found.rows]
     candidates = [(task, had) for task, had, _ in ranked]
-    # Neither a lease nor a checkpoint when ranked, and the row locked since: no holder
-    # can have written one, so there are none to read (ADR 0063).
-    fresh = frozenset(task.id for task, had, ran in ranked if not (had or ran))
+    unread = {task.id for task, had, ran in ranked if not (had or ran)}
     expires = moment + terms["lease_for"]
     taking: list[Taking] = []
     # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
@@ -102,6 +100,15 @@ def claim_runs(
             task, worker=worker, token=claims.new_token(), expires_at=expires, start=terms["start"]
         )
         taking.append((task, started, lease))
+    # Neither a lease nor a checkpoint when ranked, and a take that changes the row (a
+    # queued or parked run): a claim of it since the ranking's snapshot changed its
+    # version, so the re-check on the locked row left it out; no holder can have written
+    # a checkpoint, and there are none to read (ADR 0063). A running run without a lease
+    # (handed back before its first node) is claimed without a change of its row: a
+    # worker may have claimed it, run a node and handed it back since the snapshot.
+    fresh = frozenset(
+        task.id for task, started, _ in taking if task.id in unread and started is not task
+    )
     taken = yield from takes(d, taking, moment, reclaim_from, fresh)
     claimed: dict[TaskId, ClaimedRun] = {}
     had = {task.id: had_lease for task, had_lease in candidates}
