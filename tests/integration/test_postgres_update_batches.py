@@ -306,8 +306,9 @@ async def test_final_writes_that_wait_together_are_one_transaction(
     claimed = await _started(store, clock, 5)
     sent = postgres.statements_sent(monkeypatch)
     got = await _finish_all(store, clock, claimed)
-    # the tasks held, the node ends, the tasks + history + leases + run ends
-    assert sent == ["BEGIN", "WITH", "WITH", "WITH", "COMMIT"], sent
+    # the tasks held, the node ends, the tasks + history + leases + run ends; its BEGIN
+    # sets the generic plans (ADR 0063)
+    assert sent == ["BEGIN;", "WITH", "WITH", "WITH", "COMMIT"], sent
     for each in got:
         assert not isinstance(each, Exception), each
         run, task = each
@@ -378,7 +379,8 @@ async def test_a_statement_error_sends_each_final_write_again_alone(
     sent = postgres.statements_sent(monkeypatch)
     got = await _finish_all(store, clock, claimed)
     assert [type(each) for each in got] == [tuple] * 3, got
-    assert sent.count("BEGIN") == 4, sent  # the batch, then each of the three alone
+    assert sent.count("BEGIN;") == 1, sent  # the batch
+    assert sent.count("BEGIN") == 3, sent  # then each of the three alone
     assert sent.count("COMMIT") == 3, sent  # the batch rolled back
     assert (
         await _states(store, clock, claimed) == [(TaskState.COMPLETED, NodeState.COMPLETED, 1)] * 3
@@ -422,6 +424,78 @@ async def test_a_claim_takes_its_runs_with_one_statement_and_reads_their_checkpo
         assert {name: node.state for name, node in run.nodes.items()} == expected
         assert run.resumed is bool(expected)
         await store.start_node(run.lease, NodeStart(node="b", attempt=1), clock.now())
+
+
+async def test_a_claim_of_runs_that_never_ran_reads_no_checkpoints(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs with neither a lease nor a checkpoint when ranked have none to read: BEGIN,
+    the ranking, the takes, COMMIT (ADR 0063). A run whose lease expired is read as
+    before: its former holder's node end is its checkpoint."""
+    clock = FakeClock()
+    manager = TaskManager(store, clock=clock)
+    fresh = [await manager.create("job") for _ in range(3)]
+    sent = postgres.statements_sent(monkeypatch)
+    claimed = await _claim_jobs(store, clock, worker="w", lease_for=timedelta(seconds=5))
+    assert sent == ["BEGIN;", "WITH", "WITH", "COMMIT"], sent
+    assert sorted(run.lease.task_id for run in claimed) == sorted(task.id for task in fresh)
+    assert all(run.nodes == {} and not run.resumed for run in claimed)
+    former = claimed[0]
+    await store.start_node(former.lease, NodeStart(node="a", attempt=1), clock.now())
+    await store.end_node(former.lease, _end("a"), clock.now())
+    clock.advance(10)  # every lease has expired
+    sent.clear()
+    again = await _claim_jobs(store, clock, worker="w2", lease_for=timedelta(seconds=60))
+    assert sent == ["BEGIN;", "WITH", "WITH", "SELECT", "COMMIT"], sent
+    nodes = {run.lease.task_id: set(run.nodes) for run in again}
+    assert nodes == {run.lease.task_id: {"a"} if run is former else set() for run in claimed}
+    assert all(run.resumed for run in again)
+
+
+async def _claim_jobs(
+    store: PostgresTaskStore, clock: FakeClock, *, worker: str, lease_for: timedelta
+) -> Sequence[ClaimedRun]:
+    return await store.claim_runs(
+        worker=worker,
+        workflows=frozenset({"job"}),
+        now=clock.now(),
+        lease_for=lease_for,
+        limit=10,
+        start=claim_start(clock.now()),
+    )
+
+
+_ARRAY_STATEMENTS = {
+    "the claim's takes": "INSERT INTO leases (task_id, worker, token, expires_at) SELECT",
+    "the final writes' tasks held": "SKIP LOCKED) SELECT h.body",
+    "the final writes' run ends": "dropped AS (DELETE FROM leases",
+}
+
+
+async def test_the_claims_and_final_writes_statements_are_planned_once() -> None:
+    """Their prepared statements run on their generic plan: PostgreSQL's default would
+    make a custom plan at every execution (ADR 0063). One connection, so that every
+    execution lands on one session's prepared statements."""
+    clock = FakeClock()
+    async with postgres.fresh_store(retry_s=30, min_connections=1, max_connections=1) as store:
+        for _ in range(8):  # psycopg prepares a statement at its sixth execution
+            claimed = await _started(store, clock, 2)
+            got = await _finish_all(store, clock, claimed)
+            assert all(not isinstance(each, Exception) for each in got), got
+        async with store._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            )
+            prepared = await cursor.fetchall()
+    plans = {
+        name: [(generic, custom) for text, generic, custom in prepared if marker in text]
+        for name, marker in _ARRAY_STATEMENTS.items()
+    }
+    for name, found in plans.items():
+        assert len(found) == 1, (name, prepared)
+        generic, custom = found[0]
+        assert custom == 0, (name, generic, custom)
+        assert generic >= 1, (name, generic, custom)
 
 
 async def test_a_run_whose_lease_is_held_elsewhere_is_not_taken_nor_written(

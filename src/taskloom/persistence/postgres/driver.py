@@ -145,9 +145,16 @@ async def connect(settings: PostgresSettings, database: str, *, origin: str) -> 
 
 
 _BEGIN: Final = "BEGIN"
-_BEGIN_BOOKKEEPING: Final = "BEGIN; SET LOCAL synchronous_commit = off"
-"""One round trip: with no parameters psycopg sends the simple protocol, which takes
-several statements (ADR 0047)."""
+_BOOKKEEPING: Final = "; SET LOCAL synchronous_commit = off"
+_GENERIC_PLANS: Final = "; SET LOCAL plan_cache_mode = force_generic_plan"
+"""A transaction's settings travel with its BEGIN, in one round trip: with no parameters
+psycopg sends the simple protocol, which takes several statements (ADR 0047, 0063)."""
+
+
+def begin_statement(*, durable: bool = True, generic_plans: bool = False) -> str:
+    """The BEGIN of a transaction: bookkeeping unless *durable* (ADR 0016); with
+    *generic_plans*, its prepared statements use their generic plan (ADR 0063)."""
+    return _BEGIN + ("" if durable else _BOOKKEEPING) + (_GENERIC_PLANS if generic_plans else "")
 
 
 async def _roll_back(connection: Connection) -> None:
@@ -238,19 +245,26 @@ class Database:
             (self.settings.schema_name, self.origin),
         )
 
-    async def transaction(self, work: Work[_T], *, durable: bool = True) -> _T:
+    async def transaction(
+        self, work: Work[_T], *, durable: bool = True, generic_plans: bool = False
+    ) -> _T:
         """Run *work* in one transaction, retrying transient failures.
 
         A failure while committing is not retried (the write may have landed). With
         ``durable=False`` the transaction is bookkeeping (ADR 0016): committed with
         ``synchronous_commit = off``, so it does not wait for its WAL flush; the server
         flushes it with the next durable commit, which waits for every earlier record.
+        With ``generic_plans=True`` its prepared statements run on their generic plan
+        (``plan_cache_mode = force_generic_plan`` for this transaction only): for the
+        worker's statements over arrays, whose plan PostgreSQL would otherwise make
+        again at every execution (ADR 0063).
 
         Raises:
             PersistenceError: a translated driver error.
             TaskloomError: whatever *work* raised (its changes were rolled back).
         """
-        return await self._retrying(work, write=True, durable=durable)
+        opening = begin_statement(durable=durable, generic_plans=generic_plans)
+        return await self._retrying(work, write=True, begin=opening)
 
     async def read(self, work: Work[_T]) -> _T:
         """Run *work* outside a transaction (for single-statement reads), with retries."""
@@ -274,7 +288,7 @@ class Database:
         return await self._retrying(work, write=False, alone=True)
 
     async def _retrying(
-        self, work: Work[_T], *, write: bool, durable: bool = True, alone: bool = False
+        self, work: Work[_T], *, write: bool, begin: str = _BEGIN, alone: bool = False
     ) -> _T:
         """*work* with retries; the whole operation waits at most ``store_wait_s`` (the
         retry window and the connection waits both end by then)."""
@@ -282,9 +296,7 @@ class Database:
         deadline = started + self.settings.store_wait_s
         try:
             # the fast path: no retry machinery
-            value = await self._once(
-                work, write=write, durable=durable, alone=alone, deadline=deadline
-            )
+            value = await self._once(work, write=write, begin=begin, alone=alone, deadline=deadline)
         except psycopg.Error as error:
             if not is_transient(error):
                 raise self._translated(error, started) from error
@@ -306,7 +318,7 @@ class Database:
             async for attempt in retrying:
                 with attempt:
                     value = await self._once(
-                        work, write=write, durable=durable, alone=alone, deadline=deadline
+                        work, write=write, begin=begin, alone=alone, deadline=deadline
                     )
         except psycopg.Error as error:
             raise self._translated(error, started) from error
@@ -330,7 +342,7 @@ class Database:
         work: Work[_T],
         *,
         write: bool,
-        durable: bool = True,
+        begin: str = _BEGIN,
         alone: bool = False,
         deadline: float,
     ) -> _T:
@@ -370,9 +382,7 @@ class Database:
             try:
                 if alone:
                     return await self._alone(connection, work, progress=progress)
-                return await self._on(
-                    connection, work, write=write, durable=durable, progress=progress
-                )
+                return await self._on(connection, work, write=write, begin=begin, progress=progress)
             finally:
                 with anyio.CancelScope(shield=True):  # past the deadline too
                     await self.pool.putconn(connection)
@@ -396,7 +406,7 @@ class Database:
         was pooled: a restart, a terminated backend) runs it in a transaction instead,
         whose failures before COMMIT are known to have written nothing (and retried)."""
         if _has_input(connection):
-            return await self._on(connection, work, write=True, durable=True, progress=progress)
+            return await self._on(connection, work, write=True, begin=_BEGIN, progress=progress)
         progress.committing = True
         try:
             return await work(connection)
@@ -415,13 +425,13 @@ class Database:
         work: Work[_T],
         *,
         write: bool,
-        durable: bool,
+        begin: str,
         progress: "_Progress",
     ) -> _T:
         if not write:
             return await work(connection)
         try:
-            await connection.execute(_BEGIN if durable else _BEGIN_BOOKKEEPING)
+            await connection.execute(begin)
             try:
                 value = await work(connection)
             except BaseException:

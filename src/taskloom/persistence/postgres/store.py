@@ -232,7 +232,8 @@ class PostgresTaskStore(SqlStore):
         """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: the runs taken with one
         statement, their checkpoints read with one more (ADR 0055)."""
         claim = partial(leases.claim_runs, POSTGRES, terms, takes.take_all)
-        return await self._transact(claim, durable=False)  # a lost claim is claimed again
+        # a lost claim is claimed again; the takes' plan is made once (ADR 0063)
+        return await self._db.transaction(_script(claim), durable=False, generic_plans=True)
 
     async def release_lease(self, lease: Lease) -> None:
         """See :meth:`taskloom.engine.runs.RunStore.release_lease`: a run handed back is
@@ -254,7 +255,7 @@ class PostgresTaskStore(SqlStore):
         """One alone as before; more as one transaction, then those it left, alone."""
         if len(payloads) == 1:
             return [await self._finish_alone(payloads[0])]
-        answers = await self._db.transaction(partial(_finish_all, payloads))
+        answers = await self._db.transaction(partial(_finish_all, payloads), generic_plans=True)
         return [
             answer if answer is not None else await self._finish_alone(payload)
             for payload, answer in zip(payloads, answers, strict=True)

@@ -8,7 +8,10 @@ id order (bytewise: the order the renewals lock leases in), under the same condi
 (the lease expired, or *reclaim_from*'s); the tasks whose lease was taken (``RETURNING``)
 are written in the same statement with their history rows. Their checkpoints are read
 by the next statement, once every lease is held: a former holder's node end either
-committed before it (and is read) or is refused by the new token.
+committed before it (and is read) or is refused by the new token. A queued or parked
+run that had no lease and no checkpoint when the claim ranked it has had no holder to
+write one (a claim since would have changed the version the claim re-checks on the
+locked row): when every run taken is such a fresh one, the read is not sent (ADR 0063).
 """
 
 from collections.abc import Sequence
@@ -40,18 +43,24 @@ _LEADING: Final[Columns] = (
 
 
 def take_all(
-    d: Dialect, taking: list[Taking], now: datetime, reclaim_from: str | None
+    d: Dialect,
+    taking: list[Taking],
+    now: datetime,
+    reclaim_from: str | None,
+    fresh: frozenset[TaskId] = frozenset(),
 ) -> Script[dict[TaskId, dict[str, NodeRun]]]:
     """:data:`taskloom.persistence.sql.leases.Takes` for PostgreSQL: two round trips
-    whatever the number of runs."""
+    whatever the number of runs, one when every run taken is *fresh* (it has no
+    checkpoint to read)."""
     if not taking:
         return {}
     found = yield _statement(taking, now, reclaim_from)
     taken = [task_id for (task_id,) in found.rows]
-    if not taken:
-        return {}
-    checkpoints = yield Statement(_checkpoints_sql(), {"taken": taken})
     nodes: dict[TaskId, dict[str, NodeRun]] = {task_id: {} for task_id in taken}
+    resumed = [task_id for task_id in taken if task_id not in fresh]
+    if not resumed:
+        return nodes
+    checkpoints = yield Statement(_checkpoints_sql(), {"taken": resumed})
     for task_id, *row in checkpoints.rows:
         run = rows.node_run(POSTGRES, tuple(row))
         nodes[task_id][run.node] = run

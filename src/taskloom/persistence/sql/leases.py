@@ -75,7 +75,9 @@ def claim_runs(
             "  SELECT c.id, c.turn, c.pos FROM chosen c JOIN tasks t ON t.id = c.id"
             f"  WHERE t.version = c.version ORDER BY c.turn, c.pos LIMIT {p('limit')}"
             f"{d.skipping('t')})"
-            " SELECT t.body, l.task_id IS NOT NULL FROM picked c JOIN tasks t ON t.id = c.id"
+            " SELECT t.body, l.task_id IS NOT NULL,"
+            " EXISTS (SELECT 1 FROM node_runs n WHERE n.task_id = t.id)"
+            " FROM picked c JOIN tasks t ON t.id = c.id"
             " LEFT JOIN leases l ON l.task_id = t.id ORDER BY c.turn, c.pos",
             {
                 **parameters,
@@ -87,7 +89,9 @@ def claim_runs(
             },
         )
     )
-    candidates = [(rows.task_from_body(body), bool(had)) for body, had in found.rows]
+    ranked = [(rows.task_from_body(body), bool(had), bool(ran)) for body, had, ran in found.rows]
+    candidates = [(task, had) for task, had, _ in ranked]
+    unread = {task.id for task, had, ran in ranked if not (had or ran)}
     expires = moment + terms["lease_for"]
     taking: list[Taking] = []
     # Python's order of these ASCII ids is PostgreSQL's ``COLLATE "C"``.
@@ -96,7 +100,16 @@ def claim_runs(
             task, worker=worker, token=claims.new_token(), expires_at=expires, start=terms["start"]
         )
         taking.append((task, started, lease))
-    taken = yield from takes(d, taking, moment, reclaim_from)
+    # Neither a lease nor a checkpoint when ranked, and a take that changes the row (a
+    # queued or parked run): a claim of it since the ranking's snapshot changed its
+    # version, so the re-check on the locked row left it out; no holder can have written
+    # a checkpoint, and there are none to read (ADR 0063). A running run without a lease
+    # (handed back before its first node) is claimed without a change of its row: a
+    # worker may have claimed it, run a node and handed it back since the snapshot.
+    fresh = frozenset(
+        task.id for task, started, _ in taking if task.id in unread and started is not task
+    )
+    taken = yield from takes(d, taking, moment, reclaim_from, fresh)
     claimed: dict[TaskId, ClaimedRun] = {}
     had = {task.id: had_lease for task, had_lease in candidates}
     for task, started, lease in taking:
@@ -111,16 +124,23 @@ def claim_runs(
 Taking = tuple[Task, Task, Lease]
 """A run a claim takes: the task read, the task as the claim leaves it, the lease."""
 Takes = Callable[
-    [Dialect, list[Taking], datetime, str | None], Script[dict[TaskId, dict[str, NodeRun]]]
+    [Dialect, list[Taking], datetime, str | None, frozenset[TaskId]],
+    Script[dict[TaskId, dict[str, NodeRun]]],
 ]
-"""What takes the runs of a claim, in task id order: the checkpoints of each taken."""
+"""What takes the runs of a claim, in task id order: the checkpoints of each taken. The
+last argument: the runs known to have none (no lease nor checkpoint when ranked)."""
 
 
 def take_each(
-    d: Dialect, taking: list[Taking], now: datetime, reclaim_from: str | None
+    d: Dialect,
+    taking: list[Taking],
+    now: datetime,
+    reclaim_from: str | None,
+    fresh: frozenset[TaskId] = frozenset(),
 ) -> Script[dict[TaskId, dict[str, NodeRun]]]:
     """:data:`Takes` one run after another: :func:`take`, each run's checkpoints read in
-    the round trip of its task's write where the dialect fuses them."""
+    the round trip of its task's write where the dialect fuses them (so *fresh* saves
+    nothing here)."""
     taken: dict[TaskId, dict[str, NodeRun]] = {}
     for task, started, lease in taking:
         nodes = yield from _taken_checkpoints(
