@@ -302,3 +302,33 @@ async def test_a_page_whose_sign_in_ended_says_its_updates_stopped(tmp_path: Pat
             )
             await _round_trip(reader)
             assert streams == 1
+
+
+async def test_a_page_signed_out_in_another_tab_says_its_updates_stopped(tmp_path: Path) -> None:
+    """Signed out elsewhere (the cookie gone), the redraw after the stream's end is sent
+    to the sign-in page: the page says it stopped, and does not draw the sign-in page in
+    its live region (a review found it did, and said it was still live)."""
+    require_browser()
+    with anyio.fail_after(90):
+        async with serving(tmp_path) as server, chromium() as browser:
+            reader = await sign_in(browser, server, ANN)
+            released, streams = anyio.Event(), 0
+
+            async def ended(route: "Route") -> None:
+                nonlocal streams
+                streams += 1
+                await released.wait()
+                body = STREAM + "event: end\ndata: {}\n\n"
+                await route.fulfill(body=body, content_type="text/event-stream")
+
+            await reader.route(_events, ended)
+            try:
+                await reader.goto(f"{server.base}/")
+                await reader.context.clear_cookies()  # as "Sign out" in another tab does
+            finally:
+                released.set()
+            text = await _status(reader, "stopped")
+            assert text == "Live updates stopped: signed out. Reload to try again."
+            assert await reader.locator("#live form").count() == 0  # no sign-in form in it
+            await _round_trip(reader)
+            assert streams == 1

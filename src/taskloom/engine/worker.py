@@ -171,7 +171,8 @@ class Worker:
         executing it: it ended, lost its lease, was dropped or stopped, or a claim of the
         same run replaced its execution. Every change that execution made in this
         process has been published by then (a final write that outlives its bound
-        excepted)."""
+        excepted; a replaced execution's body may still be stopping). A listener that
+        raises is logged and does not stop the worker."""
         self._leaving.append(listener)
         try:
             yield
@@ -180,7 +181,10 @@ class Worker:
 
     def _left(self, task_id: TaskId) -> None:
         for listener in tuple(self._leaving):
-            listener(task_id)
+            try:
+                listener(task_id)
+            except Exception:  # a listener's fault must not end the worker's runs
+                logger.exception("worker %s: a listener of runs leaving failed", self.worker_id)
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""

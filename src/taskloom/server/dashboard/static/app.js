@@ -7,6 +7,8 @@
   var SEEN_HEADER = "X-Taskloom-Seen";
   var FIRST_RETRY_MS = 1000, LAST_RETRY_MS = 30000;  // doubled at each failure, jittered
   var ANSWER_MS = 10000;  // a fragment, or a stream's first answer, takes at most this
+  // A request without a sign-in is sent to the sign-in page (a redirect, not followed).
+  var SIGNED_OUT = "signed out";
   var SILENT_MS = 45000;  // an open stream says at least ": keepalive" every 15 s
   var pending = false, busy = false, reconnecting = false;
   var stream = null, halted = false, retryMs = FIRST_RETRY_MS, failures = 0;
@@ -108,9 +110,11 @@
     var control = bounded(ANSWER_MS);  // a hung fetch ends too, and the page goes on
     var failed = { why: "the page could not be redrawn", afterMs: 0 };
     fetch(fragmentUrl(), {
-      credentials: "same-origin", headers: { "Accept": "text/html" }, signal: control.signal
+      credentials: "same-origin", headers: { "Accept": "text/html" }, signal: control.signal,
+      redirect: "manual"
     })
       .then(function (response) {
+        if (response.type === "opaqueredirect") { halt(SIGNED_OUT); failed = null; return; }
         if (!response.ok) {
           return verdict(response).then(function (found) {
             if (!found.passes) { halt(found.why); }
@@ -221,10 +225,11 @@
       control.done();
     }
     fetch(live.dataset.events, {
-      credentials: "same-origin", cache: "no-store",
+      credentials: "same-origin", cache: "no-store", redirect: "manual",
       headers: { "Accept": "text/event-stream" }, signal: control.signal
     })
       .then(function (response) {
+        if (response.type === "opaqueredirect") { closed(); halt(SIGNED_OUT); return; }
         if (!response.ok) {
           return verdict(response).then(function (found) {
             closed();
