@@ -190,12 +190,14 @@
   }
   // The events of an open stream, read until it ends: "end" (the task can change no
   // more, or the grant ended), "stopping" (the server stops), "" (the connection closed).
+  // Each read starts the next from its callback, not by returning it: a chain of
+  // promises returned one from another would be kept until the stream ends.
   function follow(response, control) {
     var reader = response.body.getReader(), decoder = new TextDecoder();
     var buffer = "", name = "";
-    function next() {
-      return reader.read().then(function (chunk) {
-        if (chunk.done) { return ""; }
+    return new Promise(function (resolve, reject) {
+      function read(chunk) {
+        if (chunk.done) { resolve(""); return; }
         control.renew(SILENT_MS);
         buffer += decoder.decode(chunk.value, { stream: true });
         var lines = buffer.split(/\r\n|\r|\n/);
@@ -204,16 +206,16 @@
           var line = lines[index];
           if (line === "") {
             if (name === "change") { refresh(); }
-            if (name === "end" || name === "stopping") { return name; }
+            if (name === "end" || name === "stopping") { resolve(name); return; }
             name = "";
           } else if (line.indexOf("event:") === 0) {
             name = line.slice(6).trim();
           }
         }
-        return next();
-      });
-    }
-    return next();
+        reader.read().then(read, reject);
+      }
+      reader.read().then(read, reject);
+    });
   }
   function connect() {
     if (halted) { return; }
