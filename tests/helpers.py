@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Final, TypeVar
 
 import anyio
 import httpx2
@@ -16,6 +16,22 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 _T = TypeVar("_T")
+
+CHECKOUT: Final = Path(__file__).resolve().parents[1]
+"""The checkout these tests belong to: its ``src`` is the code they test."""
+
+
+def checkout_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a process the tests start: *base* (``os.environ`` by default)
+    and *extra*, with this checkout's ``src`` and root first on ``PYTHONPATH``, before
+    what was there. Its ``taskloom`` is then this checkout's whatever the interpreter
+    has installed (the venv's editable install may be another checkout's: a git
+    worktree's tests ran the main checkout's code), and ``tests.*`` modules import (the
+    workflows ``TASKLOOM_WORKFLOWS`` names, a helper script's imports)."""
+    env = {**(os.environ if base is None else base), **extra}
+    paths = [str(CHECKOUT / "src"), str(CHECKOUT), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
+    return env
 
 
 async def all_at_once(
@@ -123,11 +139,13 @@ async def helper_process(
 
     On leaving, unless it has ended already (the test killed it, say), it gets SIGTERM
     and must stop cleanly (exit status 0, as ``taskloom worker`` does) within *stop_s*;
-    else it is killed and the test fails, with its stderr.
+    else it is killed and the test fails, with its stderr. It runs this checkout's code
+    (*env*, by default ``os.environ``, goes through :func:`checkout_env`).
     """
     name = " ".join(command[:3])
     overdue = False
     with tempfile.TemporaryFile() as stderr:
+        env = checkout_env(env)
         process = await anyio.open_process(command, cwd=cwd, env=env, stderr=stderr)
         async with process:
             child = HelperProcess(process, stderr)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from taskloom.cli import main
+from tests.helpers import checkout_env
 
 HEAVY = (
     "mcp",
@@ -51,6 +52,7 @@ def _probe(*argv: str, cwd: Path) -> tuple[object, list[str], list[str]]:
         capture_output=True,
         text=True,
         cwd=cwd,
+        env=checkout_env(),
         timeout=60,
         check=False,
     )

@@ -19,6 +19,7 @@ from taskloom.cli import main
 from taskloom.commands.common import open_database
 from taskloom.engine.submit import submit
 from taskloom.workflows.countdown import countdown
+from tests.helpers import checkout_env
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -77,7 +78,7 @@ class Terminal:
     def __init__(self, argv: list[str], cwd: Path) -> None:
         master, slave = os.openpty()
         self._master = master
-        env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+        env = checkout_env()
         self.process = subprocess.Popen(
             argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, close_fds=True, env=env
         )

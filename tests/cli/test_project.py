@@ -14,6 +14,7 @@ import pytest
 from taskloom.commands.project import load as load_project
 from taskloom.persistence.sqlite.schema import latest_version
 from tests.cli.test_commands import cli, mistake
+from tests.helpers import checkout_env
 
 FLOWS_SOURCE = Path(__file__).with_name("flows.py")
 
@@ -149,6 +150,7 @@ def test_watching_a_task_no_worker_runs_says_so(
         stderr=subprocess.STDOUT,
         text=True,
         cwd=tmp_path,
+        env=checkout_env(),
     )
     try:
         assert watcher.stdout is not None

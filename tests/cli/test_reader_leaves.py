@@ -2,7 +2,6 @@
 (``| head -1``): no traceback, and the task is never left running with no runner."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.workflows.countdown import countdown
+from tests.helpers import checkout_env
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 LONG: dict[str, object] = {"start": 10_000, "tick_s": 0.01}
@@ -36,7 +36,7 @@ def _task(db: Path, task_id: str) -> Task:
 def _piped_into_head(command: str, cwd: Path) -> tuple[int, str, str]:
     """Run ``taskloom COMMAND | head -1`` in bash; the exit code is taskloom's."""
     script = f"{sys.executable} -m taskloom {command} | head -1; exit ${{PIPESTATUS[0]}}"
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = checkout_env()
     done = subprocess.run(
         ["bash", "-c", script],
         check=False,
@@ -66,7 +66,7 @@ def test_run_piped_into_head_cancels_its_task_and_exits_quietly(tmp_path: Path) 
 @pytest.mark.slow
 def test_run_whose_pipe_is_closed_cancels_its_task(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = checkout_env()
     argv = [sys.executable, "-m", "taskloom", "run", "countdown", json.dumps(LONG), "--db"]
     with subprocess.Popen(
         [*argv, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

@@ -3,7 +3,6 @@ stdio (whose reader used to block until EOF) and HTTP; its run in flight is hand
 and a restarted server finishes it."""
 
 import json
-import os
 import re
 import select
 import signal
@@ -20,6 +19,7 @@ from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.workflows.countdown import countdown
 from tests.cli.test_processes import _cli
+from tests.helpers import checkout_env
 
 STOP_WITHIN_S = 15
 
@@ -33,7 +33,7 @@ def _serve(db: Path, transport: str, cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        env={**os.environ, "TASKLOOM_LINGER": "0"},  # the restart is what resumes the run
+        env=checkout_env(TASKLOOM_LINGER="0"),  # the restart is what resumes the run
     )
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import checkout_env
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -56,8 +58,8 @@ class Tmux:
         self._servers += 1
         self._socket = str(self._folder / f"tmux-{self._servers}.sock")
         shell = f"{command}; echo EXIT $?; sleep 600"
-        repository = shlex.quote(str(REPOSITORY))
-        environment = f"-u COLUMNS -u LINES PYTHONPATH={repository} TERM=xterm-256color"
+        path = shlex.quote("PYTHONPATH=" + checkout_env({})["PYTHONPATH"])
+        environment = f"-u COLUMNS -u LINES {path} TERM=xterm-256color"
         self(
             "new-session",
             "-d",

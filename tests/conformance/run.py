@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from tests.helpers import free_port
+from tests.helpers import checkout_env, free_port
 
 SCENARIOS: Final = (
     "tasks-lifecycle",
@@ -56,6 +56,7 @@ def main(tools: Path) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=REPOSITORY,  # tests.conformance.fixtures is imported from here
+            env=checkout_env(),
         )
         try:
             if not _listening(port, server):

@@ -222,7 +222,7 @@ async def test_pages_forbid_inline_scripts_and_caching() -> None:
         assert "<script>" not in page.text
         asset = await shown.page("/ui/static/app.js", token=None)
         assert asset.status_code == 200
-        assert "EventSource" in asset.text
+        assert "text/event-stream" in asset.text
 
 
 async def test_without_the_ui_extra_ui_answers_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

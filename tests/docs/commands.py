@@ -54,6 +54,7 @@ from packaging.requirements import Requirement
 
 from tests import postgres
 from tests.docs.snippets import Snippet, snippets
+from tests.helpers import CHECKOUT
 
 LANGUAGES: Final = ("console", "shell", "sh", "bash")
 PROJECT: Final = Path(__file__).resolve().parent / "project"
@@ -142,10 +143,32 @@ class Page:
         shutil.copytree(PROJECT, project)
         (project / "home").mkdir()
         env = {key: value for key, value in os.environ.items() if not key.startswith("TASKLOOM")}
-        bin_dir = str(Path(sys.executable).parent)
-        env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", HOME=str(project / "home"))
+        bin_dirs = [str(_checkout_taskloom(where / "bin")), str(Path(sys.executable).parent)]
+        env.update(PATH=os.pathsep.join([*bin_dirs, env.get("PATH", "")]))
+        env.update(HOME=str(project / "home"))
         env.pop("PYTHONPATH", None)
         return cls(project, env)
+
+
+def _checkout_taskloom(folder: Path) -> Path:
+    """*folder*, holding a ``taskloom`` command that runs this checkout's code: the venv's
+    own may be another checkout's (its editable install), as from a git worktree. Its
+    processes' children (a lingering worker) get this checkout's ``src`` too, ahead of
+    a page's own ``PYTHONPATH``."""
+    folder.mkdir()
+    source = str(CHECKOUT / "src")
+    command = folder / "taskloom"
+    command.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"sys.path.insert(0, {source!r})\n"
+        f"paths = [{source!r}, os.environ.get('PYTHONPATH', '')]\n"
+        "os.environ['PYTHONPATH'] = os.pathsep.join(path for path in paths if path)\n"
+        "from taskloom.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    command.chmod(0o755)
+    return folder
 
 
 async def run_page(page: Path, where: Path) -> int:

@@ -1,6 +1,8 @@
 """The shell commands of README.md and docs/ run as written (rules: tests/docs/commands.py,
 ADR 0035), and the runner keeps its rules."""
 
+import re
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -8,8 +10,9 @@ import psycopg
 import pytest
 
 from tests import postgres
-from tests.docs.commands import CommandFailed, command_blocks, commands, run_page
+from tests.docs.commands import CommandFailed, Page, command_blocks, commands, run_page
 from tests.docs.snippets import DOCS, pages
+from tests.helpers import CHECKOUT
 
 README = DOCS.parent / "README.md"
 PAGES = [page for page in [README, *pages()] if command_blocks(page)]
@@ -145,3 +148,24 @@ async def test_a_postgresql_url_is_a_database_of_the_page_own_dropped_after(
         name = urlsplit(url).path.lstrip("/")
         found = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
         assert found.fetchone() is None
+
+
+def test_a_page_runs_this_checkout_s_taskloom(tmp_path: Path) -> None:
+    """The ``taskloom`` a page's commands run imports this checkout's code, even where
+    the venv's is another checkout's (a git worktree), and a page's ``PYTHONPATH=.``
+    keeps it so."""
+    page = Page.fresh(tmp_path)
+    env = {**page.env, "PYTHONVERBOSE": "1"}
+    for command in ("taskloom --version", "PYTHONPATH=. taskloom --version"):
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=page.project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        pattern = r"(?:matches|code object from) '?(\S+/taskloom/__init__\.py)"
+        loaded = re.findall(pattern, done.stderr)
+        assert loaded == [str(CHECKOUT / "src" / "taskloom" / "__init__.py")], done.stderr[-2000:]

@@ -7,13 +7,14 @@ line: the task's id, the deferred text, and how long the server took to exit.
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import IO, Any
+
+from tests.helpers import checkout_env
 
 COUNTDOWN = {"start": 72, "tick_s": 1.0}
 """Four lanes of 18 numbers at one a second: 18 s, longer than the host's 1 s wait plus
@@ -44,7 +45,7 @@ def main() -> None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,
-            env={**os.environ, "TASKLOOM_PLAIN_WAIT_S": "1"},
+            env=checkout_env(TASKLOOM_PLAIN_WAIT_S="1"),
         )
     assert server.stdin is not None
     assert server.stdout is not None

@@ -2,7 +2,6 @@
 open on it: each recorded byte by byte, with when it came and when its stream ended."""
 
 import json
-import os
 import secrets
 import signal
 import sys
@@ -19,8 +18,7 @@ import psycopg
 from anyio.abc import Process, TaskGroup
 from psycopg import sql
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import free_port, until_http_listening
+from tests.helpers import checkout_env, free_port, until_http_listening
 from tests.postgres import require_server
 from tests.server.client import LEGACY
 from tests.server.http_support import ACCEPT, ANN, initialize_body, modern_headers, modern_request
@@ -30,9 +28,7 @@ CLOSING_BYTES = 200
 
 
 def environment(url: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+    return checkout_env() | {
         "TASKLOOM_HTTP": url.removeprefix("http://").removesuffix("/mcp"),
         "TASKLOOM_TOKENS": f"ann:{ANN}",  # a static token of ann, which nothing revokes
         "TASKLOOM_LOG_LEVEL": "info",

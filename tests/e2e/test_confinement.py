@@ -17,8 +17,7 @@ import pytest
 from anyio.abc import Process
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, free_port, until_http_listening
+from tests.helpers import checkout_env, eventually, free_port, until_http_listening
 from tests.server.client import LegacyClient, open_client
 from tests.server.http_support import ANN, http_client
 
@@ -37,7 +36,7 @@ def _cpu_s(pid: int) -> float:
 async def serving(tmp_path: Path, settings: Path | None) -> AsyncIterator[tuple[str, Process]]:
     """A real HTTP server on 127.0.0.1 with operator settings from *settings*."""
     address = f"127.0.0.1:{free_port()}"
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "TASKLOOM_TOKENS": f"ann:{ANN}"}
+    env = checkout_env(TASKLOOM_TOKENS=f"ann:{ANN}")
     command = [
         *(sys.executable, "-m", "taskloom", "serve", "--http", address),
         *("--db", str(tmp_path / "x.db")),
@@ -149,7 +148,7 @@ async def test_unconfigured_http_audits_nothing_and_stdio_its_working_directory(
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "taskloom", "serve", "--db", str(tmp_path / "stdio.db")],
-            env={"PYTHONPATH": str(REPOSITORY)},
+            env=checkout_env({}),
             cwd=allowed,
         )
         with (tmp_path / "stdio.log").open("w") as errlog:

@@ -29,7 +29,6 @@ fails after ``MAX_INTERRUPTIONS`` deaths).
 """
 
 import json
-import os
 import shutil
 import signal
 import sqlite3
@@ -53,7 +52,7 @@ from taskloom.engine.submit import submit
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.validation import JsonSchemaValidator
 from tests.e2e.crash_flow import NODES, QUESTION, crash, expected_result
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -184,11 +183,8 @@ async def _worker(
     command = [sys.executable, "-m", "tests.e2e.crash_child", str(database)]
     if kill_point is not None:
         command.append(kill_point)
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with anyio.fail_after(CHILD_LIMIT_S):
-        return await anyio.run_process(
-            command, check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": path}
-        )
+        return await anyio.run_process(command, check=False, cwd=ROOT, env=checkout_env())
 
 
 def _factor(number: int) -> int:

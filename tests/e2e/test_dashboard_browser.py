@@ -4,7 +4,6 @@ without reloading, answers a question (a wrong answer first), cancels a run and 
 a failed one; bob sees none of it. Every action is in the audit trail. Each page is
 saved as a screenshot (see ``tests/e2e/browser.py``)."""
 
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -17,8 +16,7 @@ import anyio
 import pytest
 
 from tests.e2e.browser import CHROMIUM, require_browser, screenshot_folder
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import free_port, until_http_listening
+from tests.helpers import checkout_env, free_port, until_http_listening
 from tests.server.http_support import ANN, BOB, http_client
 
 if TYPE_CHECKING:
@@ -44,12 +42,7 @@ async def serving(tmp_path: Path, address: str | None = None) -> AsyncIterator[S
     address = address or f"127.0.0.1:{free_port()}"
     broken = tmp_path / "broken"
     broken.touch()
-    env = {
-        **os.environ,
-        # the caller's path too: a worktree's src when the package is installed elsewhere
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])
-        ),
+    env = checkout_env() | {
         "TASKLOOM_HTTP": address,
         "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
         "TASKLOOM_WORKFLOWS": "tests.e2e.dashboard_flows",

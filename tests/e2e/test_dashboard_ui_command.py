@@ -2,7 +2,6 @@
 alone, read-only unless ``--allow-actions``, one line for a missing database."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,8 +18,7 @@ from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteTaskStore
 from tests.e2e.browser import require_browser, screenshot_folder
 from tests.e2e.test_dashboard_browser import chromium
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, free_port
+from tests.helpers import checkout_env, eventually, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +27,7 @@ pytestmark = pytest.mark.slow
 async def ui(db: Path, *flags: str) -> AsyncIterator[str]:
     """``taskloom ui`` on a free port; the dashboard's URL. SIGINT and awaited at the end."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = checkout_env()
     env.pop("TASKLOOM_TOKENS", None)
     command = [sys.executable, "-m", "taskloom", "ui", "--db", str(db), "--port", str(port)]
     log = db.parent / f"ui-{port}.log"
@@ -106,7 +104,7 @@ def test_a_missing_database_is_one_line(tmp_path: Path) -> None:
         [sys.executable, "-m", "taskloom", "ui", "--db", str(tmp_path / "none.db")],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        env=checkout_env(),
         timeout=60,
         check=False,
     )

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import checkout_env
+
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "demo.py"
 
 
@@ -25,6 +27,7 @@ def test_the_demo_audits_cancels_and_survives_a_kill(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(DEMO), "--quick"],
         cwd=tmp_path,
+        env=checkout_env(),
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,7 +8,6 @@ interrupted, and nothing the create committed is lost.
 """
 
 import json
-import os
 import signal
 import sqlite3
 import sys
@@ -27,6 +26,7 @@ from taskloom.engine.runs import AttemptOutcome
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteTaskStore
 from tests.e2e.crash_flow import NODES, expected_result
+from tests.helpers import checkout_env
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,7 @@ def _command(mode: str, database: Path) -> list[str]:
 
 
 def _environment() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+    return checkout_env()
 
 
 async def _next_line(stream: TextReceiveStream) -> str:

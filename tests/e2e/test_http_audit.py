@@ -1,7 +1,6 @@
 """`taskloom serve --http` as a real process: its text log on stderr cannot be forged
 through a value of a request, and a malformed body gets its spec code."""
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -11,8 +10,7 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import free_port, until_http_listening
+from tests.helpers import checkout_env, free_port, until_http_listening
 from tests.server.http_support import ANN, bearer, http_client
 
 FORGED = "x\n2026-11-24 00:00:00,000 INFO taskloom.audit: cancel ok principal=root"
@@ -21,9 +19,7 @@ FORGED = "x\n2026-11-24 00:00:00,000 INFO taskloom.audit: cancel ok principal=ro
 @pytest.mark.slow
 async def test_a_forged_line_stays_inside_its_field_in_the_real_text_log(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+    env = checkout_env() | {
         "TASKLOOM_HTTP": url.removeprefix("http://").removesuffix("/mcp"),
         "TASKLOOM_TOKENS": f"ann:{ANN}",
         "TASKLOOM_LOG_LEVEL": "info",

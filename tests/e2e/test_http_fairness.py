@@ -4,7 +4,6 @@ long tasks than the worker has slots; bob's one-second task still ends in about 
 second). The figures are printed (`pytest -s`) for docs/benchmarks.md."""
 
 import json
-import os
 import signal
 import sys
 import time
@@ -17,8 +16,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, free_port, until_http_listening
+from tests.helpers import checkout_env, eventually, free_port, until_http_listening
 from tests.server.http_support import (
     ANN,
     BOB,
@@ -40,9 +38,7 @@ async def _server(tmp_path: Path) -> AsyncIterator[str]:
     """A `taskloom serve --http` process (tokens of ann and bob, no rate limit, the
     ``nap`` workflow) while inside; yields its URL."""
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+    env = checkout_env() | {
         "TASKLOOM_HTTP": url.removeprefix("http://").removesuffix("/mcp"),
         "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
         "TASKLOOM_RATE_LIMIT": "0",

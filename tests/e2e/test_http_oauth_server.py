@@ -1,6 +1,5 @@
 """`python -m taskloom serve --http` with OAuth from the environment, as a real process."""
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -9,8 +8,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import free_port, until_http_listening
+from tests.helpers import checkout_env, free_port, until_http_listening
 from tests.server.http_support import http_client
 from tests.server.oauth_issuer import RESOURCE, Issuer, issuing, rsa_key
 
@@ -19,9 +17,7 @@ from tests.server.oauth_issuer import RESOURCE, Issuer, issuing, rsa_key
 async def test_a_real_server_takes_its_principal_from_the_tokens_sub(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
     async with issuing(Issuer([rsa_key("k1")])) as issuer:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPOSITORY),
+        env = checkout_env() | {
             "TASKLOOM_HTTP": url.removeprefix("http://").removesuffix("/mcp"),
             "TASKLOOM_OAUTH_ISSUER": issuer.url,
             "TASKLOOM_OAUTH_AUDIENCE": RESOURCE,

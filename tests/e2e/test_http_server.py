@@ -1,6 +1,5 @@
 """`python -m taskloom serve --http` as a real process, tokens from the environment."""
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -8,17 +7,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import free_port, until_http_listening
+from tests.helpers import checkout_env, free_port, until_http_listening
 from tests.server.http_support import ANN, BOB, http_client
 
 
 @pytest.mark.slow
 async def test_a_real_http_server_serves_each_principal_its_own_tasks(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+    env = checkout_env() | {
         "TASKLOOM_HTTP": url.removeprefix("http://").removesuffix("/mcp"),
         "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
     }

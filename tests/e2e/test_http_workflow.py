@@ -4,7 +4,6 @@ starts after), and input requests are answered by elicitation (2025-11-25) and b
 ``tasks/update`` (2026-07-28), each principal seeing only its own tasks."""
 
 import json
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Collection
@@ -19,8 +18,7 @@ import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, free_port, until_http_listening
+from tests.helpers import checkout_env, eventually, free_port, until_http_listening
 from tests.server.client import LegacyClient
 from tests.server.http_support import ANN, BOB, bearer, http_client
 from tests.server.modern_client import EXT, MODERN
@@ -31,9 +29,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[str]:
     """A real HTTP server on a free port of 127.0.0.1, with the test workflows; its URL.
     Interrupted (SIGINT) and awaited on the way out."""
     address = f"127.0.0.1:{free_port()}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+    env = checkout_env() | {
         "TASKLOOM_HTTP": address,
         "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
         "TASKLOOM_WORKFLOWS": "tests.server.flows",

@@ -19,7 +19,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from taskloom.commands.common import open_database, open_store
 from taskloom.engine.foreign import DEFAULT_INTERVAL_S
 from taskloom.linger import linger_lock, lock_path, log_path
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -46,6 +46,7 @@ async def _serve(database: Path) -> Process:
     return await anyio.open_process(
         [sys.executable, "-m", "taskloom", "serve", "--db", str(database)],
         cwd=REPOSITORY,
+        env=checkout_env(),
         stderr=subprocess.DEVNULL,
     )
 

@@ -13,7 +13,6 @@ resumes at once), and checks:
   its checkpoint had not committed): its earlier attempt is recorded as interrupted.
 """
 
-import os
 import signal
 import sqlite3
 import sys
@@ -30,7 +29,7 @@ from taskloom.engine.submit import submit
 from taskloom.persistence.sqlite import SqliteTaskStore
 from tests.e2e.map_flow import CONCURRENCY, item_output, mapping
 from tests.e2e.test_crash_resume import Snapshot
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -41,9 +40,8 @@ CHILD_LIMIT_S: Final = 60.0
 
 
 def _command(database: Path) -> tuple[list[str], dict[str, str]]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "tests.e2e.map_child", str(database)]
-    return command, {**os.environ, "PYTHONPATH": path}
+    return command, checkout_env()
 
 
 def _completed_items(database: Path) -> int:

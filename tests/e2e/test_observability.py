@@ -2,7 +2,6 @@
 `serve --http`, and on `worker --metrics HOST:PORT`)."""
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -16,8 +15,7 @@ import pytest
 from taskloom.commands.common import open_database, open_store
 from taskloom.engine.submit import submit
 from taskloom.workflows.countdown import countdown
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, free_port
+from tests.helpers import checkout_env, eventually, free_port
 from tests.observability.scrape import value
 from tests.server.http_support import ANN, BOB, http_client
 
@@ -26,9 +24,7 @@ from tests.server.http_support import ANN, BOB, http_client
 async def test_metrics_and_json_logs_of_a_served_workflow(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     url, metrics_url = f"http://{address}/mcp", f"http://{address}/metrics"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY),
+    env = checkout_env() | {
         "TASKLOOM_TOKENS": f"ann:{ANN},bob:{BOB}",
         "TASKLOOM_LOG_FORMAT": "json",
     }
@@ -93,7 +89,7 @@ async def test_a_json_worker_writes_only_json_lines(tmp_path: Path) -> None:
     db = tmp_path / "w.db"
     async with open_store(db, create=True):
         pass  # created and migrated
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = checkout_env()
     command = [sys.executable, "-m", "taskloom", "worker", "--db", str(db)]
     command += ["--log-format", "json", "--log-level", "info"]
     errlog_path = tmp_path / "stderr.log"
@@ -129,7 +125,7 @@ async def test_a_worker_serves_its_metrics_when_asked(tmp_path: Path) -> None:
     db = tmp_path / "w.db"
     async with open_store(db, create=True):
         pass  # created and migrated
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = checkout_env()
     command = [sys.executable, "-m", "taskloom", "worker", "--db", str(db)]
     command += ["--metrics", "127.0.0.1:0"]
     errlog_path = tmp_path / "stderr.log"
@@ -172,7 +168,7 @@ async def test_a_worker_serves_its_metrics_when_asked(tmp_path: Path) -> None:
 
 
 def test_a_bad_metrics_address_is_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    env = checkout_env()
     command = [sys.executable, "-m", "taskloom", "worker", "--db", str(tmp_path / "w.db")]
     refused = [*command, "--metrics", "9464"]
     done = subprocess.run(refused, check=False, env=env, capture_output=True, text=True, timeout=60)

@@ -14,6 +14,8 @@ from mcp.client.session import ClientSession, ElicitationFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from tests.helpers import checkout_env
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 HOST_TIMEOUT_S = 5.0
 """The plain host's timeout on a call: scaled down from Cursor's and Claude Desktop's."""
@@ -34,8 +36,8 @@ async def plain_host(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "taskloom", "serve", "--db", str(tmp_path / "x.db")],
-        env={
-            "PYTHONPATH": str(REPOSITORY),
+        env=checkout_env({})
+        | {
             "TASKLOOM_WORKFLOWS": "tests.server.flows",
             "TASKLOOM_PLAIN_WAIT_S": str(plain_wait_s),
         },

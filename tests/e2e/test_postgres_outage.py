@@ -10,7 +10,6 @@ no traceback, and at most 12 lines at WARNING or above over the three outages.
 """
 
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -24,8 +23,7 @@ from taskloom.engine.manager import TaskManager
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, store_class
 from tests.e2e.ledger_flow import overlaps
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually, free_port
+from tests.helpers import checkout_env, eventually, free_port
 from tests.private_postgres import PrivateCluster, private_cluster
 from tests.server.http_support import modern_request
 
@@ -123,7 +121,7 @@ async def test_two_servers_ride_out_fast_and_immediate_stops(tmp_path: Path) -> 
     ledger = tmp_path / "ledger"
     ports = [free_port(), free_port()]
     with private_cluster() as cluster:
-        env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "TASKLOOM_STORE_WAIT_S": "2"}
+        env = checkout_env(TASKLOOM_STORE_WAIT_S="2")
         logs = [tmp_path / f"server{index}.log" for index in range(2)]
         processes = []
         try:

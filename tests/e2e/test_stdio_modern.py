@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.helpers import checkout_env
 from tests.server.modern_client import EXT, ModernClient, open_modern_client
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -22,7 +23,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[ModernClient]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "taskloom", "serve", "--db", str(tmp_path / "x.db")],
-        env={"PYTHONPATH": str(REPOSITORY), "TASKLOOM_WORKFLOWS": "tests.server.flows"},
+        env=checkout_env({}, TASKLOOM_WORKFLOWS="tests.server.flows"),
         cwd=tmp_path,
     )
     with (tmp_path / "stderr.log").open("a") as errlog:

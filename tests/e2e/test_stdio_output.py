@@ -10,8 +10,7 @@ from pathlib import Path
 import anyio
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.e2e.test_stdio_server import REPOSITORY
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 from tests.server.client import open_client
 
 SIZES = (10, 5_000, 200_000, 3)  # below, above and far above PIPE_BUF, then small again
@@ -21,7 +20,7 @@ async def test_stray_output_misses_the_protocol_and_large_answers_arrive(tmp_pat
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "taskloom", "serve", "--db", str(tmp_path / "x.db")],
-        env={"PYTHONPATH": str(REPOSITORY), "TASKLOOM_WORKFLOWS": "tests.e2e.chatty_flow"},
+        env=checkout_env({}, TASKLOOM_WORKFLOWS="tests.e2e.chatty_flow"),
         cwd=tmp_path,
     )
     with anyio.fail_after(60), (tmp_path / "stderr.log").open("a") as errlog:
@@ -55,7 +54,7 @@ def test_serve_with_stdin_and_stdout_on_the_null_device_ends_cleanly(tmp_path: P
             stderr=subprocess.PIPE,
             text=True,
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+            env=checkout_env(),
             timeout=60,
             check=False,
         )

@@ -14,7 +14,7 @@ from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 from tests.server.client import LegacyClient, open_client
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ async def serving(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "taskloom", "serve", "--db", str(tmp_path / "x.db")],
-        env={"PYTHONPATH": str(REPOSITORY), "TASKLOOM_WORKFLOWS": "tests.server.flows"},
+        env=checkout_env({}, TASKLOOM_WORKFLOWS="tests.server.flows"),
         cwd=tmp_path,
     )
     with (tmp_path / "stderr.log").open("a") as errlog:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import checkout_env
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 TS_HOST_DIR = Path(os.environ.get("TS_HOST_DIR", REPOSITORY / ".ts-host"))
 HOST = REPOSITORY / "tests" / "ts_host" / "host.cjs"
@@ -45,8 +47,7 @@ def _host(
     within_s: float = 100,
 ) -> dict[str, Any]:
     """Run the TypeScript host against `taskloom serve` on a fresh database; its report."""
-    paths = [str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])]
-    server_env = {"PYTHONPATH": os.pathsep.join(paths), "TASKLOOM_LINGER": "0"}
+    server_env = checkout_env({}, TASKLOOM_LINGER="0")
     if plain_wait_s is not None:
         server_env["TASKLOOM_PLAIN_WAIT_S"] = str(plain_wait_s)
     env = {

@@ -2,7 +2,6 @@
 would run them."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.helpers import eventually, free_port
+from tests.helpers import checkout_env, eventually, free_port
 from tests.server.client import open_client
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -54,7 +53,7 @@ async def test_the_existing_server_keeps_its_tools_and_gains_durable_ones(
     params = StdioServerParameters(
         command=sys.executable,
         args=[str(EXAMPLES / "existing_server" / "server.py")],
-        env={"PYTHONPATH": str(REPOSITORY / "src"), "NOTES_TASKS_DB": str(tmp_path / "n.db")},
+        env=checkout_env({}, NOTES_TASKS_DB=str(tmp_path / "n.db")),
         cwd=tmp_path,
     )
     with anyio.fail_after(60), (tmp_path / "stderr.log").open("w") as errlog:
@@ -80,7 +79,7 @@ def test_the_existing_server_says_in_one_line_that_it_cannot_write_its_database(
     nowhere = tmp_path / "missing-folder" / "n.db"  # cannot be created: its folder is absent
     ran = subprocess.run(
         [sys.executable, str(EXAMPLES / "existing_server" / "server.py")],
-        env={"PYTHONPATH": str(REPOSITORY / "src"), "NOTES_TASKS_DB": str(nowhere)},
+        env=checkout_env({}, NOTES_TASKS_DB=str(nowhere)),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -103,11 +102,7 @@ async def test_the_fastapi_app_serves_its_routes_and_the_mounted_server(tmp_path
         *(sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(EXAMPLES / "fastapi_app")),
         *("--host", "127.0.0.1", "--port", str(port)),
     ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPOSITORY / "src"),
-        "NOTES_TASKS_DB": str(tmp_path / "n.db"),
-    }
+    env = checkout_env(NOTES_TASKS_DB=str(tmp_path / "n.db"))
     base = f"http://127.0.0.1:{port}"
     with (tmp_path / "uvicorn.log").open("w") as log:
         process = await anyio.open_process(command, env=env, cwd=tmp_path, stdout=log, stderr=log)
@@ -138,7 +133,7 @@ def test_an_installed_workflow_package_is_found_through_its_entry_point(tmp_path
     install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
     install += ["--no-build-isolation", "--target", str(target)]
     subprocess.run([*install, str(EXAMPLES / "workflow_package")], check=True, timeout=120)
-    env = {**os.environ, "PYTHONPATH": str(target)}
+    env = checkout_env(PYTHONPATH=str(target))
     taskloom = [sys.executable, "-m", "taskloom"]
     listed = subprocess.run(
         [*taskloom, "workflows", "list", "--json"],

@@ -7,7 +7,6 @@ the child in the same transaction, and the other process stops the child's runni
 (by its heartbeat).
 """
 
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from taskloom.engine.states import TaskState
 from taskloom.engine.submit import submit
 from taskloom.persistence.sqlite import SqliteTaskStore
 from tests.contract.harness import finish, running
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 from tests.integration.children_worker import Number, leaf
 
 pytestmark = pytest.mark.slow
@@ -43,9 +42,8 @@ async def delegate(ctx: NodeContext[Number]) -> int:
 
 @asynccontextmanager
 async def _leaf_worker(db: Path) -> AsyncIterator[None]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "tests.integration.children_worker", str(db)]
-    process = await anyio.open_process(command, env={**os.environ, "PYTHONPATH": path})
+    process = await anyio.open_process(command, env=checkout_env())
     try:
         assert process.stdout is not None
         with anyio.fail_after(30):

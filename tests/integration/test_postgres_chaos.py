@@ -28,7 +28,6 @@ is asserted, from the database and the marks once the servers are done:
 """
 
 import json
-import os
 import random
 import signal
 import sys
@@ -50,6 +49,7 @@ from taskloom.engine.runner import MAX_INTERRUPTIONS
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, PostgresTaskStore
 from tests import postgres
+from tests.helpers import checkout_env
 from tests.integration.pg_chaos_flow import NODES, expected_result
 
 pytestmark = pytest.mark.slow
@@ -83,8 +83,7 @@ def _command(*args: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+    return checkout_env()
 
 
 @dataclass

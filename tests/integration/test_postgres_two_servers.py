@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from psycopg import sql
 
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 from tests.server.client import LegacyClient, open_client
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,7 @@ async def serving(url: str, errlog: Path) -> AsyncIterator[LegacyClient]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "taskloom", "serve", "--db", url],
-        env={"PYTHONPATH": str(ROOT), "TASKLOOM_WORKFLOWS": "tests.server.flows"},
+        env=checkout_env({}, TASKLOOM_WORKFLOWS="tests.server.flows"),
         cwd=ROOT,
     )
     with errlog.open("a") as log:

@@ -2,7 +2,6 @@
 and no read of another process's tasks for it (docs/cli.md; ADR 0050 noted that the log's
 subscription made every worker read every change the database announced)."""
 
-import os
 import re
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from taskloom.observability.change_lines import log_changes
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.workflows.countdown import countdown
 from tests import postgres
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 TASKS = 12
@@ -114,7 +113,7 @@ def _shows(*logs: Path, text: str) -> Callable[[], Awaitable[bool]]:
 
 
 def _worker(url: str, log: Path) -> "subprocess.Popen[str]":
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src")}
+    env = checkout_env()
     argv = [sys.executable, "-m", "taskloom", "worker", "--db", url, "--log-format", "text"]
     with log.open("w") as stderr:
         return subprocess.Popen(argv, stderr=stderr, text=True, env=env, cwd=log.parent)

@@ -8,7 +8,6 @@ nobody up, and leaves every one of its transitions whole or absent.
 """
 
 import json
-import os
 import signal
 import sqlite3
 import sys
@@ -28,7 +27,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.persistence.sqlite import SqliteTaskStore
 from taskloom.persistence.sqlite.schema import APPLICATION_ID, latest_version
-from tests.helpers import eventually
+from tests.helpers import checkout_env, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +53,7 @@ async def _run_together(
     *meanwhile* runs once they have begun, with a function that SIGKILLs the process of
     an index (whose report is then empty).
     """
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
+    env = checkout_env()
     reports: list[dict[str, Any]] = [{} for _ in commands]
     processes: list[Process] = []
     ready = [anyio.Event() for _ in commands]

@@ -8,7 +8,6 @@ runs version-1 runs, and of B while it runs version-2 runs (each restarted), eve
 acknowledged run completes on the code of its own version, and none fails."""
 
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -25,7 +24,7 @@ from taskloom.engine.models import Task
 from taskloom.engine.states import TaskState
 from taskloom.persistence.postgres import PostgresSettings, store_class
 from tests import postgres
-from tests.helpers import eventually, free_port
+from tests.helpers import checkout_env, eventually, free_port
 from tests.integration.version_flows import source
 from tests.server.http_support import MODERN, modern_request
 
@@ -62,7 +61,7 @@ class Server:
             sys.executable, "-m", "taskloom", "serve", "--db", self.db,
             "--http", f"127.0.0.1:{self.port}", *flags,
         ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = checkout_env()
         with self.log.open("a") as sink:
             self.process = await anyio.open_process(command, env=env, stdout=sink, stderr=sink)
         self.pids.append(self.process.pid)

@@ -1,12 +1,12 @@
 """Worker slots: one per live process and database file, however the file is named."""
 
-import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from taskloom.persistence.sqlite.slots import WorkerSlot
+from tests.helpers import checkout_env
 
 HOST = socket.gethostname()
 _PRINT_RELATIVE_SLOT = (
@@ -45,7 +45,7 @@ def test_a_relative_path_shares_the_slots_of_the_absolute_one(tmp_path: Path) ->
                 _PRINT_RELATIVE_SLOT,
             ],
             cwd=tmp_path,
-            env=os.environ,
+            env=checkout_env(),
             capture_output=True,
             text=True,
             timeout=30,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import checkout_env
+
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "taskloom"
 
 
@@ -63,6 +65,7 @@ def test_the_import_linter_contracts_are_kept() -> None:
         timeout=120,
         check=False,
         cwd=SOURCE.parents[1],
+        env=checkout_env(),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout

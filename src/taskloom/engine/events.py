@@ -84,6 +84,10 @@ class TaskSubscription:
         task_id = next(iter(self._pending))
         return self._pending.pop(task_id)
 
+    def pending(self, task_id: TaskId) -> bool:
+        """Whether a change of *task_id* waits to be received."""
+        return task_id in self._pending
+
     @property
     def pending_count(self) -> int:
         """How many changed tasks wait to be received."""

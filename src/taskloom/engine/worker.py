@@ -15,7 +15,7 @@ import logging
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -153,6 +153,8 @@ class Worker:
         self._reserved: dict[TaskId, str | None] = {}
         """Slots held for tasks whose eager create is committing: task id -> owner. A
         claim counts them as taken, against ``max_runs`` and the owner's cap alike."""
+        self._leaving: list[Callable[[TaskId], None]] = []
+        """Called with a run's id as this worker stops executing it (:meth:`leaving`)."""
 
     @property
     def active_runs(self) -> int:
@@ -162,6 +164,27 @@ class Worker:
     def executes(self, task_id: str) -> bool:
         """Whether this worker is executing *task_id*'s run now."""
         return task_id in self._executions
+
+    @contextlib.contextmanager
+    def leaving(self, listener: Callable[[TaskId], None]) -> Iterator[None]:
+        """Within the block, call *listener* with a run's id each time this worker stops
+        executing it: it ended, lost its lease, was dropped or stopped, or a claim of the
+        same run replaced its execution. Every change that execution made in this
+        process has been published by then (a final write that outlives its bound
+        excepted; a replaced execution's body may still be stopping). A listener that
+        raises is logged and does not stop the worker."""
+        self._leaving.append(listener)
+        try:
+            yield
+        finally:
+            self._leaving.remove(listener)
+
+    def _left(self, task_id: TaskId) -> None:
+        for listener in tuple(self._leaving):
+            try:
+                listener(task_id)
+            except Exception:  # a listener's fault must not end the worker's runs
+                logger.exception("worker %s: a listener of runs leaving failed", self.worker_id)
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
@@ -306,6 +329,8 @@ class Worker:
         if replaced is not None:  # our lease had expired: its body must end first
             replaced.stop(lost_lease=True)
         self._executions[run.task.id] = execution
+        if replaced is not None:
+            self._left(run.task.id)
         self._finished[execution] = anyio.Event()
         self._held_until[execution] = asked + self.settings.lease_s
         self._owners[run.task.id] = run.task.owner
@@ -354,6 +379,7 @@ class Worker:
             self._finished.pop(execution).set()
             if self._executions.get(execution.task_id) is execution:  # not replaced
                 del self._executions[execution.task_id]
+                self._left(execution.task_id)
                 if self._owner_was_full(execution) or self._saturated:
                     self.wake()  # a slot freed up for work that was left waiting
             if execution.parked_until is not None:

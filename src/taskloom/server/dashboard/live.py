@@ -14,10 +14,11 @@ and before the stream started (or while a dropped stream reconnected) is sent at
 
 A stream is held by its viewer's grant (``http.grant_watch``, ADR 0037): once the token
 is revoked or expires, nothing more is sent but a last ``end`` event, and the stream is
-closed; the page then reloads its live region, and asks to sign in again. When the
+closed; the page then reloads its live region, and says it is live no more. When the
 server stops, the last event is ``stopping``: the page keeps what it shows and connects
-again (every 2 s) until a server answers, naming what it shows, so a change made while
-no server ran is shown once one does.
+again (waits doubling from 1 s to 30 s, jittered; ``static/app.js``) until a server
+answers, naming what it shows, so a change made while no server ran is shown once one
+does. ``retry`` is for other clients of the stream: the page's script keeps its own.
 """
 
 from collections.abc import AsyncIterator, Awaitable, Callable
