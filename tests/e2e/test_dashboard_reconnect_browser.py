@@ -269,39 +269,47 @@ async def test_a_hung_redraw_does_not_keep_a_page_from_connecting_again(
             assert len(asked) == 2
 
 
+@asynccontextmanager
+async def _one_stream_that_ends(reader: "Page") -> AsyncIterator[list[int]]:
+    """*reader*'s events requests answered by a stream that ends with ``end`` (what a
+    revoked or expired grant's stream sends), held until the block ends; yields the
+    number of streams asked for (one item)."""
+    released, streams = anyio.Event(), [0]
+
+    async def ended(route: "Route") -> None:
+        streams[0] += 1
+        await released.wait()
+        body = STREAM + "event: end\ndata: {}\n\n"
+        await route.fulfill(body=body, content_type="text/event-stream")
+
+    await reader.route(_events, ended)
+    try:
+        yield streams
+    finally:
+        released.set()
+
+
 async def test_a_page_whose_sign_in_ended_says_its_updates_stopped(tmp_path: Path) -> None:
-    """A stream ends with ``end`` (what a revoked or expired grant's stream sends) and the
-    redraw after it is refused: the page says so and connects no more. Before, a refused
-    redraw was dropped unsaid, and the page stayed as it was."""
+    """A stream ends with ``end`` and the redraw after it is refused: the page says so
+    and connects no more. Before, a refused redraw was dropped unsaid, and the page
+    stayed as it was."""
     require_browser()
     with anyio.fail_after(90):
         async with serving(tmp_path) as server, chromium() as browser:
             reader = await sign_in(browser, server, ANN)
-            released, streams = anyio.Event(), 0
-
-            async def ended(route: "Route") -> None:
-                nonlocal streams
-                streams += 1
-                await released.wait()
-                body = STREAM + "event: end\ndata: {}\n\n"
-                await route.fulfill(body=body, content_type="text/event-stream")
-
-            await reader.route(_events, ended)
-            try:
+            async with _one_stream_that_ends(reader) as streams:
                 await reader.goto(f"{server.base}/")
                 # as if its token were revoked
                 await reader.context.add_cookies(
                     [{"name": COOKIE, "value": "tl_not_a_token", "url": server.base}]
                 )
-            finally:
-                released.set()
             text = await _status(reader, "stopped")
             assert text == (
                 "Live updates stopped: Unauthorized: the bearer token is not valid. "
                 "Reload to try again."
             )
             await _round_trip(reader)
-            assert streams == 1
+            assert streams == [1]
 
 
 async def test_a_page_signed_out_in_another_tab_says_its_updates_stopped(tmp_path: Path) -> None:
@@ -312,23 +320,11 @@ async def test_a_page_signed_out_in_another_tab_says_its_updates_stopped(tmp_pat
     with anyio.fail_after(90):
         async with serving(tmp_path) as server, chromium() as browser:
             reader = await sign_in(browser, server, ANN)
-            released, streams = anyio.Event(), 0
-
-            async def ended(route: "Route") -> None:
-                nonlocal streams
-                streams += 1
-                await released.wait()
-                body = STREAM + "event: end\ndata: {}\n\n"
-                await route.fulfill(body=body, content_type="text/event-stream")
-
-            await reader.route(_events, ended)
-            try:
+            async with _one_stream_that_ends(reader) as streams:
                 await reader.goto(f"{server.base}/")
                 await reader.context.clear_cookies()  # as "Sign out" in another tab does
-            finally:
-                released.set()
             text = await _status(reader, "stopped")
             assert text == "Live updates stopped: signed out. Reload to try again."
             assert await reader.locator("#live form").count() == 0  # no sign-in form in it
             await _round_trip(reader)
-            assert streams == 1
+            assert streams == [1]

@@ -7,7 +7,9 @@
   var SEEN_HEADER = "X-Taskloom-Seen";
   var FIRST_RETRY_MS = 1000, LAST_RETRY_MS = 30000;  // doubled at each failure, jittered
   var ANSWER_MS = 10000;  // a fragment, or a stream's first answer, takes at most this
-  // A request without a sign-in is sent to the sign-in page (a redirect, not followed).
+  // A redraw without a sign-in is sent to the sign-in page: a redirect, not followed (the
+  // sign-in page would be drawn in the live region). The stream's request follows it and
+  // reads the sign-in page's refusal.
   var SIGNED_OUT = "signed out";
   var SILENT_MS = 45000;  // an open stream says at least ": keepalive" every 15 s
   var pending = false, busy = false, reconnecting = false;
@@ -227,11 +229,10 @@
       control.done();
     }
     fetch(live.dataset.events, {
-      credentials: "same-origin", cache: "no-store", redirect: "manual",
+      credentials: "same-origin", cache: "no-store",
       headers: { "Accept": "text/event-stream" }, signal: control.signal
     })
       .then(function (response) {
-        if (response.type === "opaqueredirect") { closed(); halt(SIGNED_OUT); return; }
         if (!response.ok) {
           return verdict(response).then(function (found) {
             closed();
