@@ -128,7 +128,8 @@ Takes = Callable[
     Script[dict[TaskId, dict[str, NodeRun]]],
 ]
 """What takes the runs of a claim, in task id order: the checkpoints of each taken. The
-last argument: the runs known to have none (no lease nor checkpoint when ranked)."""
+last argument: the runs known to have none (queued or parked, with no lease nor
+checkpoint when ranked: ADR 0063)."""
 
 
 def take_each(
