@@ -20,7 +20,7 @@ from tests import postgres
 from tests.helpers import eventually
 
 _GATE = "(SELECT count(*) FROM (SELECT pg_advisory_xact_lock_shared(4242)) g) = 1 AND "
-_WHERE = "ON l.task_id = t.id WHERE "
+_WHERE = "ON h.who = r.who  WHERE "
 
 
 async def _claim(store: PostgresTaskStore, clock: FakeClock, worker: str) -> list[ClaimedRun]:

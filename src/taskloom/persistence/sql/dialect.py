@@ -57,6 +57,9 @@ class Dialect:
     """Whether writing statements may be fused into one (writable ``WITH`` clauses)."""
     arrays: bool = False
     """Whether a list is bound as one array parameter (``= ANY``; else one JSON text)."""
+    lateral: bool = False
+    """Whether a subquery in ``FROM`` may read the columns of the tables before it
+    (``LATERAL``)."""
     recorded_version: str = "t.workflow_version"
     """The version a task recorded, as an SQL expression (the column schema 8 added)."""
 
@@ -113,6 +116,7 @@ POSTGRES: Final = Dialect(
     skip_locked=" FOR UPDATE SKIP LOCKED",
     fuses=True,
     arrays=True,
+    lateral=True,
 )
 """Writers lock task rows (``FOR NO KEY UPDATE``, which leaves the foreign-key checks of
 checkpoint inserts alone) before lease rows; each statement is a round trip."""

@@ -14,18 +14,47 @@ run it has just inserted.
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import Final
 
 from taskloom.engine import claims
 from taskloom.engine.claims import ClaimAtCreate, ClaimRule
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, NodeRun, at
-from taskloom.engine.states import TaskState
+from taskloom.engine.states import ACTIVE_STATES, TaskState
 from taskloom.persistence.claims import claimable
 from taskloom.persistence.sql import history, rows, runs, tasks
 from taskloom.persistence.sql.dialect import Dialect
 from taskloom.persistence.sql.script import Script, Statement, ask
 
 _NO_CAP = 2**62
+
+
+_ACTIVE_ROWS: Final = ", ".join(f"('{state.value}')" for state in sorted(ACTIVE_STATES))
+
+
+def _first_candidates(d: Dialect, owner: str, condition: str) -> str:
+    """Joined to ``states s`` (and ``named n``): the claimable runs (*condition*) of one
+    owner (*owner*, a test of ``t.owner``) in one state, oldest first, as many as a
+    claim may rank (:func:`_beyond`), as ``f`` with the columns ``id``, ``version`` and
+    ``pos``. The index on (owner, state, position) gives them in order, so the read
+    stops there: the runs queued behind them are never read (ADR 0067). No run beyond
+    its owner's first that many can be chosen: those all rank before it."""
+    p, position = d.parameter, d.position
+    first = (
+        f" FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE {owner}"
+        f" AND t.state = s.state AND {condition}"
+        # the index's own order: with ``t.owner IS NULL`` PostgreSQL sorts the whole
+        # owner's state otherwise (IS NULL fixes no sort key for the planner)
+        f" ORDER BY t.owner, t.state, t.{position}"
+        f"{_beyond(d, p('limit'))}"
+    )
+    if d.lateral:
+        return f" CROSS JOIN LATERAL (SELECT t.id, t.version, t.{position} AS pos{first}) f"
+    # no LATERAL (SQLite): the same read as a correlated list of rowids, each looked up
+    return (
+        f" JOIN (SELECT id, version, {position} AS pos FROM tasks) f"
+        f" ON f.pos IN (SELECT t.{position}{first})"
+    )
 
 
 def _beyond(d: Dialect, limit: str) -> str:
@@ -42,7 +71,8 @@ def claim_runs(
 ) -> Script[list[ClaimedRun]]:
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: an owner's turn is the
     leases it holds of *worker* plus the candidate's rank among its own, oldest first.
-    The runs are taken by *takes* (:func:`take_each` by default; PostgreSQL's store
+    Only each owner's first candidates of each state are read (:func:`_first_candidates`),
+    never the whole queue (ADR 0067). The runs are taken by *takes* (:func:`take_each` by default; PostgreSQL's store
     takes them all with one statement, ADR 0055)."""
     takes = take_each if takes is None else takes
     worker, reclaim_from, per_owner = (
@@ -57,15 +87,24 @@ def claim_runs(
         terms["now"]
     )  # in this transaction attempt: a retried claim never commits a stale lease
     condition, parameters = claimable(rule, d)
-    p, position = d.parameter, d.position
+    p = d.parameter
     held, reserved = _held(d, terms.get("reserved", {}))
+    named = _first_candidates(d, "t.owner = n.who", condition)
+    unnamed = _first_candidates(d, "t.owner IS NULL", condition)
     found = yield from ask(
         Statement(
-            f"WITH held AS ({held}),"
+            f"WITH RECURSIVE held AS ({held}),"
+            # every owner that has a task, one index probe each (a loose index scan)
+            " named(who) AS (SELECT min(owner) FROM tasks UNION ALL"
+            "  SELECT (SELECT min(t.owner) FROM tasks t WHERE t.owner > n.who)"
+            "  FROM named n WHERE n.who IS NOT NULL),"
+            f" states(state) AS (VALUES {_ACTIVE_ROWS}),"
             " ready AS ("
-            f"  SELECT t.id, t.version, t.{position} AS pos, coalesce(t.owner, '') AS who,"
-            f"   row_number() OVER (PARTITION BY coalesce(t.owner, '') ORDER BY t.{position})"
-            f"   AS rank FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE {condition}),"
+            "  SELECT c.id, c.version, c.pos, c.who,"
+            "   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ("
+            f"   SELECT f.id, f.version, f.pos, n.who FROM named n CROSS JOIN states s{named}"
+            "   WHERE n.who IS NOT NULL UNION ALL"
+            f"   SELECT f.id, f.version, f.pos, '' FROM states s{unnamed}) c),"
             " chosen AS ("
             "  SELECT r.id, r.version, r.pos, coalesce(h.n, 0) + r.rank AS turn"
             "  FROM ready r LEFT JOIN held h ON h.who = r.who"
