@@ -29,31 +29,51 @@ from taskloom.persistence.sql.script import Script, Statement, ask
 _NO_CAP = 2**62
 
 
-_ACTIVE_ROWS: Final = ", ".join(f"('{state.value}')" for state in sorted(ACTIVE_STATES))
+_SQLITE_CLAIM_INDEX: Final = "tasks_owner_state_seq"
+"""SQLite's index on (owner, state, seq) that a claim reads (schema 11)."""
+_ACTIVE: Final = tuple(sorted(state.value for state in ACTIVE_STATES))
 
 
-def _first_candidates(d: Dialect, owner: str, condition: str) -> str:
-    """Joined to ``states s`` (and ``named n``): the claimable runs (*condition*) of one
-    owner (*owner*, a test of ``t.owner``) in one state, oldest first, as many as a
-    claim may rank (:func:`_beyond`), as ``f`` with the columns ``id``, ``version`` and
-    ``pos``. The index on (owner, state, position) gives them in order, so the read
-    stops there: the runs queued behind them are never read (ADR 0067). No run beyond
-    its owner's first that many can be chosen: those all rank before it."""
+def _first_candidates(d: Dialect, owner: str | None, state: str, condition: str) -> str:
+    """Joined to a row naming an owner: the claimable runs (*condition*) of one owner
+    (*owner*, an SQL expression; ``None``: the local user) in *state*, oldest first, as
+    many as a claim may rank (:func:`_beyond`), as ``f`` with the columns ``id``,
+    ``version`` and ``pos``. The index on (owner, state, position) gives them in order,
+    so the read stops there: the runs queued behind them are never read (ADR 0067). No
+    run beyond its owner's first that many can be chosen: those all rank before it.
+
+    The read is held to that index, since other indexes give the same order once the
+    owner and the state are fixed (on position alone, on (owner, position), on (owner,
+    name, position)), and a planner that misjudged an owner's share (a generic plan
+    takes every owner for an equal share) walked one of them through another owner's
+    whole backlog. SQLite is told the index (``INDEXED BY``: an error, not a slow claim,
+    if it ever could not use it). PostgreSQL has no such hint: the owner and the state
+    are tested as ranges of one value and the rows asked for in the index's order, so
+    that no other index gives that order, and any other read would sort the owner's
+    whole state to find the first few; and each run's lease is looked up as the run is
+    read, which keeps that order."""
     p, position = d.parameter, d.position
-    first = (
-        f" FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE {owner}"
-        f" AND t.state = s.state AND {condition}"
-        # the index's own order: with ``t.owner IS NULL`` PostgreSQL sorts the whole
-        # owner's state otherwise (IS NULL fixes no sort key for the planner)
-        f" ORDER BY t.owner, t.state, t.{position}"
-        f"{_beyond(d, p('limit'))}"
-    )
+    window = _beyond(d, p("limit"))
+    leased = " LEFT JOIN leases l ON l.task_id = t.id WHERE"
     if d.lateral:
-        return f" CROSS JOIN LATERAL (SELECT t.id, t.version, t.{position} AS pos{first}) f"
+        whose = "t.owner IS NULL" if owner is None else f"t.owner >= {owner} AND t.owner <= {owner}"
+        # each run's lease looked up in turn (a subquery the planner cannot merge): a
+        # hash of the leases would give the rows out of order, to be sorted after all
+        leased = (
+            " LEFT JOIN LATERAL (SELECT * FROM leases l WHERE l.task_id = t.id OFFSET 0) l"
+            " ON TRUE WHERE"
+        )
+        return (
+            f" CROSS JOIN LATERAL (SELECT t.id, t.version, t.{position} AS pos FROM tasks t"
+            f"{leased} {whose} AND t.state >= '{state}' AND t.state <= '{state}'"
+            f" AND {condition} ORDER BY t.owner, t.state, t.{position}{window}) f"
+        )
     # no LATERAL (SQLite): the same read as a correlated list of rowids, each looked up
+    whose = "t.owner IS NULL" if owner is None else f"t.owner = {owner}"
     return (
-        f" JOIN (SELECT id, version, {position} AS pos FROM tasks) f"
-        f" ON f.pos IN (SELECT t.{position}{first})"
+        f" JOIN (SELECT id, version, {position} AS pos FROM tasks) f ON f.pos IN ("
+        f"SELECT t.{position} FROM tasks t INDEXED BY {_SQLITE_CLAIM_INDEX}{leased}"
+        f" {whose} AND t.state = '{state}' AND {condition} ORDER BY t.{position}{window})"
     )
 
 
@@ -89,8 +109,18 @@ def claim_runs(
     condition, parameters = claimable(rule, d)
     p = d.parameter
     held, reserved = _held(d, terms.get("reserved", {}))
-    named = _first_candidates(d, "t.owner = n.who", condition)
-    unnamed = _first_candidates(d, "t.owner IS NULL", condition)
+    candidates = " UNION ALL ".join(
+        [
+            f"SELECT f.id, f.version, f.pos, n.who FROM named n"
+            f"{_first_candidates(d, 'n.who', state, condition)} WHERE n.who IS NOT NULL"
+            for state in _ACTIVE
+        ]
+        + [
+            f"SELECT f.id, f.version, f.pos, '' AS who"
+            f" FROM (SELECT 1) o{_first_candidates(d, None, state, condition)}"
+            for state in _ACTIVE
+        ]
+    )
     found = yield from ask(
         Statement(
             f"WITH RECURSIVE held AS ({held}),"
@@ -98,13 +128,9 @@ def claim_runs(
             " named(who) AS (SELECT min(owner) FROM tasks UNION ALL"
             "  SELECT (SELECT min(t.owner) FROM tasks t WHERE t.owner > n.who)"
             "  FROM named n WHERE n.who IS NOT NULL),"
-            f" states(state) AS (VALUES {_ACTIVE_ROWS}),"
             " ready AS ("
             "  SELECT c.id, c.version, c.pos, c.who,"
-            "   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ("
-            f"   SELECT f.id, f.version, f.pos, n.who FROM named n CROSS JOIN states s{named}"
-            "   WHERE n.who IS NOT NULL UNION ALL"
-            f"   SELECT f.id, f.version, f.pos, '' FROM states s{unnamed}) c),"
+            f"   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ({candidates}) c),"
             " chosen AS ("
             "  SELECT r.id, r.version, r.pos, coalesce(h.n, 0) + r.rank AS turn"
             "  FROM ready r LEFT JOIN held h ON h.who = r.who"
