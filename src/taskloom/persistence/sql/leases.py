@@ -109,7 +109,7 @@ def claim_runs(
     condition, parameters = claimable(rule, d)
     p = d.parameter
     held, reserved = _held(d, terms.get("reserved", {}))
-    candidates = " UNION ALL ".join(
+    first_reads = " UNION ALL ".join(
         [
             f"SELECT f.id, f.version, f.pos, n.who FROM named n"
             f"{_first_candidates(d, 'n.who', state, condition)} WHERE n.who IS NOT NULL"
@@ -130,7 +130,7 @@ def claim_runs(
             "  FROM named n WHERE n.who IS NOT NULL),"
             " ready AS ("
             "  SELECT c.id, c.version, c.pos, c.who,"
-            f"   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ({candidates}) c),"
+            f"   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ({first_reads}) c),"
             " chosen AS ("
             "  SELECT r.id, r.version, r.pos, coalesce(h.n, 0) + r.rank AS turn"
             "  FROM ready r LEFT JOIN held h ON h.who = r.who"
