@@ -152,6 +152,7 @@ def claim_runs(
                 "cap": per_owner if per_owner is not None else _NO_CAP,
                 "limit": terms["limit"],
             },
+            prepare=True,  # its plan costs more than its execution (ADR 0067)
         )
     )
     ranked = [(rows.task_from_body(body), bool(had), bool(ran)) for body, had, ran in found.rows]

@@ -21,6 +21,10 @@ class Statement:
 
     text: str
     parameters: Parameters = ()
+    prepare: bool = False
+    """PostgreSQL: prepare it on a connection at its first execution there, where psycopg
+    prepares a statement at its sixth: for a statement whose plan costs more than its
+    execution (the claim's, ADR 0067). SQLite caches every statement's plan anyway."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,14 @@ class AsyncCursor(Protocol):
     async def fetchall(self) -> list[Any]: ...
 
 
+class Execute(Protocol):
+    """The part of psycopg's async ``execute`` an async run uses."""
+
+    def __call__(
+        self, query: str, params: Parameters, /, *, prepare: bool | None = None
+    ) -> Awaitable[AsyncCursor]: ...
+
+
 @dataclass(frozen=True)
 class _Done(Generic[_T]):
     value: _T
@@ -119,14 +131,15 @@ def run_sync(script: Script[_T], execute: Callable[[str, Parameters], SyncCursor
             return value
 
 
-async def run_async(
-    script: Script[_T], execute: Callable[[str, Parameters], Awaitable[AsyncCursor]]
-) -> _T:
+async def run_async(script: Script[_T], execute: Execute) -> _T:
     """Run *script*, each statement through *execute* (a tuple fused into one)."""
     step = _advance(script, None)
     while not isinstance(step, _Done):
         statement = fused(step) if isinstance(step, tuple) else step
-        cursor = await execute(statement.text, statement.parameters)
+        if statement.prepare:
+            cursor = await execute(statement.text, statement.parameters, prepare=True)
+        else:
+            cursor = await execute(statement.text, statement.parameters)
         # ``rownumber`` is None without rows to fetch; ``description`` would build a
         # column object per column of every result
         found = await cursor.fetchall() if cursor.rownumber is not None else []
