@@ -119,6 +119,13 @@ async def test_a_process_without_the_version_leaves_old_runs_waiting(tmp_path: P
             assert (await _when(manager, newer, TaskState.COMPLETED)).result == _by("2")
             for task in old:
                 assert (await manager.get(task.id)).state is TaskState.QUEUED
+            says = "waiting for a process that has vflow version 1"
+
+            async def marked() -> bool:  # the worker's pass beside its first claims
+                messages = [(await manager.get(task.id)).status_message for task in old]
+                return messages == [says] * len(old)
+
+            await eventually(marked, within_s=10)
             _, listed, _ = await _cli("tasks", "list", "--db", db, "--state", "queued")
             assert listed.count("waiting for a process that has vflow version 1") == 3
             assert "3 runs wait for a process that has vflow version 1" in listed
