@@ -29,29 +29,40 @@ from taskloom.persistence.sql.script import Script, Statement, ask
 _NO_CAP = 2**62
 
 
-_SQLITE_CLAIM_INDEX: Final = "tasks_owner_state_seq"
-"""SQLite's index on (owner, state, seq) that a claim reads (schema 11)."""
+_SQLITE_CLAIM_INDEX: Final = "tasks_state_owner_seq"
+"""SQLite's index on (state, owner, seq) that a claim reads (schema 11)."""
 _ACTIVE: Final = tuple(sorted(state.value for state in ACTIVE_STATES))
+
+
+def _owners_in(state: str, index: int) -> str:
+    """The CTE ``o{index}(who)``: every owner with a task in *state*, one index probe
+    each (a loose scan of the index on (state, owner, position)), then one ``NULL``
+    row that ends it. Owners whose tasks have all ended are never visited."""
+    return (
+        f"o{index}(who) AS (SELECT min(owner) FROM tasks WHERE state = '{state}' UNION ALL"
+        f" SELECT (SELECT min(t.owner) FROM tasks t WHERE t.state = '{state}'"
+        f" AND t.owner > o.who) FROM o{index} o WHERE o.who IS NOT NULL)"
+    )
 
 
 def _first_candidates(d: Dialect, owner: str | None, state: str, condition: str) -> str:
     """Joined to a row naming an owner: the claimable runs (*condition*) of one owner
     (*owner*, an SQL expression; ``None``: the local user) in *state*, oldest first, as
     many as a claim may rank (:func:`_beyond`), as ``f`` with the columns ``id``,
-    ``version`` and ``pos``. The index on (owner, state, position) gives them in order,
+    ``version`` and ``pos``. The index on (state, owner, position) gives them in order,
     so the read stops there: the runs queued behind them are never read (ADR 0067). No
     run beyond its owner's first that many can be chosen: those all rank before it.
 
     The read is held to that index, since other indexes give the same order once the
-    owner and the state are fixed (on position alone, on (owner, position), on (owner,
-    name, position)), and a planner that misjudged an owner's share (a generic plan
-    takes every owner for an equal share) walked one of them through another owner's
-    whole backlog. SQLite is told the index (``INDEXED BY``: an error, not a slow claim,
-    if it ever could not use it). PostgreSQL has no such hint: the owner and the state
-    are tested as ranges of one value and the rows asked for in the index's order, so
-    that no other index gives that order, and any other read would sort the owner's
-    whole state to find the first few; and each run's lease is looked up as the run is
-    read, which keeps that order."""
+    owner and the state are fixed (on position alone, on (state, position), on (owner,
+    position), on (owner, name, position)), and a planner that misjudged an owner's
+    share (a generic plan takes every owner for an equal share) walked one of them
+    through another owner's whole backlog. SQLite is told the index (``INDEXED BY``: an
+    error, not a slow claim, if it ever could not use it). PostgreSQL has no such hint:
+    the state and the owner are tested as ranges of one value and the rows asked for in
+    the index's order, so that no other index gives that order and any other read would
+    sort the owner's whole state to find the first few; and each run's lease is looked
+    up as the run is read, which keeps that order."""
     p, position = d.parameter, d.position
     window = _beyond(d, p("limit"))
     leased = " LEFT JOIN leases l ON l.task_id = t.id WHERE"
@@ -65,15 +76,15 @@ def _first_candidates(d: Dialect, owner: str | None, state: str, condition: str)
         )
         return (
             f" CROSS JOIN LATERAL (SELECT t.id, t.version, t.{position} AS pos FROM tasks t"
-            f"{leased} {whose} AND t.state >= '{state}' AND t.state <= '{state}'"
-            f" AND {condition} ORDER BY t.owner, t.state, t.{position}{window}) f"
+            f"{leased} t.state >= '{state}' AND t.state <= '{state}' AND {whose}"
+            f" AND {condition} ORDER BY t.state, t.owner, t.{position}{window}) f"
         )
     # no LATERAL (SQLite): the same read as a correlated list of rowids, each looked up
     whose = "t.owner IS NULL" if owner is None else f"t.owner = {owner}"
     return (
         f" JOIN (SELECT id, version, {position} AS pos FROM tasks) f ON f.pos IN ("
         f"SELECT t.{position} FROM tasks t INDEXED BY {_SQLITE_CLAIM_INDEX}{leased}"
-        f" {whose} AND t.state = '{state}' AND {condition} ORDER BY t.{position}{window})"
+        f" t.state = '{state}' AND {whose} AND {condition} ORDER BY t.{position}{window})"
     )
 
 
@@ -111,23 +122,20 @@ def claim_runs(
     held, reserved = _held(d, terms.get("reserved", {}))
     first_reads = " UNION ALL ".join(
         [
-            f"SELECT f.id, f.version, f.pos, n.who FROM named n"
-            f"{_first_candidates(d, 'n.who', state, condition)} WHERE n.who IS NOT NULL"
-            for state in _ACTIVE
+            f"SELECT f.id, f.version, f.pos, n.who FROM (SELECT who FROM o{index}"
+            f" WHERE who IS NOT NULL) n{_first_candidates(d, 'n.who', state, condition)}"
+            for index, state in enumerate(_ACTIVE)
         ]
         + [
             f"SELECT f.id, f.version, f.pos, '' AS who"
-            f" FROM (SELECT 1) o{_first_candidates(d, None, state, condition)}"
+            f" FROM (SELECT 1) n{_first_candidates(d, None, state, condition)}"
             for state in _ACTIVE
         ]
     )
+    owners = ", ".join(_owners_in(state, index) for index, state in enumerate(_ACTIVE))
     found = yield from ask(
         Statement(
-            f"WITH RECURSIVE held AS ({held}),"
-            # every owner that has a task, one index probe each (a loose index scan)
-            " named(who) AS (SELECT min(owner) FROM tasks UNION ALL"
-            "  SELECT (SELECT min(t.owner) FROM tasks t WHERE t.owner > n.who)"
-            "  FROM named n WHERE n.who IS NOT NULL),"
+            f"WITH RECURSIVE held AS ({held}), {owners},"
             " ready AS ("
             "  SELECT c.id, c.version, c.pos, c.who,"
             f"   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ({first_reads}) c),"
