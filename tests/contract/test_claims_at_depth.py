@@ -31,6 +31,7 @@ from taskloom.engine.ports import TaskStore
 from taskloom.engine.runs import AttemptOutcome, Lease, NodeEnd, NodeStart, NodeState
 from taskloom.engine.states import TaskState
 from taskloom.engine.waits import NodeWaits, Wait
+from taskloom.persistence.sql.leases import MOST_OWNERS
 from taskloom.testing import FakeClock
 
 _T = TypeVar("_T")
@@ -493,3 +494,25 @@ async def test_with_many_owners_a_small_claim_takes_the_oldest_first_turns(
     await population.claim(7, per_owner=2)
     await population.claim(200, per_owner=3)
     assert population.claimable == {run.id for run in hogs[3:]}
+
+
+async def test_with_more_owners_than_are_read_one_by_one_the_choice_is_the_same(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """Owners with a queued run below and then beyond the number from which a claim ranks
+    every claimable run (``MOST_OWNERS``, ADR 0067), one run each, behind one owner's
+    deep queue, and a few of the local user's: the same fair choice either way."""
+    population = Population(manager)
+    [await population.add("hog", HOG, claimable=True) for _ in range(3)]
+    await population.batch([("hog", HOG)] * 60, claimable=True)
+    order: list[str | None] = [f"p{n:03}" for n in range(MOST_OWNERS - 3)] + [None] * 3
+    Random(29).shuffle(order)
+    for owner in order:  # one by one: the test knows their order
+        await population.add(owner, LATE, claimable=True)
+    await population.claim(5, per_owner=1)  # hog and MOST_OWNERS - 3 others: read each
+    for number in range(8):  # now more than MOST_OWNERS owners have a queued run
+        await population.add(f"q{number}", LATE, claimable=True)
+    await population.claim(6, per_owner=1)
+    await population.claim(40, per_owner=2)
+    await population.claim(600, per_owner=3)
+    assert len({run.owner for run in population.made if run.id in population.claimable}) == 1

@@ -483,16 +483,20 @@ class Worker:
         try:
             while True:
                 now = self.manager.clock.now()
+                recorded = False
                 try:
                     until = now + timedelta(seconds=3 * period)
                     await versions.record_loaded(self.worker_id, loaded, now, until)
+                    recorded = True
                 except Exception as error:  # noqa: BLE001  # never fatal: try next period
                     _log_failure(self.worker_id, "recording its versions", error, period)
                 if not started:  # claims begin: the pass below reads every unfinished run
                     task_status.started()
                     started = True
                 try:
-                    if next_mark <= now:  # one grouped read of the unfinished runs
+                    # only once this worker's versions are on record: else it would call
+                    # its own runs waiting for a process that has their version
+                    if recorded and next_mark <= now:  # one grouped read of the unfinished runs
                         await mark_waiting_runs(self.manager, versions)
                         next_mark = now + timedelta(seconds=_MARK_EVERY_S)
                 except Exception as error:  # noqa: BLE001  # never fatal: try next period

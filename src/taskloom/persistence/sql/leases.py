@@ -34,14 +34,26 @@ _SQLITE_CLAIM_INDEX: Final = "tasks_state_owner_seq"
 _ACTIVE: Final = tuple(sorted(state.value for state in ACTIVE_STATES))
 
 
+_FEW: Final = "NOT (SELECT yes FROM crowded)"
+"""True when no active state has ``MOST_OWNERS`` owners (each branch tests it first, so
+the branch not taken reads nothing)."""
+MOST_OWNERS: Final = 256
+"""Owners with runs in one active state up to which a claim reads each one's first
+candidates; from this many on it ranks every claimable run, as before ADR 0067 (an
+owner costs an index probe and a read, about 11 us on PostgreSQL, where ranking costs
+about 1 us a run: many owners with a few runs each are ranked faster)."""
+
+
 def _owners_in(state: str, index: int) -> str:
-    """The CTE ``o{index}(who)``: every owner with a task in *state*, one index probe
-    each (a loose scan of the index on (state, owner, position)), then one ``NULL``
-    row that ends it. Owners whose tasks have all ended are never visited."""
+    """The CTE ``o{index}(who, n)``: the owners with a task in *state*, one index probe
+    each (a loose scan of the index on (state, owner, position)), numbered, at most
+    ``MOST_OWNERS`` (then a ``NULL`` row if fewer). Owners whose tasks have all ended are
+    never visited."""
     return (
-        f"o{index}(who) AS (SELECT min(owner) FROM tasks WHERE state = '{state}' UNION ALL"
-        f" SELECT (SELECT min(t.owner) FROM tasks t WHERE t.state = '{state}'"
-        f" AND t.owner > o.who) FROM o{index} o WHERE o.who IS NOT NULL)"
+        f"o{index}(who, n) AS (SELECT min(owner), 1 FROM tasks WHERE state = '{state}'"
+        f" UNION ALL SELECT (SELECT min(t.owner) FROM tasks t WHERE t.state = '{state}'"
+        f" AND t.owner > o.who), o.n + 1 FROM o{index} o"
+        f" WHERE o.who IS NOT NULL AND o.n < {MOST_OWNERS})"
     )
 
 
@@ -123,22 +135,35 @@ def claim_runs(
     first_reads = " UNION ALL ".join(
         [
             f"SELECT f.id, f.version, f.pos, n.who FROM (SELECT who FROM o{index}"
-            f" WHERE who IS NOT NULL) n{_first_candidates(d, 'n.who', state, condition)}"
+            f" WHERE who IS NOT NULL AND {_FEW}) n{_first_candidates(d, 'n.who', state, condition)}"
             for index, state in enumerate(_ACTIVE)
         ]
         + [
             f"SELECT f.id, f.version, f.pos, '' AS who"
-            f" FROM (SELECT 1) n{_first_candidates(d, None, state, condition)}"
+            f" FROM (SELECT 1 WHERE {_FEW}) n{_first_candidates(d, None, state, condition)}"
             for state in _ACTIVE
         ]
     )
     owners = ", ".join(_owners_in(state, index) for index, state in enumerate(_ACTIVE))
+    crowded = " OR ".join(
+        f"EXISTS (SELECT 1 FROM o{index} WHERE n = {MOST_OWNERS} AND who IS NOT NULL)"
+        for index in range(len(_ACTIVE))
+    )
+    rank = "row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank"
     found = yield from ask(
         Statement(
             f"WITH RECURSIVE held AS ({held}), {owners},"
-            " ready AS ("
-            "  SELECT c.id, c.version, c.pos, c.who,"
-            f"   row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank FROM ({first_reads}) c),"
+            f" crowded(yes) AS (SELECT {crowded}),"
+            # few owners: their first candidates, read through the index (ADR 0067)
+            f" firsts AS (SELECT c.id, c.version, c.pos, c.who, {rank} FROM ({first_reads}) c),"
+            # many owners: every claimable run, ranked (one row costs less than one owner)
+            f" everyone AS (SELECT c.id, c.version, c.pos, c.who, {rank} FROM ("
+            f"  SELECT t.id, t.version, t.{d.position} AS pos, coalesce(t.owner, '') AS who"
+            # (the gate as the outer loop, for SQLite; as a filter tested once, for PostgreSQL)
+            "  FROM (SELECT 1 AS go FROM crowded WHERE yes) g CROSS JOIN tasks t"
+            "  LEFT JOIN leases l ON l.task_id = t.id"
+            f"  WHERE (SELECT yes FROM crowded) AND {condition}) c),"
+            " ready AS (SELECT * FROM firsts UNION ALL SELECT * FROM everyone),"
             " chosen AS ("
             "  SELECT r.id, r.version, r.pos, coalesce(h.n, 0) + r.rank AS turn"
             "  FROM ready r LEFT JOIN held h ON h.who = r.who"
