@@ -471,11 +471,7 @@ class Worker:
     ) -> None:
         """Record in the store, every heartbeat period, the versions this worker has
         loaded (live for three periods), so that a run waiting for a version no process
-        has says so (ADR 0039); forget the record when the worker stops. Started once
-        the first record is written: the first pass that marks those runs goes on beside
-        the first claims (it reads every unfinished run: with 100,000 queued, 0.15 to
-        0.74 s on SQLite and 0.04 to 0.15 s on PostgreSQL, which delayed a new worker's
-        first claim)."""
+        has says so (ADR 0039); forget the record when the worker stops."""
         period = self.settings.heartbeat_s or self.settings.lease_s / 3
         loaded = frozenset(self._loaded)
         next_mark = self.manager.clock.now()
@@ -483,24 +479,17 @@ class Worker:
         try:
             while True:
                 now = self.manager.clock.now()
-                recorded = False
                 try:
                     until = now + timedelta(seconds=3 * period)
                     await versions.record_loaded(self.worker_id, loaded, now, until)
-                    recorded = True
-                except Exception as error:  # noqa: BLE001  # never fatal: try next period
-                    _log_failure(self.worker_id, "recording its versions", error, period)
-                if not started:  # claims begin: the pass below reads every unfinished run
-                    task_status.started()
-                    started = True
-                try:
-                    # only once this worker's versions are on record: else it would call
-                    # its own runs waiting for a process that has their version
-                    if recorded and next_mark <= now:  # one grouped read of the unfinished runs
+                    if next_mark <= now:  # one grouped read of the unfinished runs
                         await mark_waiting_runs(self.manager, versions)
                         next_mark = now + timedelta(seconds=_MARK_EVERY_S)
                 except Exception as error:  # noqa: BLE001  # never fatal: try next period
-                    _log_failure(self.worker_id, "marking runs no process can take", error, period)
+                    _log_failure(self.worker_id, "recording its versions", error, period)
+                if not started:
+                    task_status.started()
+                    started = True
                 await anyio.sleep(period)
         finally:
             with anyio.move_on_after(_FORGET_S, shield=True):
