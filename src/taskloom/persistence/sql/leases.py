@@ -115,8 +115,9 @@ def claim_runs(
     """See :meth:`taskloom.engine.runs.RunStore.claim_runs`: an owner's turn is the
     leases it holds of *worker* plus the candidate's rank among its own, oldest first.
     Only each owner's first candidates of each state are read (:func:`_first_candidates`),
-    never the whole queue (ADR 0067). The runs are taken by *takes* (:func:`take_each` by default; PostgreSQL's store
-    takes them all with one statement, ADR 0055)."""
+    never the whole queue, unless ``MOST_OWNERS`` owners have runs in one state (ADR
+    0067). The runs are taken by *takes* (:func:`take_each` by default; PostgreSQL's
+    store takes them all with one statement, ADR 0055)."""
     takes = take_each if takes is None else takes
     worker, reclaim_from, per_owner = (
         terms["worker"],
