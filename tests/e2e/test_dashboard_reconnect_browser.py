@@ -136,7 +136,10 @@ async def test_a_page_says_when_it_is_not_live_and_why(tmp_path: Path) -> None:
                     assert await _status(reader, "live") == ""
                 async with http_client(first.mcp, ANN) as mcp:
                     made = await mcp.start("sign_off", {})
-                await reader.locator(f'tr[data-task="{made}"]').wait_for(timeout=WAIT_MS)
+                # drawn in its last state (it asks and waits): no redraw is left in flight
+                # to fail first when the server stops ("could not be redrawn")
+                settled = f'tr[data-task="{made}"] td.state .pill.input_required'
+                await reader.locator(settled).wait_for(timeout=WAIT_MS)
             text = await _status(reader, "retrying", 1)
             assert text == "Live updates paused: the server stopped; reconnecting\u2026"
             await reader.clock.run_for(await _wait_ms(reader))
