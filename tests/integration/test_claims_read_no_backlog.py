@@ -167,8 +167,6 @@ async def _postgres_rows(
 ) -> float:
     """Rows of ``tasks`` the claim's generic plan reads once *fill* (owner, state,
     count) is inserted after the tasks there."""
-    async with await psycopg.AsyncConnection.connect(postgres.TEST_URL, autocommit=True):
-        pass  # the server answers (the fixture skipped otherwise)
     with psycopg.connect(postgres.TEST_URL, autocommit=True) as connection:
         connection.execute(
             "SELECT set_config('search_path', %s, false)", (store.settings.schema_name,)

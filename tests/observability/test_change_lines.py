@@ -3,6 +3,8 @@ it: a run that leaves the worker without a line (dropped, its lease run out) is 
 followed on, so its next claim by the same worker is printed (``running``) again; the
 change that made a run leave is printed even when the log reads it after the run left."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Self, cast
 
 import anyio
@@ -93,6 +95,28 @@ def _gated(name: str) -> tuple[Workflow[Empty], list[anyio.Event], list[anyio.Ev
     return flow, started, go
 
 
+@asynccontextmanager
+async def _first_run_logged(
+    capsys: pytest.CaptureFixture[str],
+    manager: TaskManager,
+    worker: Worker,
+    flow: Workflow[Empty],
+    started: list[anyio.Event],
+) -> AsyncIterator[tuple[_Log, Task]]:
+    """*worker* and its log running (bounded), a run of *flow* submitted, started and
+    printed ``running`` once; both stopped when the block ends."""
+    log = _Log(capsys)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            await group.start(log_changes, manager, worker)
+            await group.start(worker.run)
+            task = await submit(manager, flow, {})
+            await started[0].wait()
+            assert await log.until(task.id, 1) == ["running"]
+            yield log, task
+            group.cancel_scope.cancel()
+
+
 async def test_a_dropped_run_claimed_again_is_printed_running_again(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -102,21 +126,13 @@ async def test_a_dropped_run_claimed_again_is_printed_running_again(
     manager = TaskManager(store, runs=cast(RunStore, runs), clock=FakeClock())
     settings = WorkerSettings(poll_s=0.01, lease_s=LEASE_S, progress_interval_s=0)
     worker = Worker(manager, {flow.name: flow}, settings=settings)
-    log = _Log(capsys)
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as group:
-            await group.start(log_changes, manager, worker)
-            await group.start(worker.run)
-            task = await submit(manager, flow, {})
-            await started[0].wait()
-            assert await log.until(task.id, 1) == ["running"]
-            go[0].set()  # its end fails: dropped, handed back, claimed again
-            await started[1].wait()
-            assert runs.failed
-            assert await log.until(task.id, 2) == ["running", "running"]
-            go[1].set()
-            assert await log.until(task.id, 3) == ["running", "running", "completed"]
-            group.cancel_scope.cancel()
+    async with _first_run_logged(capsys, manager, worker, flow, started) as (log, task):
+        go[0].set()  # its end fails: dropped, handed back, claimed again
+        await started[1].wait()
+        assert runs.failed
+        assert await log.until(task.id, 2) == ["running", "running"]
+        go[1].set()
+        assert await log.until(task.id, 3) == ["running", "running", "completed"]
     assert (await manager.get(task.id)).state is TaskState.COMPLETED
 
 
@@ -134,22 +150,14 @@ async def test_a_run_whose_lease_ran_out_claimed_again_is_printed_running_again(
         poll_s=0.01, lease_s=LEASE_S, heartbeat_s=3_600, progress_interval_s=0
     )
     worker = Worker(manager, {flow.name: flow}, settings=settings)
-    log = _Log(capsys)
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as group:
-            await group.start(log_changes, manager, worker)
-            await group.start(worker.run)
-            task = await submit(manager, flow, {})
-            await started[0].wait()
-            assert await log.until(task.id, 1) == ["running"]
-            clock.advance(LEASE_S + 1)
-            await started[1].wait()
-            assert await log.until(task.id, 2) == ["running", "running"]
-            # stamped with the claim's time, though the claim left the task unchanged
-            assert log.times(task.id) == ["2026-01-01 00:00:00 UTC", "2026-01-01 00:01:01 UTC"]
-            go[1].set()
-            assert await log.until(task.id, 3) == ["running", "running", "completed"]
-            group.cancel_scope.cancel()
+    async with _first_run_logged(capsys, manager, worker, flow, started) as (log, task):
+        clock.advance(LEASE_S + 1)
+        await started[1].wait()
+        assert await log.until(task.id, 2) == ["running", "running"]
+        # stamped with the claim's time, though the claim left the task unchanged
+        assert log.times(task.id) == ["2026-01-01 00:00:00 UTC", "2026-01-01 00:01:01 UTC"]
+        go[1].set()
+        assert await log.until(task.id, 3) == ["running", "running", "completed"]
     assert (await manager.get(task.id)).state is TaskState.COMPLETED
 
 

@@ -11,10 +11,12 @@ from taskloom.engine.claims import ANY_VERSION, ClaimRule
 from taskloom.engine.states import ACTIVE_STATES
 from taskloom.persistence.sql.dialect import POSTGRES, SQLITE, Dialect
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "claimable"]
+__all__ = ["ACTIVE", "POSTGRES", "SQLITE", "Dialect", "claimable"]
 
 
-_ACTIVE: Final = ", ".join(f"'{state.value}'" for state in sorted(ACTIVE_STATES))
+ACTIVE: Final = tuple(sorted(state.value for state in ACTIVE_STATES))
+"""The active states' values, in one order for every statement that names them."""
+_ACTIVE: Final = ", ".join(f"'{state}'" for state in ACTIVE)
 
 
 def claimable(rule: ClaimRule, dialect: Dialect) -> tuple[str, dict[str, object]]:

@@ -20,8 +20,8 @@ from taskloom.engine import claims
 from taskloom.engine.claims import ClaimAtCreate, ClaimRule
 from taskloom.engine.models import Task, TaskId
 from taskloom.engine.runs import ClaimedRun, ClaimTerms, Instant, Lease, NodeRun, at
-from taskloom.engine.states import ACTIVE_STATES, TaskState
-from taskloom.persistence.claims import claimable
+from taskloom.engine.states import TaskState
+from taskloom.persistence.claims import ACTIVE, claimable
 from taskloom.persistence.sql import history, rows, runs, tasks
 from taskloom.persistence.sql.dialect import Dialect
 from taskloom.persistence.sql.script import Script, Statement, ask
@@ -31,7 +31,6 @@ _NO_CAP = 2**62
 
 _SQLITE_CLAIM_INDEX: Final = "tasks_state_owner_seq"
 """SQLite's index on (state, owner, seq) that a claim reads (schema 11)."""
-_ACTIVE: Final = tuple(sorted(state.value for state in ACTIVE_STATES))
 
 
 _FEW: Final = "NOT (SELECT yes FROM crowded)"
@@ -137,18 +136,18 @@ def claim_runs(
         [
             f"SELECT f.id, f.version, f.pos, n.who FROM (SELECT who FROM o{index}"
             f" WHERE who IS NOT NULL AND {_FEW}) n{_first_candidates(d, 'n.who', state, condition)}"
-            for index, state in enumerate(_ACTIVE)
+            for index, state in enumerate(ACTIVE)
         ]
         + [
             f"SELECT f.id, f.version, f.pos, '' AS who"
             f" FROM (SELECT 1 WHERE {_FEW}) n{_first_candidates(d, None, state, condition)}"
-            for state in _ACTIVE
+            for state in ACTIVE
         ]
     )
-    owners = ", ".join(_owners_in(state, index) for index, state in enumerate(_ACTIVE))
+    owners = ", ".join(_owners_in(state, index) for index, state in enumerate(ACTIVE))
     crowded = " OR ".join(
         f"EXISTS (SELECT 1 FROM o{index} WHERE n = {MOST_OWNERS} AND who IS NOT NULL)"
-        for index in range(len(_ACTIVE))
+        for index in range(len(ACTIVE))
     )
     rank = "row_number() OVER (PARTITION BY c.who ORDER BY c.pos) AS rank"
     found = yield from ask(
