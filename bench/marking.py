@@ -24,7 +24,8 @@ calls, one after another, which is the store's time plus the client's). The reco
 forgotten before the next *N*.
 
 Target: with the election, 16 workers' period costs at most 1.5 times one worker's (the
-pass is made once a period whatever the fleet). Without a reachable PostgreSQL
+pass is made once a period whatever the fleet), at 100,000 queued (not judged in the
+quick case, where a pass costs about what the 15 other workers' reads do). Without a reachable PostgreSQL
 (``TASKLOOM_TEST_POSTGRES_URL``, default the local one) its rows are left out, with a note.
 
     python bench/marking.py            # the full figures, printed
@@ -72,10 +73,13 @@ CODE: Final = "first live process marks" if ELECTED else "every worker marks"
 class Sizes:
     queued: int
     periods: int
+    judged: bool
+    """Whether the target applies (at 300 queued a pass costs about what 15 reads of one
+    row do, so the ratio says nothing)."""
 
 
-QUICK: Final = Sizes(300, 3)
-FULL: Final = Sizes(100_000, 5)
+QUICK: Final = Sizes(300, 3, judged=False)
+FULL: Final = Sizes(100_000, 5, judged=True)
 
 
 async def _fill(engine: Engine, queued: int) -> float:
@@ -191,7 +195,7 @@ def _store_rows(
     ratio_row = figures.row(
         f"{name}, {CODE}: {most} workers' period / 1 worker's (medians)", [ratio], "x"
     )
-    if ELECTED:
+    if ELECTED and sizes.judged:
         ratio_row["target"] = "<= 1.5x"
         ratio_row["passed"] = ratio <= 1.5
     rows.append(ratio_row)

@@ -218,11 +218,11 @@ async def mark_waiting_runs(manager: "TaskManager", store: VersionStore) -> int:
 
 
 async def mark_if_first(manager: "TaskManager", store: VersionStore, process: str) -> int | None:
-    """The fleet's pass (ADR 0068): :func:`mark_waiting_runs` when *process* has the
-    lowest id among the live process records (or none is live), so one process of a
-    fleet reads the unfinished runs each period and the others skip it (a process alone
-    marks every period, as before). Return how many
-    runs it marked; ``None`` when another process marks."""
+    """The fleet's pass (ADR 0068): :func:`mark_waiting_runs` when *process* is the
+    first of the live process records (:meth:`VersionStore.first_live_process`), or none
+    is live, so one process of a fleet reads the unfinished runs each period and the
+    others skip it (a process alone marks every period, as before). Return how many runs
+    it marked; ``None`` when another process marks."""
     first = await store.first_live_process(manager.clock.now())
     if first is not None and first != process:
         return None

@@ -472,8 +472,8 @@ class Worker:
         """Record in the store, every heartbeat period, the versions this worker has
         loaded (live for three periods), so that a run waiting for a version no process
         has says so (ADR 0039); forget the record when the worker stops. Every 15 s, and
-        once before its first claim, mark those runs if this worker's id is the lowest
-        of the live records: one process of a fleet reads the unfinished runs (ADR 0068)."""
+        once before its first claim, mark those runs if this worker is the first of the
+        live records: one process of a fleet reads the unfinished runs (ADR 0068)."""
         period = self.settings.heartbeat_s or self.settings.lease_s / 3
         loaded = frozenset(self._loaded)
         next_mark = self.manager.clock.now()
