@@ -41,6 +41,7 @@ MODULES = (
     "pg_outage",
     "pg_wakeups",
     "pg_handback",
+    "marking",
 )
 TITLES = {
     "engine_sqlite": "Durable task core (SQLite, synchronous=FULL, in-process)",
@@ -61,6 +62,7 @@ TITLES = {
     "pg_outage": "Recovery after a PostgreSQL outage of 10 s and 40 s",
     "pg_wakeups": "PostgreSQL wake-ups: the database's CPU per run against the idle workers",
     "pg_handback": "A run handed back on PostgreSQL: a worker's stop to the run's next attempt",
+    "marking": "The fleet's pass over unfinished runs: 1, 4 and 16 workers, 100,000 queued",
 }
 
 

@@ -70,6 +70,12 @@ class VersionStore(Protocol):
         """Every (name, version) some process whose record is live at *now* has loaded."""
         ...
 
+    async def first_live_process(self, now: datetime) -> str | None:
+        """The first id, in the store's order of text, among the processes whose record
+        is live at *now*; ``None`` when none is. Every process of one store gets the
+        same answer from the same records (ADR 0068)."""
+        ...
+
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
         """Per (name, recorded version), the unexpired unfinished runs: how many and when
         the oldest was created; sorted by name, then version."""
@@ -209,6 +215,18 @@ async def mark_waiting_runs(manager: "TaskManager", store: VersionStore) -> int:
                 continue  # claimed, cancelled or deleted meanwhile
             written += 1
     return written
+
+
+async def mark_if_first(manager: "TaskManager", store: VersionStore, process: str) -> int | None:
+    """The fleet's pass (ADR 0068): :func:`mark_waiting_runs` when *process* is the
+    first of the live process records (:meth:`VersionStore.first_live_process`), or none
+    is live, so one process of a fleet reads the unfinished runs each period and the
+    others skip it (a process alone marks every period, as before). Return how many runs
+    it marked; ``None`` when another process marks."""
+    first = await store.first_live_process(manager.clock.now())
+    if first is not None and first != process:
+        return None
+    return await mark_waiting_runs(manager, store)
 
 
 async def _queued_of(manager: "TaskManager", name: str, version: str) -> AsyncIterator[Task]:

@@ -32,7 +32,7 @@ from taskloom.engine.registry import loaded_versions, workflow_for
 from taskloom.engine.runner import RunExecution
 from taskloom.engine.runs import ClaimedRun, Lease, RunStore
 from taskloom.engine.states import TaskState, is_terminal
-from taskloom.engine.versions import VersionStore, mark_waiting_runs
+from taskloom.engine.versions import VersionStore, mark_if_first
 
 logger = logging.getLogger(__name__)
 
@@ -471,7 +471,9 @@ class Worker:
     ) -> None:
         """Record in the store, every heartbeat period, the versions this worker has
         loaded (live for three periods), so that a run waiting for a version no process
-        has says so (ADR 0039); forget the record when the worker stops."""
+        has says so (ADR 0039); forget the record when the worker stops. Every 15 s, and
+        once before its first claim, mark those runs if this worker is the first of the
+        live records: one process of a fleet reads the unfinished runs (ADR 0068)."""
         period = self.settings.heartbeat_s or self.settings.lease_s / 3
         loaded = frozenset(self._loaded)
         next_mark = self.manager.clock.now()
@@ -482,8 +484,8 @@ class Worker:
                 try:
                     until = now + timedelta(seconds=3 * period)
                     await versions.record_loaded(self.worker_id, loaded, now, until)
-                    if next_mark <= now:  # one grouped read of the unfinished runs
-                        await mark_waiting_runs(self.manager, versions)
+                    if next_mark <= now:  # one process of the fleet marks (ADR 0068)
+                        await mark_if_first(self.manager, versions, self.worker_id)
                         next_mark = now + timedelta(seconds=_MARK_EVERY_S)
                 except Exception as error:  # noqa: BLE001  # never fatal: try next period
                     _log_failure(self.worker_id, "recording its versions", error, period)

@@ -230,6 +230,12 @@ class InMemoryTaskStore:
                 live |= loaded
         return live
 
+    async def first_live_process(self, now: datetime) -> str | None:
+        """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
+        await anyio.lowlevel.checkpoint()
+        live = [process for process, (_, lapses) in self._processes.items() if lapses > now]
+        return min(live, default=None)
+
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
         """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
         await anyio.lowlevel.checkpoint()

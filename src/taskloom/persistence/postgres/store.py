@@ -293,6 +293,10 @@ class PostgresTaskStore(SqlStore):
         """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
         return await self._db.read(partial(versions.live_versions, now))
 
+    async def first_live_process(self, now: datetime) -> str | None:
+        """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
+        return await self._db.read(partial(versions.first_live_process, now))
+
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
         """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
         return await self._db.read(partial(versions.unfinished_versions, now))

@@ -3,6 +3,7 @@
 import json
 from collections.abc import Iterable
 from datetime import datetime
+from typing import cast
 
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.states import ACTIVE_STATES
@@ -41,6 +42,13 @@ async def live_versions(now: datetime, connection: Connection) -> frozenset[Work
     )
     found = await cursor.fetchall()
     return frozenset((name, version) for (loaded,) in found for name, version in json.loads(loaded))
+
+
+async def first_live_process(now: datetime, connection: Connection) -> str | None:
+    """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
+    cursor = await connection.execute("SELECT min(id) FROM processes WHERE expires_at > %s", (now,))
+    found = await cursor.fetchone()
+    return None if found is None else cast(str | None, found[0])
 
 
 async def unfinished_versions(now: datetime, connection: Connection) -> list[StoredVersion]:

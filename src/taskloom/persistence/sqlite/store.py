@@ -191,6 +191,10 @@ class SqliteTaskStore(SqlStore):
         """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
         return await self._read(partial(versions.live_versions, now=now))
 
+    async def first_live_process(self, now: datetime) -> str | None:
+        """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
+        return await self._read(partial(versions.first_live_process, now=now))
+
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:
         """See :meth:`taskloom.engine.versions.VersionStore.unfinished_versions`."""
         return await self._read(partial(versions.unfinished_versions, now=now))

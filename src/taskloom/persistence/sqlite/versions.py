@@ -4,6 +4,7 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
+from typing import cast
 
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.states import ACTIVE_STATES
@@ -41,6 +42,14 @@ def live_versions(raw: sqlite3.Connection, now: datetime) -> frozenset[WorkflowK
         "SELECT loaded FROM processes WHERE expires_at > ?", (rows.micros(now),)
     ).fetchall()
     return frozenset((name, version) for (loaded,) in found for name, version in json.loads(loaded))
+
+
+def first_live_process(raw: sqlite3.Connection, now: datetime) -> str | None:
+    """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
+    (first,) = raw.execute(
+        "SELECT min(id) FROM processes WHERE expires_at > ?", (rows.micros(now),)
+    ).fetchone()
+    return cast(str | None, first)
 
 
 def unfinished_versions(raw: sqlite3.Connection, now: datetime) -> list[StoredVersion]:
