@@ -54,22 +54,28 @@ CUT_TEXT: Final = "Live updates paused: no answer from the server; reconnecting\
 
 
 @dataclass
-class Site:
-    """The small server: its address, how it answers the next events requests (then
-    "closed"), and what it has answered."""
-
-    base: str
-    streams: list[Stream]
-    answered: list[Stream] = field(default_factory=list)
-    drawn: int = 0
-
-
-@dataclass
 class _Held:
     """An events stream held open: the test writes to it, then closes it."""
 
     client: SocketStream
     closed: anyio.Event
+
+
+@dataclass
+class Site:
+    """The small server: its address, how it answers the next events requests (then
+    "closed"), what it has answered, and the streams it holds open."""
+
+    base: str
+    streams: list[Stream]
+    held: MemoryObjectReceiveStream[_Held]
+    answered: list[Stream] = field(default_factory=list)
+    drawn: int = 0
+
+    async def next_held(self) -> _Held:
+        """The next events stream held open (bounded)."""
+        with anyio.fail_after(WAIT_MS / 1000):
+            return await self.held.receive()
 
 
 def _head(status: str, kind: str, *lines: str) -> bytes:
@@ -110,13 +116,13 @@ async def _answer(site: Site, client: SocketStream, held: MemoryObjectSendStream
 
 
 @asynccontextmanager
-async def _site(streams: list[Stream]) -> AsyncIterator[tuple[Site, "_Streams"]]:
+async def _site(streams: list[Stream]) -> AsyncIterator[Site]:
     """The small server on a free port of 127.0.0.1, answering events requests as
     *streams* says, then "closed"; stopped (its connections closed) on the way out."""
     send, receive = anyio.create_memory_object_stream[_Held](8)
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(SocketAttribute.local_port)
-    site = Site(f"http://127.0.0.1:{port}", list(streams))
+    site = Site(f"http://127.0.0.1:{port}", list(streams), receive)
 
     async def serve(client: SocketStream) -> None:
         # the page went, or a connection it opened ahead was never used
@@ -128,19 +134,9 @@ async def _site(streams: list[Stream]) -> AsyncIterator[tuple[Site, "_Streams"]]
     async with listener, send, receive, anyio.create_task_group() as group:
         group.start_soon(listener.serve, serve)
         try:
-            yield site, _Streams(receive)
+            yield site
         finally:
             group.cancel_scope.cancel()
-
-
-@dataclass
-class _Streams:
-    receive: MemoryObjectReceiveStream[_Held]
-
-    async def next(self) -> _Held:
-        """The next events stream held open (bounded)."""
-        with anyio.fail_after(WAIT_MS / 1000):
-            return await self.receive.receive()
 
 
 async def _page(browser: "Browser", site: Site) -> "Page":
@@ -164,7 +160,7 @@ async def test_streams_that_answer_and_fail_at_once_do_not_start_the_waits_over(
     cut: list[Stream] = ["cut"]
     streams = closed * 4 + cut * 4
     with anyio.fail_after(60):
-        async with _site(streams) as (site, _), chromium() as browser:
+        async with _site(streams) as site, chromium() as browser:
             page = await _page(browser, site)
             waits = []
             for attempts, stream in enumerate(streams, start=1):
@@ -184,12 +180,12 @@ async def test_the_waits_start_over_once_a_stream_has_proved_itself() -> None:
     require_browser()
     first: list[Stream] = ["closed", "closed", "closed", "held"]
     with anyio.fail_after(60):
-        async with _site(first) as (site, held), chromium() as browser:
+        async with _site(first) as site, chromium() as browser:
             page = await _page(browser, site)
             for attempts in range(1, 4):
                 assert await _status(page, "retrying", attempts) == CLOSED_TEXT
                 await page.clock.run_for(await _wait_ms(page))
-            stream = await held.next()
+            stream = await site.next_held()
             assert await _status(page, "live", 3) == ""
 
             change = b"event: change\ndata: {}\n\n"
