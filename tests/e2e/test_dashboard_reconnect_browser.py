@@ -21,11 +21,11 @@ import pytest
 from taskloom.server.dashboard.access import COOKIE
 from tests.e2e.browser import require_browser
 from tests.e2e.test_dashboard_browser import WAIT_MS, Server, chromium, serving, sign_in
-from tests.helpers import free_port
+from tests.helpers import eventually, free_port
 from tests.server.http_support import ANN, bearer, http_client
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page, Route
+    from playwright.async_api import Page, Request, Route
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +83,29 @@ async def _wait_ms(page: "Page") -> int:
     waited = await page.locator("#live-status").get_attribute("data-retry-ms")
     assert waited is not None
     return int(waited)
+
+
+def _redraws(page: "Page") -> list[str]:
+    """The redraws (fragment requests) of *page* under way from now on: each request's
+    URL, until it is answered or fails."""
+    under_way: list[str] = []
+
+    def asked(request: "Request") -> None:
+        if _fragment(request.url):
+            under_way.append(request.url)
+
+    def over(request: "Request") -> None:
+        if _fragment(request.url) and request.url in under_way:
+            under_way.remove(request.url)
+
+    page.on("request", asked)
+    page.on("requestfinished", over)
+    page.on("requestfailed", over)
+    return under_way
+
+
+async def _none(under_way: list[str]) -> bool:
+    return not under_way
 
 
 @asynccontextmanager
@@ -144,12 +167,16 @@ async def test_a_page_says_when_it_is_not_live_and_why(tmp_path: Path) -> None:
                 # something read from it 10 s after it opened (ADR 0069).
                 assert await _attempts(reader) != "0"
                 await reader.clock.run_for(PROVEN_MS)
+                redraws = _redraws(reader)
                 async with http_client(first.mcp, ANN) as mcp:
                     made = await mcp.start("sign_off", {})
-                # drawn in its last state (it asks and waits): no redraw is left in flight
-                # to fail first when the server stops ("could not be redrawn")
+                # drawn in its last state (it asks and waits), and no redraw left in flight
+                # to fail first when the server stops ("could not be redrawn"): the task's
+                # changes come in a burst, and one read during a redraw makes another
                 settled = f'tr[data-task="{made}"] td.state .pill.input_required'
                 await reader.locator(settled).wait_for(timeout=WAIT_MS)
+                await _round_trip(reader)  # a redraw the last one started is asked for
+                await eventually(lambda: _none(redraws), within_s=WAIT_MS / 1000)
                 assert await _status(reader, "live", 0) == ""  # the change proved it
             text = await _status(reader, "retrying", 1)
             assert text == "Live updates paused: the server stopped; reconnecting\u2026"
