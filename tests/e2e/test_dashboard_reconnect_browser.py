@@ -21,11 +21,11 @@ import pytest
 from taskloom.server.dashboard.access import COOKIE
 from tests.e2e.browser import require_browser
 from tests.e2e.test_dashboard_browser import WAIT_MS, Server, chromium, serving, sign_in
-from tests.helpers import free_port
+from tests.helpers import eventually, free_port
 from tests.server.http_support import ANN, bearer, http_client
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page, Route
+    from playwright.async_api import Page, Request, Route
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +33,8 @@ MAX_STREAMS = 20
 """Live streams a principal may hold (``taskloom.server.dashboard.streams``)."""
 STREAM = "retry: 2000\n\n"
 """An event stream that opens and closes at once."""
+PROVEN_MS = 10_000
+"""How long after it opened a stream must still read to prove itself (``app.js``)."""
 Answer = tuple[int, str, dict[str, str]]
 """An answer to an events request: status, body, headers."""
 
@@ -63,6 +65,10 @@ async def _status(page: "Page", state: str, attempts: int | None = None) -> str:
     return await found.inner_text() if await found.is_visible() else ""
 
 
+async def _attempts(page: "Page") -> str | None:
+    return await page.locator("#live-status").get_attribute("data-attempts")
+
+
 async def _state(page: "Page") -> str | None:
     return await page.locator("#live-status").get_attribute("data-state")
 
@@ -77,6 +83,29 @@ async def _wait_ms(page: "Page") -> int:
     waited = await page.locator("#live-status").get_attribute("data-retry-ms")
     assert waited is not None
     return int(waited)
+
+
+def _redraws(page: "Page") -> list[str]:
+    """The redraws (fragment requests) of *page* under way from now on: each request's
+    URL, until it is answered or fails."""
+    under_way: list[str] = []
+
+    def asked(request: "Request") -> None:
+        if _fragment(request.url):
+            under_way.append(request.url)
+
+    def over(request: "Request") -> None:
+        if _fragment(request.url) and request.url in under_way:
+            under_way.remove(request.url)
+
+    page.on("request", asked)
+    page.on("requestfinished", over)
+    page.on("requestfailed", over)
+    return under_way
+
+
+async def _none(under_way: list[str]) -> bool:
+    return not under_way
 
 
 @asynccontextmanager
@@ -134,12 +163,21 @@ async def test_a_page_says_when_it_is_not_live_and_why(tmp_path: Path) -> None:
                         if await _state(reader) == "live":
                             break
                     assert await _status(reader, "live") == ""
+                # Live, but its failures in a row stand until the stream proves itself:
+                # something read from it 10 s after it opened (ADR 0069).
+                assert await _attempts(reader) != "0"
+                await reader.clock.run_for(PROVEN_MS)
+                redraws = _redraws(reader)
                 async with http_client(first.mcp, ANN) as mcp:
                     made = await mcp.start("sign_off", {})
-                # drawn in its last state (it asks and waits): no redraw is left in flight
-                # to fail first when the server stops ("could not be redrawn")
+                # drawn in its last state (it asks and waits), and no redraw left in flight
+                # to fail first when the server stops ("could not be redrawn"): the task's
+                # changes come in a burst, and one read during a redraw makes another
                 settled = f'tr[data-task="{made}"] td.state .pill.input_required'
                 await reader.locator(settled).wait_for(timeout=WAIT_MS)
+                await _round_trip(reader)  # a redraw the last one started is asked for
+                await eventually(lambda: _none(redraws), within_s=WAIT_MS / 1000)
+                assert await _status(reader, "live", 0) == ""  # the change proved it
             text = await _status(reader, "retrying", 1)
             assert text == "Live updates paused: the server stopped; reconnecting\u2026"
             await reader.clock.run_for(await _wait_ms(reader))
@@ -184,10 +222,13 @@ def _refusal(message: str) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
 
 
-async def test_reconnects_wait_longer_each_time_and_start_over_once_connected(
+async def test_reconnects_wait_longer_each_time_even_after_a_stream_that_closes_at_once(
     tmp_path: Path,
 ) -> None:
-    """``Math.random`` is 0 here: each wait is half of the doubling one (0.5 s to 15 s)."""
+    """``Math.random`` is 0 here: each wait is half of the doubling one (0.5 s to 15 s),
+    or the server's ``Retry-After`` when longer. A stream that opens and closes at once
+    does not start the waits over (it has not proved itself, ADR 0069: that is
+    ``test_dashboard_backoff_browser.py``'s, and the first test's here)."""
     require_browser()
     stopping: Answer = (503, _refusal("Service unavailable: the server is stopping"), {})
     busy: Answer = (
@@ -195,7 +236,11 @@ async def test_reconnects_wait_longer_each_time_and_start_over_once_connected(
         "<p role=alert>Too many requests; try again in 7 s.</p>",
         {"Retry-After": "7"},
     )
-    answers = [stopping] * 7 + [(200, STREAM, {}), busy, stopping, (200, STREAM, {})]
+    answers = [stopping, busy] + [stopping] * 5 + [(200, STREAM, {}), stopping]
+    stopping_text = (
+        "Live updates paused: Service unavailable: the server is stopping; reconnecting\u2026"
+    )
+    busy_text = "Live updates paused: Too many requests; try again in 7 s; reconnecting\u2026"
     with anyio.fail_after(90):
         async with serving(tmp_path) as server, chromium() as browser:
             reader = await sign_in(browser, server, ANN)
@@ -206,32 +251,27 @@ async def test_reconnects_wait_longer_each_time_and_start_over_once_connected(
             waits = []
             for attempts in range(1, 8):
                 text = await _status(reader, "retrying", attempts)
-                assert text == (
-                    "Live updates paused: Service unavailable: the server is stopping; "
-                    "reconnecting\u2026"
-                )
+                assert text == (busy_text if attempts == 2 else stopping_text)
                 waits.append(await _wait_ms(reader))
-                await reader.clock.run_for(waits[-1])
-            assert waits == [500, 1_000, 2_000, 4_000, 8_000, 15_000, 15_000]
+                if attempts == 2:  # Retry-After, longer than 1 s: not asked before
+                    await reader.clock.run_for(waits[-1] - 1)
+                    await _round_trip(reader)
+                    assert len(answers) == 7
+                    await reader.clock.run_for(1)
+                else:
+                    await reader.clock.run_for(waits[-1])
+            assert waits == [500, 7_000, 2_000, 4_000, 8_000, 15_000, 15_000]
 
-            # Connected (and closed at once): the next wait starts over.
-            assert await _status(reader, "retrying", 1) == (
+            # Connected, and closed at once: the waits go on (before, they started over).
+            assert await _status(reader, "retrying", 8) == (
                 "Live updates paused: the connection closed; reconnecting\u2026"
             )
             waits = [await _wait_ms(reader)]
             await reader.clock.run_for(waits[-1])
-            assert await _status(reader, "retrying", 2) == (
-                "Live updates paused: Too many requests; try again in 7 s; reconnecting\u2026"
-            )
-            waits.append(await _wait_ms(reader))  # Retry-After, longer than 1 s
-            await reader.clock.run_for(waits[-1] - 1)
-            await _round_trip(reader)
-            assert len(answers) == 2  # not before
-            await reader.clock.run_for(1)
-            await _status(reader, "retrying", 3)
+            assert await _status(reader, "retrying", 9) == stopping_text
             waits.append(await _wait_ms(reader))
-            assert waits == [500, 7_000, 2_000]
-            assert answers == [(200, STREAM, {})]
+            assert waits == [15_000, 15_000]
+            assert answers == []
 
 
 async def test_a_hung_redraw_does_not_keep_a_page_from_connecting_again(

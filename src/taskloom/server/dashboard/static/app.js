@@ -12,6 +12,10 @@
   // reads the sign-in page's refusal.
   var SIGNED_OUT = "signed out";
   var SILENT_MS = 45000;  // an open stream says at least ": keepalive" every 15 s
+  // A stream has proved itself once it reads something (an event, a keepalive) at least
+  // this long after it opened: only then does the doubling start over (ADR 0069). One
+  // that answers and closes at once is a failure like any other.
+  var PROVEN_MS = 10000;
   var pending = false, busy = false, reconnecting = false;
   var stream = null, halted = false, retryMs = FIRST_RETRY_MS, failures = 0;
   // The line that says when the page is not live (and why): outside the swapped region.
@@ -172,7 +176,8 @@
   }
   // The stream is lost, or refused for a while: connect again after a wait that doubles
   // from 1 s up to 30 s (half of it random, so pages do not all come back at once), or
-  // after the server's Retry-After if that is longer. An open stream starts it over.
+  // after the server's Retry-After if that is longer. A stream that proved itself (see
+  // PROVEN_MS) starts it over; one that only opened does not.
   function again(why, afterMs) {
     if (halted) { return; }
     failures += 1;
@@ -181,6 +186,10 @@
     status.dataset.retryMs = String(waitMs);
     say("retrying", "Live updates paused: " + why + "; reconnecting\u2026");
     setTimeout(connect, waitMs);
+  }
+  function proven() {
+    retryMs = FIRST_RETRY_MS; failures = 0;
+    status.dataset.attempts = "0";
   }
   function drop(why, afterMs) {
     if (stream) { stream.why = { why: why, afterMs: afterMs }; stream.abort(); }
@@ -193,14 +202,16 @@
   // The events of an open stream, read until it ends: "end" (the task can change no
   // more, or the grant ended), "stopping" (the server stops), "" (the connection closed).
   // Each read starts the next from its callback, not by returning it: a chain of
-  // promises returned one from another would be kept until the stream ends.
+  // promises returned one from another would be kept until the stream ends. The first
+  // read PROVEN_MS or more after the answer came (a monotonic clock) proves the stream.
   function follow(response, control) {
     var reader = response.body.getReader(), decoder = new TextDecoder();
-    var buffer = "", name = "";
+    var buffer = "", name = "", opened = performance.now(), unproven = true;
     return new Promise(function (resolve, reject) {
       function read(chunk) {
         if (chunk.done) { resolve(""); return; }
         control.renew(SILENT_MS);
+        if (unproven && performance.now() - opened >= PROVEN_MS) { unproven = false; proven(); }
         buffer += decoder.decode(chunk.value, { stream: true });
         var lines = buffer.split(/\r\n|\r|\n/);
         buffer = lines.pop();
@@ -239,8 +250,7 @@
             if (found.passes) { again(found.why, found.afterMs); } else { halt(found.why); }
           });
         }
-        retryMs = FIRST_RETRY_MS; failures = 0;
-        say("live", "");
+        say("live", "");  // live, but the failures in a row stand until it proves itself
         control.renew(SILENT_MS);
         return follow(response, control).then(function (last) {
           closed();
