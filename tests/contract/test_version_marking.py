@@ -25,7 +25,7 @@ from taskloom.engine import worker as worker_module
 from taskloom.engine.dag import NodeContext, Workflow
 from taskloom.engine.manager import TaskManager
 from taskloom.engine.ports import TaskStore
-from taskloom.engine.versions import StoredVersion, VersionStore, mark_if_first
+from taskloom.engine.versions import AHEAD_AT_MOST, StoredVersion, VersionStore, mark_if_first
 from taskloom.engine.worker import Worker, WorkerSettings
 from taskloom.testing import FakeClock
 from tests.helpers import eventually
@@ -195,3 +195,35 @@ async def test_the_store_names_the_first_live_process(
     assert await versions.first_live_process(now) == "a"
     assert await versions.first_live_process(now + minute) == "c"
     assert await versions.first_live_process(now + 3 * minute) is None
+
+
+async def test_a_record_from_a_clock_that_ran_ahead_does_not_choose_the_marker(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """A process whose clock runs ahead writes records seen, and lapsing, in the others'
+    future: dead, it would stop every pass until its record lapsed by their clocks. Seen
+    more than ``AHEAD_AT_MOST`` ahead, it takes no part in the choice; up to it, it does."""
+    versions = cast(VersionStore, store)
+    now = manager.clock.now()
+    ahead = now + AHEAD_AT_MOST + timedelta(seconds=1)
+    await versions.record_loaded("a-ahead", [("vflow", "2")], ahead, ahead + timedelta(hours=1))
+    await versions.record_loaded("b", [("vflow", "1")], now, now + timedelta(minutes=1))
+    assert await versions.first_live_process(now) == "b"
+    assert await versions.live_versions(now) == {("vflow", "1"), ("vflow", "2")}  # as before
+    assert await versions.first_live_process(ahead) == "a-ahead"  # by its own clock
+    slightly = now + AHEAD_AT_MOST
+    await versions.record_loaded("a-ahead", [], slightly, slightly + timedelta(hours=1))
+    assert await versions.first_live_process(now) == "a-ahead"
+
+
+async def test_a_worker_first_in_order_marks_as_it_joins(
+    manager: TaskManager, clock: FakeClock, passes: Passes
+) -> None:
+    """A worker records itself before its first pass: joining a fleet with an id first in
+    order, that pass is its own (point 4 of ADR 0068). (A review's test.)"""
+    async with AsyncExitStack() as stack:
+        for worker in ("w2", "w3"):
+            await stack.enter_async_context(_worker(manager, worker))
+        joined = clock.now()
+        await stack.enter_async_context(_worker(manager, "w1"))
+        assert "w1" in passes.marked_at(joined)

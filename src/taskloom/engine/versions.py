@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from taskloom.engine.manager import TaskManager
 
 FORGET_AFTER: Final = timedelta(days=1)
+AHEAD_AT_MOST: Final = timedelta(minutes=1)
+"""A process record seen later than this after a reader's *now* was written by a clock
+that runs ahead: it does not take part in choosing the process that marks (ADR 0068), so
+a dead process whose clock ran ahead does not stop the fleet's marking until its record
+lapses by the others' clocks (a live one only marks alongside the first)."""
 """A process record that lapsed this long ago is deleted (its process is gone)."""
 
 
@@ -72,7 +77,8 @@ class VersionStore(Protocol):
 
     async def first_live_process(self, now: datetime) -> str | None:
         """The first id, in the store's order of text, among the processes whose record
-        is live at *now*; ``None`` when none is. Every process of one store gets the
+        is live at *now* and was seen no later than ``AHEAD_AT_MOST`` after *now* (its
+        clock ran ahead); ``None`` when none is. Every process of one store gets the
         same answer from the same records (ADR 0068)."""
         ...
 

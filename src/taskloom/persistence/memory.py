@@ -29,6 +29,7 @@ from taskloom.engine.ports import Finished, finished_states
 from taskloom.engine.states import TaskState
 from taskloom.engine.tokens import TokenRecord
 from taskloom.engine.versions import (
+    AHEAD_AT_MOST,
     FORGET_AFTER,
     RunMove,
     StoredVersion,
@@ -55,7 +56,8 @@ class InMemoryTaskStore:
         self._children: dict[TaskId, list[TaskId]] = {}
         self._tokens: dict[str, TokenRecord] = {}
         self._history: dict[TaskId, list[HistoryEntry]] = {}
-        self._processes: dict[str, tuple[frozenset[WorkflowKey], datetime]] = {}
+        self._processes: dict[str, tuple[frozenset[WorkflowKey], datetime, datetime]] = {}
+        """Per process id: the versions it loaded, when its record lapses, when it was seen."""
         """Each process's loaded versions and when its record lapses (ADR 0039)."""
 
     async def add_token(self, record: TokenRecord) -> None:
@@ -211,10 +213,10 @@ class InMemoryTaskStore:
     ) -> None:
         """See :meth:`taskloom.engine.versions.VersionStore.record_loaded`."""
         await anyio.lowlevel.checkpoint()
-        for other, (_, lapses) in list(self._processes.items()):
+        for other, (_, lapses, _) in list(self._processes.items()):
             if lapses <= now - FORGET_AFTER:
                 del self._processes[other]
-        self._processes[process] = (frozenset(loaded), until)
+        self._processes[process] = (frozenset(loaded), until, now)
 
     async def forget_process(self, process: str) -> None:
         """See :meth:`taskloom.engine.versions.VersionStore.forget_process`."""
@@ -225,7 +227,7 @@ class InMemoryTaskStore:
         """See :meth:`taskloom.engine.versions.VersionStore.live_versions`."""
         await anyio.lowlevel.checkpoint()
         live: frozenset[WorkflowKey] = frozenset()
-        for loaded, lapses in self._processes.values():
+        for loaded, lapses, _ in self._processes.values():
             if lapses > now:
                 live |= loaded
         return live
@@ -233,7 +235,12 @@ class InMemoryTaskStore:
     async def first_live_process(self, now: datetime) -> str | None:
         """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
         await anyio.lowlevel.checkpoint()
-        live = [process for process, (_, lapses) in self._processes.items() if lapses > now]
+        ahead = now + AHEAD_AT_MOST
+        live = [
+            process
+            for process, (_, lapses, seen) in self._processes.items()
+            if lapses > now and seen <= ahead
+        ]
         return min(live, default=None)
 
     async def unfinished_versions(self, now: datetime) -> Sequence[StoredVersion]:

@@ -7,7 +7,7 @@ from typing import cast
 
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.states import ACTIVE_STATES
-from taskloom.engine.versions import FORGET_AFTER, StoredVersion, version_sort_key
+from taskloom.engine.versions import AHEAD_AT_MOST, FORGET_AFTER, StoredVersion, version_sort_key
 from taskloom.persistence.postgres.driver import Connection
 
 _ACTIVE = ", ".join(f"'{state.value}'" for state in sorted(ACTIVE_STATES))
@@ -46,7 +46,10 @@ async def live_versions(now: datetime, connection: Connection) -> frozenset[Work
 
 async def first_live_process(now: datetime, connection: Connection) -> str | None:
     """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
-    cursor = await connection.execute("SELECT min(id) FROM processes WHERE expires_at > %s", (now,))
+    cursor = await connection.execute(
+        "SELECT min(id) FROM processes WHERE expires_at > %s AND seen_at <= %s",
+        (now, now + AHEAD_AT_MOST),
+    )
     found = await cursor.fetchone()
     return None if found is None else cast(str | None, found[0])
 

@@ -8,7 +8,7 @@ from typing import cast
 
 from taskloom.engine.claims import WorkflowKey
 from taskloom.engine.states import ACTIVE_STATES
-from taskloom.engine.versions import FORGET_AFTER, StoredVersion, version_sort_key
+from taskloom.engine.versions import AHEAD_AT_MOST, FORGET_AFTER, StoredVersion, version_sort_key
 from taskloom.persistence.sqlite import rows
 
 _ACTIVE = ", ".join(f"'{state.value}'" for state in sorted(ACTIVE_STATES))
@@ -47,7 +47,8 @@ def live_versions(raw: sqlite3.Connection, now: datetime) -> frozenset[WorkflowK
 def first_live_process(raw: sqlite3.Connection, now: datetime) -> str | None:
     """See :meth:`taskloom.engine.versions.VersionStore.first_live_process`."""
     (first,) = raw.execute(
-        "SELECT min(id) FROM processes WHERE expires_at > ?", (rows.micros(now),)
+        "SELECT min(id) FROM processes WHERE expires_at > ? AND seen_at <= ?",
+        (rows.micros(now), rows.micros(now + AHEAD_AT_MOST)),
     ).fetchone()
     return cast(str | None, first)
 
