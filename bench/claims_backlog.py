@@ -58,7 +58,7 @@ from psycopg import sql
 
 import figures
 import pg_flows
-from postgres import SCHEMA, SERVER, migrate, scratch_database, settings
+from postgres import SCHEMA, migrate, scratch_database, settings, with_postgres
 from taskloom.bootstrap import Engine, open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.engine.manager import claim_start
@@ -252,27 +252,14 @@ def _store_rows(
     return rows
 
 
-def _postgres_down() -> str | None:
-    """Why PostgreSQL cannot be used, or ``None`` when it answers."""
-    try:
-        with psycopg.connect(SERVER, connect_timeout=5):
-            return None
-    except psycopg.OperationalError as error:
-        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
 def run(quick: bool) -> list[Row]:
     """Claims at each queue depth on SQLite and PostgreSQL; *quick*: queues of 50 and 200."""
     sizes = QUICK if quick else FULL
     with tempfile.TemporaryDirectory() as folder:
         rows = _store_rows("SQLite", _sqlite(Path(folder)), sizes)
-    down = _postgres_down()
-    if down is None:
-        rows += _store_rows("PostgreSQL", _postgres, sizes)
-    else:
-        print(f"claims_backlog: PostgreSQL skipped: {down}", file=sys.stderr)
-        rows[-1]["note"] = f"PostgreSQL skipped (unreachable: {down})"
-    return rows
+    return with_postgres(
+        "claims_backlog", rows, lambda: _store_rows("PostgreSQL", _postgres, sizes)
+    )
 
 
 if __name__ == "__main__":

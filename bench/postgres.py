@@ -58,6 +58,27 @@ Row = figures.Row
 TASKLOOM_PG: Final = "taskloom on PostgreSQL"
 
 
+def unreachable() -> str | None:
+    """Why the benchmarks' PostgreSQL server (``SERVER``) cannot be used; ``None`` when it
+    answers."""
+    try:
+        with psycopg.connect(SERVER, connect_timeout=5):
+            return None
+    except psycopg.OperationalError as error:
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def with_postgres(bench: str, rows: list[Row], on_postgres: Callable[[], list[Row]]) -> list[Row]:
+    """*rows* (measured on SQLite), then *on_postgres*'s when the server answers; when it
+    does not, the last row's note says why PostgreSQL was skipped."""
+    down = unreachable()
+    if down is None:
+        return rows + on_postgres()
+    print(f"{bench}: PostgreSQL skipped: {down}", file=sys.stderr)
+    rows[-1]["note"] = f"PostgreSQL skipped (unreachable: {down})"
+    return rows
+
+
 @dataclass(frozen=True)
 class PgSizes:
     runs: int
