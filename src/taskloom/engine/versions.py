@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from taskloom.engine.manager import TaskManager
 
 FORGET_AFTER: Final = timedelta(days=1)
+"""A process record that lapsed this long ago is deleted (its process is gone)."""
 AHEAD_AT_MOST: Final = timedelta(minutes=1)
 """A process record seen later than this after a reader's *now* was written by a clock
 that runs ahead: it does not take part in choosing the process that marks (ADR 0068), so
 a dead process whose clock ran ahead does not stop the fleet's marking until its record
 lapses by the others' clocks (a live one only marks alongside the first)."""
-"""A process record that lapsed this long ago is deleted (its process is gone)."""
 
 
 def version_sort_key(name: str, version: str | None) -> tuple[str, tuple[int, ...], str]:

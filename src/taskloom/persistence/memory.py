@@ -57,8 +57,8 @@ class InMemoryTaskStore:
         self._tokens: dict[str, TokenRecord] = {}
         self._history: dict[TaskId, list[HistoryEntry]] = {}
         self._processes: dict[str, tuple[frozenset[WorkflowKey], datetime, datetime]] = {}
-        """Per process id: the versions it loaded, when its record lapses, when it was seen."""
-        """Each process's loaded versions and when its record lapses (ADR 0039)."""
+        """Each process's loaded versions, when its record lapses (ADR 0039) and when it was
+        seen (ADR 0068)."""
 
     async def add_token(self, record: TokenRecord) -> None:
         """See :meth:`taskloom.engine.tokens.TokenStore.add_token`."""
