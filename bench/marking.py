@@ -45,12 +45,10 @@ from pathlib import Path
 from typing import Final, cast
 
 import anyio
-import psycopg
-from psycopg import sql
 
 import figures
 import pg_flows
-from postgres import SCHEMA, migrate, scratch_database, settings, with_postgres
+from postgres import migrate, scratch_database, settings, vacuum_analyze, with_postgres
 from taskloom.bootstrap import Engine, open_engine
 from taskloom.config import TaskloomSettings
 from taskloom.engine import versions
@@ -160,13 +158,6 @@ def _postgres() -> Iterator[tuple[TaskloomSettings, str]]:
         yield settings(url, run_worker=False), url
 
 
-def _analyze(url: str) -> None:
-    """What autovacuum does soon after that many inserts (off on the test server)."""
-    with psycopg.connect(url, autocommit=True) as connection:
-        for table in ("tasks", "processes"):
-            connection.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, table)))
-
-
 def _store_rows(
     name: str,
     fresh: Callable[[], AbstractContextManager[tuple[TaskloomSettings, str | None]]],
@@ -176,7 +167,7 @@ def _store_rows(
     with fresh() as (store, url):
         fill_s = anyio.run(_fill_store, store, sizes.queued)
         if url is not None:
-            _analyze(url)
+            vacuum_analyze(url, "tasks", "processes")
         for fleet in FLEETS:
             times, marked = anyio.run(_periods, store, fleet, sizes.periods)
             if marked != WAITING and fleet == FLEETS[0]:

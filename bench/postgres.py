@@ -68,6 +68,14 @@ def unreachable() -> str | None:
         return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
+def vacuum_analyze(url: str, *tables: str) -> None:
+    """What autovacuum does to freshly filled *tables* soon after that many inserts (it is
+    off on the test server): without it the planner knows nothing of the new rows."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        for table in tables:
+            connection.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(SCHEMA, table)))
+
+
 def with_postgres(bench: str, rows: list[Row], on_postgres: Callable[[], list[Row]]) -> list[Row]:
     """*rows* (measured on SQLite), then *on_postgres*'s when the server answers; when it
     does not, the last row's note says why PostgreSQL was skipped."""
