@@ -30,7 +30,6 @@ from taskloom.persistence.factory import DatabaseSettings, open_store
 from taskloom.persistence.postgres import PostgresSettings
 from taskloom.persistence.sqlite import SqliteSettings
 from taskloom.persistence.sqlite.slots import WorkerSlot
-from taskloom.server.http.settings import HttpSettings, is_loopback
 from taskloom.validation import JsonSchemaValidator
 
 if TYPE_CHECKING:
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from taskloom.persistence.sqlite.store import SqliteTaskStore
     from taskloom.server.app import TaskServer
     from taskloom.server.embedded import DurableTasks
+    from taskloom.server.http.settings import HttpSettings
     from taskloom.server.http.tokens import StoredTokens
 
 
@@ -246,7 +246,7 @@ async def serve_stdio(settings: TaskloomSettings | None = None) -> None:
 
 async def serve_http(
     settings: TaskloomSettings | None,
-    http: HttpSettings,
+    http: "HttpSettings",
     *,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -311,7 +311,7 @@ the database are others, whose events do not reach it (on SQLite)."""
 
 async def serve_ui(
     settings: TaskloomSettings,
-    http: HttpSettings,
+    http: "HttpSettings",
     *,
     allow_actions: bool,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
@@ -366,13 +366,15 @@ async def serve_ui(
 
 
 async def _stored_tokens(
-    engine: Engine, http: HttpSettings, *, tokens_file: bool = True
+    engine: Engine, http: "HttpSettings", *, tokens_file: bool = True
 ) -> "StoredTokens | None":
     """The check of the database's tokens, if they are on and some token is active.
 
     Raises:
         InvalidRequestError: a non-loopback address, and no token at all.
     """
+    from taskloom.server.http.settings import is_loopback  # stdio loads no HTTP (ADR 0071)
+
     if not http.stored_tokens or engine.tokens is None:
         return None
     verifier = TokenVerifier(engine.tokens, engine.manager.clock)
@@ -384,7 +386,7 @@ async def _stored_tokens(
 
 
 def _refuse_unprotected_new_database(
-    database: DatabaseSettings, http: HttpSettings, *, tokens_file: bool = True
+    database: DatabaseSettings, http: "HttpSettings", *, tokens_file: bool = True
 ) -> None:
     """Refuse before opening, so before creating, a SQLite file that does not exist yet
     where a non-loopback server without static tokens would need a stored one: a new
@@ -393,6 +395,8 @@ def _refuse_unprotected_new_database(
     Raises:
         InvalidRequestError: as :func:`_stored_tokens` would, once the file was made.
     """
+    from taskloom.server.http.settings import is_loopback  # stdio loads no HTTP (ADR 0071)
+
     if (
         isinstance(database, SqliteSettings)
         and not database.path.exists()
@@ -402,7 +406,7 @@ def _refuse_unprotected_new_database(
         raise _unprotected(http, tokens_file=tokens_file)
 
 
-def _unprotected(http: HttpSettings, *, tokens_file: bool) -> InvalidRequestError:
+def _unprotected(http: "HttpSettings", *, tokens_file: bool) -> InvalidRequestError:
     """The refusal; *tokens_file*: the command takes ``--tokens-file`` (``ui`` does not)."""
     static = "TASKLOOM_TOKENS or --tokens-file" if tokens_file else "TASKLOOM_TOKENS"
     return InvalidRequestError(

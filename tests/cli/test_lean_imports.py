@@ -5,6 +5,7 @@ the MCP SDK and its HTTP stack, the PostgreSQL driver, jsonschema, and prometheu
 """
 
 import json
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,85 @@ def test_the_public_names_still_load_on_first_use() -> None:
         "taskloom.engine.states",
         "taskloom.engine.manager",
     ]
+
+
+STDIO_SERVE_LEAVES_OUT = (
+    "taskloom.server.http",  # the HTTP transport: its settings, tokens, grants, OAuth
+    "taskloom.server.dashboard",
+    "taskloom.observability.metrics",
+    "taskloom.persistence.postgres.store",
+    "taskloom.commands.arguments",  # the other commands' flags, and their handlers:
+    "taskloom.commands.run",
+    "taskloom.commands.tasks_read",
+    "taskloom.commands.tasks_change",
+    "taskloom.commands.worker",
+    "taskloom.commands.ui",
+    "taskloom.commands.tokens",
+    "taskloom.commands.render",
+    "tomllib",  # no project file, no --settings @FILE.toml
+    "anyio.to_process",  # ctx.run_in_process loads it with its first call
+    "prometheus_client",
+    "jwt",
+    "jinja2",
+    "psycopg",
+    "psycopg_pool",
+)
+"""What a stdio ``serve`` does not use, with every module under each (ADR 0071)."""
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "lean", "version": "0"},
+    },
+}
+
+
+def test_a_stdio_serve_answers_without_what_only_other_transports_and_commands_use(
+    database: Path,
+) -> None:
+    """Issue 25: a stdio ``serve`` answers its first request in at most 1.1x the time of
+    ``import mcp``; it imports neither the HTTP transport, nor PostgreSQL's store, the
+    dashboard, metrics, the other commands, nor ``tomllib`` without a project file
+    (``database.parent`` has none). The probe reports what it held when it stopped:
+    after its answer to ``initialize``, once its stdin closed."""
+    probe = (
+        "import json, sys\n"
+        "from taskloom.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"leaves = {STDIO_SERVE_LEAVES_OUT!r}\n"
+        "found = sorted(\n"
+        "    m for m in sys.modules if any(m == l or m.startswith(l + '.') for l in leaves)\n"
+        ")\n"
+        "print(json.dumps({'served': 'taskloom.server.app' in sys.modules, 'found': found}),"
+        " file=sys.stderr)\n"
+    )
+    argv = [sys.executable, "-c", probe, "serve", "--db", str(database)]
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=database.parent,
+        env=checkout_env(),
+    ) as server:
+        assert server.stdin is not None
+        assert server.stdout is not None
+        assert server.stderr is not None
+        server.stdin.write(json.dumps(INITIALIZE) + "\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        assert ready, "no answer to initialize within 60 s"
+        answer = json.loads(server.stdout.readline())
+        _, err = server.communicate(timeout=60)  # closes stdin: the server stops
+        assert server.returncode == 0, err
+    assert answer["id"] == 1
+    assert "result" in answer
+    report = json.loads(err.strip().splitlines()[-1])
+    assert report == {"served": True, "found": []}

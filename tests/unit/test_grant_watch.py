@@ -11,8 +11,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from taskloom.engine.scopes import Grant
-from taskloom.server.http.grant_watch import Ending, GrantWatch, Guard, LiveGrant, with_request
+from taskloom.server.http.grant_watch import Ending, GrantWatch, Guard, LiveGrant
 from taskloom.server.middleware import end_with_request
+from taskloom.server.request_guard import with_request
 from tests.server.http_support import audit_records
 
 CHECK_S = 0.05

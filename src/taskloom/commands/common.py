@@ -4,18 +4,16 @@ database without a worker, reading JSON arguments and printing JSON."""
 import json
 import shlex
 import sys
-import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from pydantic import JsonValue
 
 from taskloom.commands import project
-from taskloom.commands.arguments import Where
 from taskloom.commands.base import EXIT_OK, CommandError
 from taskloom.config import BUILTIN_WORKFLOWS, TaskloomSettings
 from taskloom.engine.dag import Workflow
@@ -27,6 +25,9 @@ from taskloom.persistence.factory import open_store as open_any_store
 from taskloom.persistence.postgres import is_postgres_url
 from taskloom.persistence.sqlite import SqliteSettings, SqliteTaskStore
 from taskloom.validation import JsonSchemaValidator
+
+if TYPE_CHECKING:
+    from taskloom.commands.arguments import Where
 
 
 def split_names(value: str) -> list[str]:
@@ -45,6 +46,8 @@ def read_workflow_settings(text: str | None) -> dict[str, Any]:
         return {}
     by_workflow: dict[str, Any]
     if text.startswith("@") and text.endswith(".toml"):
+        import tomllib  # only for a TOML file (ADR 0071)
+
         try:
             by_workflow = tomllib.loads(Path(text[1:]).read_text())
         except (OSError, UnicodeDecodeError) as error:
@@ -245,7 +248,7 @@ def find_workflow(workflows: Mapping[str, Workflow[Any]], name: str) -> Workflow
     return workflows[name]
 
 
-def again_flags(where: Where) -> str:
+def again_flags(where: "Where") -> str:
     """The flags a printed command needs to work when copied as it is: ``--db`` and
     ``--workflows`` when they are not what the project file (or the default) gives."""
     from taskloom.commands.options import DEFAULT_DATABASE, from_project

@@ -7,7 +7,6 @@ command finds the same database and workflows from any subfolder. What it may sa
 """
 
 import os
-import tomllib
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +46,8 @@ def _pyproject_version_has_table(pyproject: Path, _mtime_ns: int, _size: int) ->
 
 
 def _read(path: Path) -> dict[str, Any]:
+    import tomllib  # loaded once a project file is found, not without one (ADR 0071)
+
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:

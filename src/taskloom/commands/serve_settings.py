@@ -50,13 +50,13 @@ def server_settings(values: Values) -> "ServerSettings":
 def http_settings(values: Values, env: Mapping[str, str] = os.environ) -> "HttpSettings | None":
     """The HTTP settings the flags ask for (``None``: serve stdio); a mistake is a usage
     error naming it (never a token)."""
-    from pydantic import ValidationError
-
-    from taskloom.server.http import HttpSettings, parse_tokens
-
     address, tokens_file = values.of(HTTP), values.of(TOKENS_FILE)
     if address is None:
         return None
+    from pydantic import ValidationError
+
+    from taskloom.server.http import HttpSettings, parse_tokens  # stdio loads no HTTP (ADR 0071)
+
     host, _, port = str(address).rpartition(":")
     host = host.strip("[]")
     if not host or not port.isdigit():

@@ -19,7 +19,6 @@ from typing import TypeVar, TypeVarTuple
 
 import anyio
 import anyio.from_thread
-import anyio.to_process
 import anyio.to_thread
 
 T = TypeVar("T")
@@ -53,4 +52,6 @@ async def run_in_process(function: Callable[[*Args], T], *args: *Args) -> T:
 
     *function* and *args* must be picklable; the result too.
     """
+    import anyio.to_process  # its subprocess machinery loads with the first such call
+
     return await anyio.to_process.run_sync(function, *args, cancellable=True)

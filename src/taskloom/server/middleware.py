@@ -68,7 +68,7 @@ from taskloom.server.generation import (
     generation,
     serves,
 )
-from taskloom.server.http.grant_watch import guarded, with_request
+from taskloom.server.request_guard import guarded, with_request
 from taskloom.server.scopes import ConnectionScopes, enforce_scopes
 from taskloom.server.wire import tasks_capability
 

@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -37,6 +36,7 @@ import anyio
 from taskloom.engine.scopes import Grant
 from taskloom.engine.tokens import TokenState
 from taskloom.server import audit
+from taskloom.server.request_guard import current_guard
 
 logger = logging.getLogger(__name__)
 CHECK_S: Final = 0.25
@@ -95,35 +95,6 @@ class Guard:
                 )
 
 
-_current: ContextVar[Guard | None] = ContextVar("taskloom_request_guard", default=None)
-
-
-def guarded() -> bool:
-    """Whether the current request has a guard (every request over taskloom's HTTP, the
-    local user's too: the server's stop ends it); outside one (stdio, an embedded
-    server), :func:`with_request` would add a cancel scope nothing ever cancels."""
-    return _current.get() is not None
-
-
-@contextmanager
-def with_request() -> Iterator[anyio.CancelScope]:
-    """Run the body in a cancel scope cancelled when the current request's guard ends
-    (a request handler that runs in another task, with the request's context, as a
-    2025-11-25 session's do); outside any guarded request, one that is never cancelled."""
-    held = _current.get()
-    with anyio.CancelScope() as scope:
-        if held is None:
-            yield scope
-            return
-        held.linked.add(scope)
-        if held.ending is not None:
-            scope.cancel()
-        try:
-            yield scope
-        finally:
-            held.linked.discard(scope)
-
-
 class GrantWatch:
     """Ends the guards of grants that were revoked or have expired (see the module)."""
 
@@ -163,9 +134,10 @@ class GrantWatch:
     ) -> Iterator[Guard]:
         """Run the body in a cancel scope cancelled once *live* ends (or the server
         stops); the guard tells whether, and why (``Guard.ending``). A *request*'s
-        guard is the current one of the body (:func:`with_request`)."""
+        guard is the current one of the body
+        (:func:`taskloom.server.request_guard.with_request`)."""
         held = Guard(live, what, via)
-        token = _current.set(held) if request else None
+        token = current_guard.set(held) if request else None
         try:
             with held.scope:
                 self._guards.add(held)
@@ -180,7 +152,7 @@ class GrantWatch:
                     self._guards.discard(held)
         finally:
             if token is not None:
-                _current.reset(token)
+                current_guard.reset(token)
 
     def streaming(self, held: Guard) -> None:
         """*held*'s response turned out to be an event stream."""
