@@ -1,6 +1,7 @@
 """Workflow definitions: what is accepted, and the clear errors for what is not."""
 
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -117,6 +118,54 @@ def test_an_output_that_cannot_be_stored_as_json_is_refused() -> None:
 
         @flow.node()
         async def sock(ctx: NodeContext[Empty]) -> socket.socket:
+            return socket.socket()
+
+
+class _Unhashable(type):
+    __hash__ = None  # type: ignore[assignment]  # a class of it cannot be a dict key
+
+
+@dataclass
+class Point(metaclass=_Unhashable):
+    x: int
+
+
+def test_nodes_of_one_output_type_share_its_adapter() -> None:
+    """Building and checking an output adapter is done once per type and workflow
+    (``command_matrix``'s 16 slots: issue 25's start-up); a type that cannot be a key
+    (its class is unhashable) gets its own each time."""
+    flow = _workflow()
+
+    @flow.node()
+    async def a(ctx: NodeContext[Empty]) -> int | None:
+        return 1
+
+    @flow.node()
+    async def b(ctx: NodeContext[Empty]) -> int | None:
+        return None
+
+    @flow.node()
+    async def c(ctx: NodeContext[Empty]) -> str:
+        return ""
+
+    @flow.node()
+    async def d(ctx: NodeContext[Empty]) -> Point:
+        return Point(x=1)
+
+    @flow.node()
+    async def e(ctx: NodeContext[Empty]) -> Point:
+        return Point(x=2)
+
+    nodes = flow.nodes
+    assert nodes["a"].output_adapter is nodes["b"].output_adapter
+    assert nodes["c"].output_adapter is not nodes["a"].output_adapter
+    assert nodes["d"].output_adapter is not nodes["e"].output_adapter
+    assert nodes["b"].dump_output(None) is None
+    assert nodes["e"].dump_output(Point(x=2)) == {"x": 2}
+    with pytest.raises(WorkflowDefinitionError, match=r"node 'again'.*cannot be stored as JSON"):
+
+        @flow.node()
+        async def again(ctx: NodeContext[Empty]) -> socket.socket:  # refused each time
             return socket.socket()
 
 

@@ -485,6 +485,8 @@ class Workflow(Generic[InputT]):
         self._declared_phases = tuple(phases) if phases is not None else None
         self._result = result
         self._nodes: dict[str, Node[Any]] = {}
+        self._adapters: dict[Any, TypeAdapter[Any]] = {}
+        """Its nodes' output adapters by output type: nodes of one type share one."""
         self._order: tuple[str, ...] | None = None
         self._phases: tuple[str, ...] | None = None
         self._dependents: Mapping[str, tuple[str, ...]] | None = None
@@ -516,7 +518,7 @@ class Workflow(Generic[InputT]):
                 retry=retry or RetryPolicy(),
                 timeout_s=timeout,
                 may_fail=may_fail,
-                output_adapter=_adapter(_return_type(function, where), where),
+                output_adapter=self._adapter(_return_type(function, where), where),
             )
             self._add(node)
             return node
@@ -616,16 +618,33 @@ class Workflow(Generic[InputT]):
                 retry=retry or RetryPolicy(),
                 timeout_s=timeout,
                 may_fail=False,
-                output_adapter=_adapter(aggregate, where),
+                output_adapter=self._adapter(aggregate, where),
                 over=over.name,
                 concurrency=concurrency,
                 on_item_failure=on_item_failure,
-                item_adapter=_adapter(item_type, where),
+                item_adapter=self._adapter(item_type, where),
             )
             self._add(node)
             return node
 
         return register
+
+    def _adapter(self, output_type: Any, where: str) -> TypeAdapter[Any]:
+        """The adapter of *output_type* for node *where*: the one an earlier node of the
+        same type got (``command_matrix``'s 16 slots share one: building and checking an
+        adapter costs a third of a millisecond), else a new one (an unhashable type gets
+        its own).
+
+        Raises:
+            WorkflowDefinitionError: the type cannot be stored as JSON.
+        """
+        try:
+            adapter = self._adapters.get(output_type)
+        except TypeError:  # an annotation that cannot be a key
+            return _adapter(output_type, where)
+        if adapter is None:
+            adapter = self._adapters[output_type] = _adapter(output_type, where)
+        return adapter
 
     def _checked(
         self,

@@ -209,12 +209,16 @@ def definition_shape(workflow: Workflow[Any]) -> str:
     schema, its graph, and each node's code and output type. Two definitions of one
     (name, version) with different shapes are two versions that claim one name."""
     nodes = []
+    outputs: dict[int, str] = {}  # by adapter: nodes of one output type share theirs
     for name, node in sorted(workflow.nodes.items()):
         code = getattr(node.function, "__code__", None)
-        try:
-            output = json.dumps(node.output_adapter.json_schema(), sort_keys=True)
-        except Exception:  # noqa: BLE001  # a type without a JSON schema: its repr
-            output = repr(node.output_adapter)
+        output = outputs.get(id(node.output_adapter))
+        if output is None:
+            try:
+                output = json.dumps(node.output_adapter.json_schema(), sort_keys=True)
+            except Exception:  # noqa: BLE001  # a type without a JSON schema: its repr
+                output = repr(node.output_adapter)
+            outputs[id(node.output_adapter)] = output
         nodes.append(
             [
                 name,
