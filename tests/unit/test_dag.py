@@ -2,7 +2,7 @@
 
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -167,6 +167,39 @@ def test_nodes_of_one_output_type_share_its_adapter() -> None:
         @flow.node()
         async def again(ctx: NodeContext[Empty]) -> socket.socket:  # refused each time
             return socket.socket()
+
+
+def test_types_equal_only_as_sets_get_adapters_of_their_own() -> None:
+    """``int | float == float | int`` and ``Literal[1, 2] == Literal[2, 1]``, but their
+    adapters differ: a node must get the one its own annotation gives (what it stores,
+    the schema its workflow's shape reads)."""
+    flow = _workflow()
+
+    @flow.node()
+    async def a(ctx: NodeContext[Empty]) -> int | float:
+        return 1
+
+    @flow.node()
+    async def b(ctx: NodeContext[Empty]) -> float | int:
+        return 1
+
+    @flow.node()
+    async def c(ctx: NodeContext[Empty]) -> list[Literal[1, 2]]:
+        return [1]
+
+    @flow.node()
+    async def d(ctx: NodeContext[Empty]) -> list[Literal[2, 1]]:
+        return [1]
+
+    @flow.node()
+    async def e(ctx: NodeContext[Empty]) -> list[Literal[2, 1]]:
+        return [2]
+
+    nodes = flow.nodes
+    assert [type(nodes[name].dump_output("1")) for name in "ab"] == [int, float]
+    assert nodes["c"].output_adapter.json_schema()["items"]["enum"] == [1, 2]
+    assert nodes["d"].output_adapter.json_schema()["items"]["enum"] == [2, 1]
+    assert nodes["d"].output_adapter is nodes["e"].output_adapter
 
 
 def test_a_node_needs_a_return_annotation_and_must_be_async() -> None:

@@ -51,6 +51,8 @@ from typing import (
     TypeVar,
     TypeVarTuple,
     cast,
+    get_args,
+    get_origin,
     get_type_hints,
     overload,
 )
@@ -485,8 +487,9 @@ class Workflow(Generic[InputT]):
         self._declared_phases = tuple(phases) if phases is not None else None
         self._result = result
         self._nodes: dict[str, Node[Any]] = {}
-        self._adapters: dict[Any, TypeAdapter[Any]] = {}
-        """Its nodes' output adapters by output type: nodes of one type share one."""
+        self._adapters: dict[tuple[Any, Any], TypeAdapter[Any]] = {}
+        """Its nodes' output adapters by output type (and its arguments in order): nodes
+        of one type share one."""
         self._order: tuple[str, ...] | None = None
         self._phases: tuple[str, ...] | None = None
         self._dependents: Mapping[str, tuple[str, ...]] | None = None
@@ -631,19 +634,20 @@ class Workflow(Generic[InputT]):
 
     def _adapter(self, output_type: Any, where: str) -> TypeAdapter[Any]:
         """The adapter of *output_type* for node *where*: the one an earlier node of the
-        same type got (``command_matrix``'s 16 slots share one: building and checking an
-        adapter costs a third of a millisecond), else a new one (an unhashable type gets
-        its own).
+        same type, written in the same order, got (``command_matrix``'s 16 slots share
+        one: building and checking an adapter costs a third of a millisecond), else a new
+        one (an unhashable type gets its own).
 
         Raises:
             WorkflowDefinitionError: the type cannot be stored as JSON.
         """
         try:
-            adapter = self._adapters.get(output_type)
+            key = (output_type, _in_order(output_type))
+            adapter = self._adapters.get(key)
         except TypeError:  # an annotation that cannot be a key
             return _adapter(output_type, where)
         if adapter is None:
-            adapter = self._adapters[output_type] = _adapter(output_type, where)
+            adapter = self._adapters[key] = _adapter(output_type, where)
         return adapter
 
     def _checked(
@@ -918,6 +922,22 @@ def _return_type(function: Callable[..., Any], where: str) -> Any:
             f"{where}: annotate the return type (outputs are stored as JSON)"
         )
     return hints["return"]
+
+
+def _in_order(output_type: Any) -> Any:
+    """*output_type*'s arguments in the order written, each with its own type: typing
+    compares ``int | float`` equal to ``float | int`` and ``Literal[1, 2]`` to
+    ``Literal[2, 1]`` (as sets), whose adapters differ (the order of the schema's
+    ``anyOf`` or ``enum``, which member a union's validation prefers: ``"1"`` is 1 for
+    the one, 1.0 for the other), as pydantic's own cache of generic models keys them.
+
+    Raises:
+        TypeError: a part of it cannot be a key.
+    """
+    arguments = get_args(output_type)
+    if not arguments:
+        return (type(output_type), output_type)
+    return (get_origin(output_type), tuple(_in_order(argument) for argument in arguments))
 
 
 def _adapter(output_type: Any, where: str) -> TypeAdapter[Any]:
