@@ -253,12 +253,16 @@ def test_a_stdio_serve_answers_without_what_only_other_transports_and_commands_u
         assert server.stdin is not None
         assert server.stdout is not None
         assert server.stderr is not None
-        server.stdin.write(json.dumps(INITIALIZE) + "\n")
-        server.stdin.flush()
-        ready, _, _ = select.select([server.stdout], [], [], 60)
-        assert ready, "no answer to initialize within 60 s"
-        answer = json.loads(server.stdout.readline())
-        _, err = server.communicate(timeout=60)  # closes stdin: the server stops
+        try:
+            server.stdin.write(json.dumps(INITIALIZE) + "\n")
+            server.stdin.flush()
+            ready, _, _ = select.select([server.stdout], [], [], 50)
+            assert ready, "no answer to initialize within 50 s"
+            answer = json.loads(server.stdout.readline())
+            _, err = server.communicate(timeout=50)  # closes stdin: the server stops
+        finally:  # a server that did not stop is killed: Popen's exit waits unbounded
+            if server.poll() is None:
+                server.kill()
         assert server.returncode == 0, err
     assert answer["id"] == 1
     assert "result" in answer
