@@ -37,6 +37,7 @@ from taskloom.server.push import Outbox, TaskFollowers
 from taskloom.server.scopes import ConnectionScopes
 from taskloom.server.settings import ServerSettings
 from taskloom.server.stdin_lines import claimed_stdin, lines
+from taskloom.server.stdio_transport import pipe_transport
 from taskloom.server.stdout_lines import claimed_stdout
 
 P = TypeVar("P")
@@ -99,6 +100,10 @@ class TaskServer:
         ends a wait for the next request at once: see :mod:`taskloom.server.stdin_lines`).
         Answers are written from the event loop (:mod:`taskloom.server.stdout_lines`)."""
         with claimed_stdin() as requests, claimed_stdout() as answers:
+            if requests is not None and answers is not None:
+                async with pipe_transport(requests, answers) as (read_stream, write_stream):
+                    await self.serve(read_stream, write_stream)
+                return
             stdin = lines(requests) if requests is not None else None
             async with stdio_server(stdin=stdin, stdout=answers) as (read_stream, write_stream):  # type: ignore[arg-type]  # any async iterable of lines, any writer with write and flush
                 await self.serve(read_stream, write_stream)

@@ -17,7 +17,7 @@ While serving, fd 1 points at stderr (as the SDK's own claim does), so a stray
 import os
 import select
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -35,16 +35,34 @@ class PipeWriter:
 
     async def write(self, text: str) -> None:
         """Write *text* whole (UTF-8); the next message waits until it is out."""
-        data = text.encode("utf-8")
-        if len(data) > ATOMIC_BYTES:
-            await anyio.to_thread.run_sync(_write_all, self._fd, data)
-            return
-        if not _has_room(self._fd):
-            await anyio.wait_writable(self._fd)
-        _write_all(self._fd, data)
+        await self.write_all((text.encode("utf-8"),))
 
     async def flush(self) -> None:
         """Nothing to do: every write went straight to the descriptor."""
+
+    async def write_all(self, messages: Sequence[bytes]) -> None:
+        """Write *messages* (encoded, each with its newline) whole and in order, in as few
+        writes as can each be atomic: runs of them up to ``PIPE_BUF`` bytes go out
+        together, a larger one alone from a worker thread (as :meth:`write`)."""
+        run: list[bytes] = []
+        size = 0
+        for data in messages:
+            if size + len(data) > ATOMIC_BYTES and run:
+                await self._write_atomic(b"".join(run))
+                run, size = [], 0
+            if len(data) > ATOMIC_BYTES:
+                await anyio.to_thread.run_sync(_write_all, self._fd, data)
+                continue
+            run.append(data)
+            size += len(data)
+        if run:
+            await self._write_atomic(b"".join(run))
+
+    async def _write_atomic(self, data: bytes) -> None:
+        """*data* (at most ``PIPE_BUF`` bytes) once the descriptor has room for it."""
+        if not _has_room(self._fd):
+            await anyio.wait_writable(self._fd)
+        _write_all(self._fd, data)
 
 
 def _has_room(fd: int) -> bool:
