@@ -51,10 +51,15 @@ def _notification(number: int, padding: int = 0) -> SessionMessage:
     return SessionMessage(message)
 
 
-def _read_lines(fd: int, count: int) -> list[dict[str, object]]:
+async def _read_lines(fd: int, count: int) -> list[dict[str, object]]:
+    """The first *count* lines written to *fd*, read from the loop (so that the test's
+    ``fail_after`` bounds the wait for a line that never comes)."""
     data = b""
     while data.count(b"\n") < count:
-        data += os.read(fd, 65_536)
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, 65_536)
+        assert chunk, "the answers ended early"
+        data += chunk
     return [json.loads(line) for line in data.splitlines()]
 
 
@@ -67,7 +72,7 @@ async def test_answers_waiting_together_go_out_in_one_write_in_order(
             async with anyio.create_task_group() as task_group:
                 for number in range(10):  # all ten wait before the writer runs
                     task_group.start_soon(outgoing.send, _notification(number))
-            found = await anyio.to_thread.run_sync(_read_lines, answers_read, 10)
+            found = await _read_lines(answers_read, 10)
             os.close(requests_write)  # the client is gone: the transport ends
             await outgoing.aclose()
     assert [line["params"]["progress"] for line in found] == list(range(10))  # type: ignore[index]
@@ -83,16 +88,16 @@ async def test_a_burst_larger_than_an_atomic_write_is_split_between_messages(
     with anyio.fail_after(10):
         async with pipe_transport(requests_read, PipeWriter(answers_write)) as (_, outgoing):
             async with anyio.create_task_group() as task_group:
-                task_group.start_soon(anyio.to_thread.run_sync, _read_lines, answers_read, 0)
                 for number, size in enumerate(sizes):
                     task_group.start_soon(outgoing.send, _notification(number, size))
-            found = await anyio.to_thread.run_sync(_read_lines, answers_read, len(sizes))
+            found = await _read_lines(answers_read, len(sizes))
             os.close(requests_write)
             await outgoing.aclose()
     assert [line["params"]["progress"] for line in found] == list(range(len(sizes)))  # type: ignore[index]
     assert b"".join(writes).count(b"\n") == len(sizes)  # every message whole, in one write
     small = [data for data in writes if len(data) <= ATOMIC_BYTES]
     assert all(data.endswith(b"\n") for data in writes)
+    assert all(len(data) <= ATOMIC_BYTES for data in writes if data.count(b"\n") > 1)
     assert len(small) < len(sizes) - 1  # the small ones shared writes
 
 
@@ -103,11 +108,26 @@ async def test_an_answer_alone_goes_out_at_once(
     with anyio.fail_after(10):
         async with pipe_transport(requests_read, PipeWriter(answers_write)) as (_, outgoing):
             await outgoing.send(_notification(7))
-            found = await anyio.to_thread.run_sync(_read_lines, answers_read, 1)
+            found = await _read_lines(answers_read, 1)
             assert found[0]["params"]["progress"] == 7  # type: ignore[index]
             os.close(requests_write)
             await outgoing.aclose()
     assert len(writes) == 1
+
+
+async def test_on_exit_the_transport_closes_the_write_stream_and_what_was_sent_is_written(
+    pipes: tuple[int, int, int, int],
+) -> None:
+    requests_read, requests_write, answers_read, answers_write = pipes
+    with anyio.fail_after(10):
+        async with pipe_transport(requests_read, PipeWriter(answers_write)) as (_, outgoing):
+            async with anyio.create_task_group() as task_group:
+                for number in range(3):
+                    task_group.start_soon(outgoing.send, _notification(number))
+            os.close(requests_write)
+            # left without closing *outgoing*: the transport closes it, the writer ends
+        found = await _read_lines(answers_read, 3)
+    assert [line["params"]["progress"] for line in found] == [0, 1, 2]  # type: ignore[index]
 
 
 async def test_requests_reach_the_server_parsed_and_a_bad_line_as_its_error(

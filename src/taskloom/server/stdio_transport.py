@@ -8,11 +8,12 @@ more than the message. Here the writer takes every message already waiting when 
 takes one and writes them in as few atomic writes as fit (``PipeWriter.write_all``), so
 a burst costs one write, and a message alone still goes out at once: nothing waits for
 company. Requests are parsed as the SDK's transport parses them (a line that is not
-JSON-RPC reaches the server as the error, for it to answer).
+JSON-RPC reaches the server as the error; the SDK's server logs it and answers nothing).
 
-Used when both standard input and output are pipes or sockets
-(:mod:`taskloom.server.stdin_lines`, :mod:`taskloom.server.stdout_lines`); otherwise
-the SDK's ``stdio_server`` serves as before.
+Used when standard output is a pipe or socket and standard input can be polled (a pipe,
+a socket or a terminal: :mod:`taskloom.server.stdin_lines`,
+:mod:`taskloom.server.stdout_lines`); otherwise the SDK's ``stdio_server`` serves as
+before.
 """
 
 from collections.abc import AsyncIterator, Iterator
@@ -47,7 +48,7 @@ async def pipe_transport(
                 async for line in lines(requests):
                     try:
                         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as error:  # not JSON-RPC: the server answers it
+                    except Exception as error:  # noqa: BLE001  # as broad as the SDK's transport
                         await incoming_send.send(error)
                         continue
                     await incoming_send.send(SessionMessage(message))
