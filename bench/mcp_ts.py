@@ -34,13 +34,12 @@ from typing import Any, Final
 
 import figures
 from mcp_client import LEGACY, MODERN, ServerSpec
-from mcp_stdio import FLOOR, TASKLOOM, floor_spec, taskloom_spec
+from mcp_stdio import BASELINE, FLOOR, TASKLOOM, baseline_spec, floor_spec, taskloom_spec
 
 Row = figures.Row
 BENCH: Final = Path(__file__).resolve().parent
 SDK_DIR: Final = Path(os.environ.get("TS_HOST_DIR", BENCH.parent / ".ts-host"))
 CLIENT: Final = BENCH / "ts_client.cjs"
-BASELINE: Final = "taskloom before"
 IN_FLIGHT: Final = 16
 RUN_LIMIT_S: Final = 600
 
@@ -114,17 +113,6 @@ def measure(spec: ServerSpec, generation: str, sizes: Sizes, errlog: Path) -> Ou
         unended=found["unended"],
         get_p50_ms=figures.p50(found["gets"]),
     )
-
-
-def baseline_spec(src: Path) -> Callable[[Path], ServerSpec]:
-    """``taskloom serve`` from another checkout's *src* (first on ``PYTHONPATH``)."""
-
-    def spec(folder: Path) -> ServerSpec:
-        mine = taskloom_spec(folder)
-        env = {**mine.env, "PYTHONPATH": f"{src}:{mine.env['PYTHONPATH']}"}
-        return ServerSpec(BASELINE, mine.command, env)
-
-    return spec
 
 
 def run(quick: bool, baseline: Path | None = None, rounds: int | None = None) -> list[Row]:

@@ -129,6 +129,17 @@ MODELS = (
 )
 
 
+_RUN_THE_COMMAND = (
+    "import json, sys\n"
+    "from taskloom.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+)
+"""A probe's start: the command of its arguments, run to its end in this process."""
+
+
 @pytest.mark.parametrize(
     "argv", [["--help"], ["serve", "--help"], ["worker", "--help"]], ids=" ".join
 )
@@ -137,13 +148,7 @@ def test_help_loads_no_engine_model(argv: list[str], tmp_path: Path) -> None:
     0041: ``taskloom`` and ``taskloom.engine`` load their names on first use); the help
     of ``serve`` and ``worker`` states their defaults without the settings models that
     hold them (ADR 0044)."""
-    probe = (
-        "import json, sys\n"
-        "from taskloom.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit:\n"
-        "    pass\n"
+    probe = _RUN_THE_COMMAND + (
         f"found = [m for m in {MODELS!r} if m in sys.modules]\n"
         "print(json.dumps(found), file=sys.stderr)\n"
     )
@@ -226,13 +231,7 @@ def test_a_stdio_serve_answers_without_what_only_other_transports_and_commands_u
     dashboard, metrics, the other commands, nor ``tomllib`` without a project file
     (``database.parent`` has none). The probe reports what it held when it stopped:
     after its answer to ``initialize``, once its stdin closed."""
-    probe = (
-        "import json, sys\n"
-        "from taskloom.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit:\n"
-        "    pass\n"
+    probe = _RUN_THE_COMMAND + (
         f"leaves = {STDIO_SERVE_LEAVES_OUT!r}\n"
         "found = sorted(\n"
         "    m for m in sys.modules if any(m == l or m.startswith(l + '.') for l in leaves)\n"
