@@ -28,7 +28,9 @@ ATOMIC_BYTES: Final = select.PIPE_BUF
 
 class PipeWriter:
     """The write side of the stdio transport: ``write`` and ``flush`` as the SDK calls
-    them (``stdout_writer`` writes one message and its newline, then flushes)."""
+    them (``stdout_writer`` writes one message and its newline, then flushes), and
+    ``write_all`` for taskloom's own transport on pipes (:mod:`.stdio_transport`), which
+    writes the messages waiting together."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
