@@ -1,7 +1,9 @@
 """The stdio answer writer: a full pipe makes it wait without blocking the event loop,
 and messages of any size arrive whole and in order."""
 
+import contextlib
 import os
+import threading
 from collections.abc import Iterator
 
 import anyio
@@ -78,3 +80,34 @@ async def test_messages_of_any_size_arrive_whole_and_in_order(pipe: tuple[int, i
             for message in messages:
                 await writer.write(message)
     assert received == [expected]
+
+
+async def test_a_cancel_ends_a_large_write_to_a_reader_that_stopped(
+    pipe: tuple[int, int],
+) -> None:
+    """A server told to stop while a large answer waits for a client that stopped
+    reading stops at once: the write waits on the loop, where a cancel reaches it (a
+    worker thread blocked in ``write`` could not be stopped). The pipe is drained once
+    the write has stopped, or after 5 s, so that a write the cancel cannot reach ends all
+    the same, late."""
+    read_end, write_end = pipe
+    _fill(write_end)
+    writer = PipeWriter(write_end)
+    stopped_writing = threading.Event()
+
+    def drain() -> None:
+        stopped_writing.wait(5)
+        os.set_blocking(read_end, False)
+        with contextlib.suppress(BlockingIOError):
+            while os.read(read_end, 1 << 20):
+                pass
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(anyio.to_thread.run_sync, drain)
+            started = anyio.current_time()
+            with anyio.move_on_after(0.2):
+                await writer.write_all([b"x" * (ATOMIC_BYTES * 8) + b"\n"])
+            stopped = anyio.current_time() - started
+            stopped_writing.set()
+    assert stopped < 2

@@ -5,10 +5,13 @@ thread for the write and another for the flush, for every answer (about a tenth 
 trivial task's server CPU in the profile of issue 25). Here a message of at most
 ``PIPE_BUF`` bytes is written on the loop's thread once the pipe or socket has room for
 it: a pipe that polls writable has a free page, and a write of at most ``PIPE_BUF``
-bytes into it is atomic and does not block. Larger messages, and a pipe that is full
-(a client that stopped reading), wait without blocking the loop: the loop waits for
-room, and a large message is written in a worker thread. Only for pipes and sockets; a
-terminal or a file keeps the SDK's writer.
+bytes into it is atomic and does not block. A larger message is written the same way in
+pieces of ``PIPE_BUF`` bytes, one after the other (this writer is the descriptor's only
+one, so nothing comes between them), yielding to the loop every ``YIELD_EVERY`` bytes. A
+pipe that is full (a client that stopped reading) is waited for without blocking the
+loop, and a cancel (the server told to stop) ends that wait: a worker thread blocked in
+a write could not be stopped. Only for pipes and sockets; a terminal or a file keeps
+the SDK's writer.
 
 While serving, fd 1 points at stderr (as the SDK's own claim does), so a stray
 ``print`` in node code reaches the log, never the protocol.
@@ -24,6 +27,8 @@ from typing import Final
 import anyio
 
 ATOMIC_BYTES: Final = select.PIPE_BUF
+YIELD_EVERY: Final = 65_536
+"""How many bytes of a large message are written between two yields to the loop."""
 
 
 class PipeWriter:
@@ -45,7 +50,7 @@ class PipeWriter:
     async def write_all(self, messages: Sequence[bytes]) -> None:
         """Write *messages* (encoded, each with its newline) whole and in order, in as few
         writes as can each be atomic: runs of them up to ``PIPE_BUF`` bytes go out
-        together, a larger one alone from a worker thread (as :meth:`write`)."""
+        together, a larger one alone, in pieces of that size (as :meth:`write`)."""
         run: list[bytes] = []
         size = 0
         for data in messages:
@@ -53,14 +58,23 @@ class PipeWriter:
                 await self._write_atomic(b"".join(run))
                 run, size = [], 0
             if len(data) > ATOMIC_BYTES:
-                await anyio.to_thread.run_sync(_write_all, self._fd, data)
+                await self._write_pieces(data)
                 continue
             run.append(data)
             size += len(data)
         if run:
             await self._write_atomic(b"".join(run))
 
-    async def _write_atomic(self, data: bytes) -> None:
+    async def _write_pieces(self, data: bytes) -> None:
+        """*data* (more than ``PIPE_BUF`` bytes) in atomic pieces, in order."""
+        view = memoryview(data)
+        pieces_between_yields = max(YIELD_EVERY // ATOMIC_BYTES, 1)
+        for number, start in enumerate(range(0, len(view), ATOMIC_BYTES)):
+            if number and number % pieces_between_yields == 0:
+                await anyio.lowlevel.checkpoint()
+            await self._write_atomic(view[start : start + ATOMIC_BYTES])
+
+    async def _write_atomic(self, data: bytes | memoryview) -> None:
         """*data* (at most ``PIPE_BUF`` bytes) once the descriptor has room for it."""
         if not _has_room(self._fd):
             await anyio.wait_writable(self._fd)
@@ -72,7 +86,7 @@ def _has_room(fd: int) -> bool:
     return bool(writable)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
