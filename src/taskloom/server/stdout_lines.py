@@ -10,8 +10,11 @@ pieces of ``PIPE_BUF`` bytes, one after the other (this writer is the descriptor
 one, so nothing comes between them), yielding to the loop every ``YIELD_EVERY`` bytes. A
 pipe that is full (a client that stopped reading) is waited for without blocking the
 loop, and a cancel (the server told to stop) ends that wait: a worker thread blocked in
-a write could not be stopped. Only for pipes and sockets; a terminal or a file keeps
-the SDK's writer.
+a write could not be stopped. A stream socket polling writable may still lack room for
+``PIPE_BUF`` bytes (a small ``SO_SNDBUF``, or TCP under memory pressure), so a socket is
+sent to with ``MSG_DONTWAIT``: what it takes now, the rest once it has room (a stream has
+no atomic writes to keep; the descriptor stays blocking for whoever shares it). Only for
+pipes and sockets; a terminal or a file keeps the SDK's writer.
 
 While serving, fd 1 points at stderr (as the SDK's own claim does), so a stray
 ``print`` in node code reaches the log, never the protocol.
@@ -19,6 +22,7 @@ While serving, fd 1 points at stderr (as the SDK's own claim does), so a stray
 
 import os
 import select
+import socket
 import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +43,13 @@ class PipeWriter:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._socket = _socket_on(fd)
+
+    def close(self) -> None:
+        """Release the socket object held for sends (the descriptor itself is the
+        caller's)."""
+        if self._socket is not None:
+            self._socket.close()
 
     async def write(self, text: str) -> None:
         """Write *text* whole (UTF-8); the next message waits until it is out."""
@@ -76,9 +87,36 @@ class PipeWriter:
 
     async def _write_atomic(self, data: bytes | memoryview) -> None:
         """*data* (at most ``PIPE_BUF`` bytes) once the descriptor has room for it."""
+        if self._socket is not None:
+            await _send(self._socket, data)
+            return
         if not _has_room(self._fd):
             await anyio.wait_writable(self._fd)
         _write_all(self._fd, data)
+
+
+async def _send(sock: socket.socket, data: bytes | memoryview) -> None:
+    """*data* to a socket without ever blocking the loop: a socket polling writable may
+    not have room for it all."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[sock.send(view, socket.MSG_DONTWAIT) :]
+        except BlockingIOError:
+            await anyio.wait_writable(sock)
+
+
+def _socket_on(fd: int) -> socket.socket | None:
+    """A socket object on a duplicate of *fd* if it is a socket (for ``send`` with
+    ``MSG_DONTWAIT``), else ``None``."""
+    if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+        return None
+    duplicate = os.dup(fd)
+    try:
+        return socket.socket(fileno=duplicate)
+    except OSError:  # a socket Python cannot wrap: written as a pipe is
+        os.close(duplicate)
+        return None
 
 
 def _has_room(fd: int) -> bool:
@@ -107,9 +145,11 @@ def claimed_stdout() -> Iterator[PipeWriter | None]:
         os.close(answers)
         yield None
         return
+    writer = PipeWriter(answers)
     try:
-        yield PipeWriter(answers)
+        yield writer
     finally:
+        writer.close()
         os.dup2(answers, 1)
         os.close(answers)
 
