@@ -10,11 +10,12 @@ with the per-request ``_meta`` envelope declaring the tasks extension.
 import os
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio
 from mcp.client.session import ClientSession
@@ -31,6 +32,7 @@ ENVELOPE: Final = {
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}},
 }
 REQUEST_LIMIT_S: Final = 60.0
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -130,3 +132,35 @@ async def _initialize(dispatcher: JSONRPCDispatcher[Any]) -> None:
         if "tasks" not in answer.get("capabilities", {}):
             raise RuntimeError(f"the server does not announce tasks: {answer}")
         await dispatcher.notify("notifications/initialized", None)
+
+
+def interleaved_rounds(
+    servers: Mapping[str, Callable[[Path], ServerSpec]],
+    generations: Sequence[str],
+    rounds: int,
+    measure: Callable[[ServerSpec, str, Path], _T],
+    after_round: Callable[[], None] | None = None,
+) -> dict[tuple[str, str], list[_T]]:
+    """``measure(spec, generation, errlog)`` of every server on every generation once a
+    round, each in a fresh state folder, rounds interleaved so that each sees the same
+    load; by (server, generation), one outcome a round.
+
+    Raises:
+        RuntimeError: a server wrote a traceback to the shared error log.
+    """
+    found: dict[tuple[str, str], list[_T]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        errlog = base / "err.log"
+        for number in range(rounds):
+            for generation in generations:
+                for name, spec in servers.items():
+                    state = base / f"r{number}-{generation}-{name.replace(' ', '-')}"
+                    state.mkdir()
+                    found[name, generation].append(measure(spec(state), generation, errlog))
+            if after_round is not None:
+                after_round()
+        log = errlog.read_text() if errlog.exists() else ""
+    if "Traceback" in log:
+        raise RuntimeError(f"a server wrote a traceback:\n{log[-3000:]}")
+    return found

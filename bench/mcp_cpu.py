@@ -22,8 +22,6 @@ Target (issue 25): taskloom's CPU per task at most 1.4x the floor's.
 import argparse
 import statistics
 import sys
-import tempfile
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,13 +31,12 @@ import anyio
 
 import figures
 import mcp_workload as work
-from mcp_client import LEGACY, MODERN, ServerSpec, serving
-from mcp_stdio import FLOOR, TASKLOOM, floor_spec, taskloom_spec
+from mcp_client import LEGACY, MODERN, ServerSpec, interleaved_rounds, serving
+from mcp_stdio import BASELINE, FLOOR, TASKLOOM, baseline_spec, floor_spec, taskloom_spec
 
 Row = figures.Row
 CONCURRENCY: Final = 16
 TARGET_RATIO: Final = 1.4
-BASELINE: Final = "taskloom before"
 
 
 @dataclass(frozen=True)
@@ -52,15 +49,6 @@ class Sizes:
 
 QUICK: Final = Sizes(1, 32, 16)
 FULL: Final = Sizes(3, 960, 64)
-
-
-def baseline_spec(src: Path) -> Callable[[Path], ServerSpec]:
-    def spec(folder: Path) -> ServerSpec:
-        mine = taskloom_spec(folder)
-        bench = mine.env["PYTHONPATH"]
-        return ServerSpec(BASELINE, mine.command, {**mine.env, "PYTHONPATH": f"{src}:{bench}"})
-
-    return spec
 
 
 async def measure(spec: ServerSpec, generation: str, sizes: Sizes, errlog: Path) -> work.CpuPerTask:
@@ -87,22 +75,15 @@ def run(
     servers: dict[str, Callable[[Path], ServerSpec]] = {FLOOR: floor_spec, TASKLOOM: taskloom_spec}
     if baseline is not None:
         servers[BASELINE] = baseline_spec(baseline)
-    found: dict[tuple[str, str], list[work.CpuPerTask]] = defaultdict(list)
     loads: list[float] = []
     generations = (MODERN,) if quick else (MODERN, LEGACY)  # quick: the harness works
-    with tempfile.TemporaryDirectory() as folder:
-        base = Path(folder)
-        for number in range(sizes.rounds):
-            for generation in generations:
-                for name, spec in servers.items():
-                    state = base / f"r{number}-{generation}-{name.replace(' ', '-')}"
-                    state.mkdir()
-                    outcome = anyio.run(measure, spec(state), generation, sizes, base / "err.log")
-                    found[name, generation].append(outcome)
-            loads.append(_load())
-        log = (base / "err.log").read_text() if (base / "err.log").exists() else ""
-    if "Traceback" in log:
-        raise RuntimeError(f"a server wrote a traceback:\n{log[-3000:]}")
+    found = interleaved_rounds(
+        servers,
+        generations,
+        sizes.rounds,
+        lambda spec, generation, log: anyio.run(measure, spec, generation, sizes, log),
+        after_round=lambda: loads.append(_load()),
+    )
     return _rows(servers, found, loads, generations, sizes.concurrency)
 
 

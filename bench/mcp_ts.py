@@ -25,15 +25,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 import figures
-from mcp_client import LEGACY, MODERN, ServerSpec
+from mcp_client import LEGACY, MODERN, ServerSpec, interleaved_rounds
 from mcp_stdio import BASELINE, FLOOR, TASKLOOM, baseline_spec, floor_spec, taskloom_spec
 
 Row = figures.Row
@@ -125,20 +123,13 @@ def run(quick: bool, baseline: Path | None = None, rounds: int | None = None) ->
     servers: dict[str, Callable[[Path], ServerSpec]] = {FLOOR: floor_spec, TASKLOOM: taskloom_spec}
     if baseline is not None:
         servers[BASELINE] = baseline_spec(baseline)
-    found: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     generations = (MODERN,) if quick else (LEGACY, MODERN)
-    with tempfile.TemporaryDirectory() as folder:
-        base = Path(folder)
-        for number in range(sizes.rounds):
-            for generation in generations:
-                for name, spec in servers.items():
-                    state = base / f"r{number}-{generation}-{name.replace(' ', '-')}"
-                    state.mkdir()
-                    outcome = measure(spec(state), generation, sizes, base / "err.log")
-                    found[name, generation].append(outcome)
-        log = (base / "err.log").read_text() if (base / "err.log").exists() else ""
-    if "Traceback" in log:
-        raise RuntimeError(f"a server wrote a traceback:\n{log[-3000:]}")
+    found = interleaved_rounds(
+        servers,
+        generations,
+        sizes.rounds,
+        lambda spec, generation, log: measure(spec, generation, sizes, log),
+    )
     return rows(servers, found, generations)
 
 
