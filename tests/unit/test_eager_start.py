@@ -229,3 +229,107 @@ async def test_no_eager_start_while_a_claim_may_fill_the_same_slots() -> None:
             assert worker.active_runs == 1
             gate.set()
             task_group.cancel_scope.cancel()
+
+
+class LimitedClaims(GatedClaims):
+    """The gated run store, recording the ``limit`` each claim asked for."""
+
+    def __init__(self, runs: RunStore) -> None:
+        super().__init__(runs)
+        self.limits: list[int] = []
+
+    async def claim_runs(self, **arguments: Any) -> Sequence[ClaimedRun]:
+        self.limits.append(arguments["limit"])
+        return await super().claim_runs(**arguments)
+
+
+async def test_a_worker_that_creates_tasks_starts_them_eagerly_while_it_claims() -> None:
+    """A poll's claim leaves half the free slots to the creates made meanwhile (ADR 0075):
+    they start at once, as many as the claim did not ask for, and the claim never takes
+    a slot they hold. Before, every create during a claim was queued, and the wake each
+    one made started the next claim: under a steady load eager start stayed off."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = LimitedClaims(store)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=0.05)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            first = await manager.create("noop", {}, workflow_version="1")
+            assert first.state is TaskState.RUNNING  # eager: 3 slots free now
+            await runs.holding.wait()  # the next poll's claim is under way
+            assert runs.limits[-1] == 2  # of 3 free, one left out for creates
+            ann = manager.draft("noop", {}, owner="ann", workflow_version="1")
+            assert worker.reserve(ann) is None  # the claim may fill ann's cap
+            spare = await manager.create("noop", {}, workflow_version="1")
+            assert spare.state is TaskState.RUNNING  # the slot the claim left out
+            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
+            late = await manager.create("noop", {}, workflow_version="1")
+            assert late.state is TaskState.QUEUED  # the rest may be the claim's
+            named = await manager.create("noop", {}, workflow_version="1", owner="ann")
+            runs.go.set()
+
+            async def full() -> bool:
+                return worker.active_runs == 4
+
+            await eventually(full, within_s=5, every_s=0.01)
+            states = {(await manager.get(t.id)).state for t in (first, named, spare, late)}
+            assert states == {TaskState.RUNNING}
+            assert worker.active_runs == 4  # never more than max_runs
+            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
+            gate.set()
+            task_group.cancel_scope.cancel()
+
+
+async def test_a_worker_that_creates_nothing_claims_every_free_slot() -> None:
+    store, clock = InMemoryTaskStore(), FakeClock()
+    runs = LimitedClaims(store)
+    runs.go.set()
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=0.05)
+    worker = Worker(manager, {"noop": _noop()}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.holding.wait()  # the second claim, after an idle first one
+            task_group.cancel_scope.cancel()
+    assert runs.limits[:2] == [4, 4]
+
+
+class FailingSecondClaim(GatedClaims):
+    """The gated run store whose second claim fails once let go (``failed`` is set)."""
+
+    def __init__(self, runs: RunStore) -> None:
+        super().__init__(runs)
+        self.failed = anyio.Event()
+
+    async def claim_runs(self, **arguments: Any) -> Sequence[ClaimedRun]:
+        claimed = await super().claim_runs(**arguments)
+        if self.claims == 2:
+            self.failed.set()
+            raise StoreUnavailableError("the connection broke")
+        return claimed
+
+
+async def test_no_eager_start_after_a_claim_failed() -> None:
+    """A failed claim says nothing of the queue: eager start waits for one that answers."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = FailingSecondClaim(store)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=0.1)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            assert (await manager.create("noop", {}, workflow_version="1")).state is (
+                TaskState.RUNNING
+            )
+            await runs.holding.wait()  # the next poll's claim, with a slot left out
+            runs.go.set()
+            await runs.failed.wait()
+            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
+            gate.set()
+            task_group.cancel_scope.cancel()

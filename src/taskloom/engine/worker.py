@@ -82,7 +82,10 @@ class WorkerSettings(BaseModel):
     """Start a task created in this process at once, claimed by the create's own
     transaction, when this worker has a free slot, loads its workflow's version, its
     owner is under ``max_runs_per_owner`` and no older run waits for the slot;
-    otherwise the task is queued as any other (ADR 0046)."""
+    otherwise the task is queued as any other (ADR 0046). While the worker claims, a
+    create of the local user may take a free slot the claim did not ask for: a worker
+    that creates tasks claims at most half its free slots when it last found the queue
+    empty (ADR 0075)."""
     input_recheck_s: float | None = Field(default=1.0, gt=0)
     """Unused since ADR 0021 (kept so existing configurations still load): no node waits
     in a worker; a parked run is claimed again when its answer arrives (this process's
@@ -134,6 +137,12 @@ class Worker:
         """Runs may be waiting for a free slot: look again as soon as one frees up."""
         self._claiming = False
         """A claim is under way (its store may count leases of runs ending meanwhile)."""
+        self._claim_limit = 0
+        """The runs the claim under way may take (0 when none is): an eager start meanwhile
+        needs a free slot beyond them."""
+        self._offered = False
+        """Whether a create offered this worker a task since its last claim: it creates
+        tasks itself, so its next claim leaves slots for their eager starts."""
         self._ended_in_claim: Counter[str] = Counter()
         """Runs of named owners that ended while the claim under way was being made."""
         self._unread: dict[TaskId, None] = {}
@@ -148,8 +157,9 @@ class Worker:
         """Leases of runs stopped by an error, to hand back once the store answers."""
         self._task_group: anyio.abc.TaskGroup | None = None
         self._idle = False
-        """Its last claim found fewer runs than free slots, and nothing woke it since:
-        no older run can be waiting for it, so a new one may start eagerly (ADR 0046)."""
+        """Its last claim found fewer runs than it asked for, and nothing woke it since:
+        no older run can be waiting for it, so a new one may start eagerly (ADR 0046), in
+        a slot that a claim under way did not ask for (ADR 0075)."""
         self._reserved: dict[TaskId, str | None] = {}
         """Slots held for tasks whose eager create is committing: task id -> owner. A
         claim counts them as taken, against ``max_runs`` and the owner's cap alike."""
@@ -194,8 +204,13 @@ class Worker:
     def reserve(self, task: Task) -> "EagerSlot | None":
         """A slot to run *task*, about to be created, at once (eager start: see
         ``WorkerSettings.eager_start``), or ``None``: it goes through the queue."""
-        if not self._idle or self._task_group is None or self._free_slots() <= 0:
+        self._offered = True
+        if not self._idle or self._task_group is None:
             return None
+        if self._free_slots() <= self._claim_limit:
+            return None  # none free, or every free one may go to the claim under way
+        if self._claiming and task.owner is not None:
+            return None  # that claim may fill the owner's cap: it counted what it saw
         if not self._rule.admits(task, None, self.manager.clock.now()):
             return None  # the claim's own rule: a version this worker has loaded
         if task.owner is not None and self._held_by(task.owner) >= per_owner_limit(self.settings):
@@ -274,31 +289,41 @@ class Worker:
     async def _claim(self, task_group: anyio.abc.TaskGroup) -> None:
         with contextlib.suppress(Exception):  # the heartbeat hands back too, and logs it
             await self._hand_back()  # a dropped run is claimable again at once
-        self._idle = False  # no eager start while this claim may fill the same slots
         free = self._free_slots()
         if free <= 0:
+            self._idle = False
             self._saturated = True
             return
+        # An idle worker that creates tasks leaves half its free slots out of the claim,
+        # for creates to start eagerly while it is under way; otherwise each claim would
+        # queue the creates made meanwhile, whose wakes make the next claim, and under a
+        # steady load eager start would stay off (ADR 0075).
+        spare = free // 2 if self._idle and self._offered else 0
+        self._idle, self._offered = spare > 0, False
+        limit = free - spare
         asked = anyio.current_time()
-        self._claiming, self._ended_in_claim = True, Counter()
+        self._claiming, self._claim_limit, self._ended_in_claim = True, limit, Counter()
         try:
             claimed = await self.manager.claim(
                 worker=self.worker_id,
                 workflows=frozenset(self._loaded),  # only the versions it has (ADR 0039)
                 lease_for=timedelta(seconds=self.settings.lease_s),
-                limit=free,
+                limit=limit,
                 reclaim_from=self._reclaim_from,
                 per_owner=per_owner_limit(self.settings),
                 reserved=dict(self._reserved),  # held too: an owner's cap counts them
             )
+        except BaseException:
+            self._idle = False  # whether work waits is unknown: no eager start until told
+            raise
         finally:
-            self._claiming = False
+            self._claiming, self._claim_limit = False, 0
         self._reclaim_from = None  # a dead incarnation's runs are taken back once, at start
         for run in claimed:
             self._adopt(run, asked, task_group)
         if any(self._was_full(owner, n) for owner, n in self._ended_in_claim.items()):
             self.wake()  # the claim may have counted their leases: its owner's runs wait
-        self._saturated = len(claimed) == free
+        self._saturated = len(claimed) == limit
         if self._saturated:
             self.wake()  # there may be more
         else:  # the queue held nothing more for it, unless a wake came during the claim
