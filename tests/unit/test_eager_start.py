@@ -333,3 +333,135 @@ async def test_no_eager_start_after_a_claim_failed() -> None:
             assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
             gate.set()
             task_group.cancel_scope.cancel()
+
+
+def _poll(worker: Worker) -> None:
+    """Look for work as the worker's poll does (``poll_s`` is an hour in these tests, so
+    that no poll comes at a moment of its own): no ``Worker.wake``, which says that work
+    may be waiting and so switches eager start off."""
+    worker._wake.set()
+
+
+async def test_a_claim_that_fills_what_it_asked_for_claims_the_rest_at_once() -> None:
+    """A poll's claim that leaves a slot out and finds more runs than it asked for wakes
+    the worker (ADR 0075, decision 3): the older run it left is claimed at once, not at
+    the next poll, and no create starts eagerly before it."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = LimitedClaims(store)
+    runs.go.set()
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=3600)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            first = await manager.create("noop", {}, workflow_version="1")
+            assert first.state is TaskState.RUNNING  # eager: 3 slots free, and offered
+            older = []
+            for _ in range(3):  # as another process would: no wake
+                draft = manager.draft("noop", {}, workflow_version="1")
+                older.append((await store.create(draft, draft.created_at))[0])
+            runs.looked = anyio.Event()
+            _poll(worker)
+            await runs.looked.wait()  # the poll's claim: 2 of the 3 free slots
+            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
+
+            async def full() -> bool:
+                return worker.active_runs == 4
+
+            await eventually(full, within_s=5, every_s=0.01)
+            assert runs.limits[1:3] == [2, 1]  # the rest at once, with eager start off
+            assert {(await manager.get(t.id)).state for t in older} == {TaskState.RUNNING}
+            gate.set()
+            task_group.cancel_scope.cancel()
+
+
+async def test_a_create_during_a_polls_claim_may_take_the_slot_an_older_run_waits_for() -> None:
+    """What ADR 0075 gives up: a create made during a poll's claim takes the slot the
+    claim left out, although the claim finds more older runs than it asked for; the
+    one it left waits for a slot to free up (a run's end), not for one more claim."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = LimitedClaims(store)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=3600)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            first = await manager.create("noop", {}, workflow_version="1")
+            assert first.state is TaskState.RUNNING
+            _poll(worker)
+            await runs.holding.wait()  # the poll's claim, one slot left out
+            older = []
+            for _ in range(3):  # as another process would: no wake
+                draft = manager.draft("noop", {}, workflow_version="1")
+                older.append((await store.create(draft, draft.created_at))[0])
+            newer = await manager.create("noop", {}, workflow_version="1")
+            assert newer.state is TaskState.RUNNING  # ahead of the three older runs
+            runs.looked = anyio.Event()
+            runs.go.set()
+            await runs.looked.wait()
+            assert worker.active_runs == 4
+            states = [(await manager.get(t.id)).state for t in older]
+            assert states == [TaskState.RUNNING, TaskState.RUNNING, TaskState.QUEUED]
+            gate.set()  # runs end: the older run left is claimed first
+
+            async def claimed() -> bool:
+                return (await manager.get(older[2].id)).state is not TaskState.QUEUED
+
+            await eventually(claimed, within_s=5, every_s=0.01)
+            task_group.cancel_scope.cancel()
+
+
+async def test_a_wake_makes_the_claim_take_every_free_slot() -> None:
+    """A wake says work may be waiting: the claim it starts takes every free slot even for
+    a worker that creates tasks, and no create starts eagerly while it is under way."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = LimitedClaims(store)
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=3600)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            first = await manager.create("noop", {}, workflow_version="1")
+            assert first.state is TaskState.RUNNING  # offered a task: it creates tasks
+            draft = manager.draft("noop", {}, workflow_version="1")
+            older = (await store.create(draft, draft.created_at))[0]
+            worker.wake()  # as the announcement of another process's run does
+            await runs.holding.wait()
+            assert runs.limits[-1] == 3
+            newer = await manager.create("noop", {}, workflow_version="1")
+            assert newer.state is TaskState.QUEUED  # the older run goes first
+            runs.looked = anyio.Event()
+            runs.go.set()
+            await runs.looked.wait()
+            assert {(await manager.get(t.id)).state for t in (older, newer)} == {TaskState.RUNNING}
+            gate.set()
+            task_group.cancel_scope.cancel()
+
+
+async def test_a_worker_that_stopped_creating_claims_every_free_slot_again() -> None:
+    """Only a create since its last claim makes a worker leave slots out of a claim."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = LimitedClaims(store)
+    runs.go.set()
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=3600)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            first = await manager.create("noop", {}, workflow_version="1")
+            assert first.state is TaskState.RUNNING
+            for _ in range(2):  # a poll after the create, then one with none since
+                runs.looked = anyio.Event()
+                _poll(worker)
+                await runs.looked.wait()
+            assert runs.limits == [4, 2, 3]
+            gate.set()
+            task_group.cancel_scope.cancel()
