@@ -465,3 +465,27 @@ async def test_a_worker_that_stopped_creating_claims_every_free_slot_again() -> 
             assert runs.limits == [4, 2, 3]
             gate.set()
             task_group.cancel_scope.cancel()
+
+
+async def test_a_worker_offered_only_named_owners_tasks_claims_every_free_slot() -> None:
+    """A named owner's create never starts during a claim (the claim may fill its cap):
+    a worker whose creates are all of named owners (HTTP with tokens) leaves no slot
+    out of a claim for them, which would only delay the older runs the claim finds."""
+    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
+    runs = LimitedClaims(store)
+    runs.go.set()
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
+    settings = WorkerSettings(max_runs=4, poll_s=3600)
+    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(worker.run)
+            await runs.looked.wait()  # found nothing: idle
+            first = await manager.create("noop", {}, workflow_version="1", owner="ann")
+            assert first.state is TaskState.RUNNING
+            runs.looked = anyio.Event()
+            _poll(worker)
+            await runs.looked.wait()
+            assert runs.limits == [4, 3]
+            gate.set()
+            task_group.cancel_scope.cancel()

@@ -141,8 +141,9 @@ class Worker:
         """The runs the claim under way may take (0 when none is): an eager start meanwhile
         needs a free slot beyond them."""
         self._offered = False
-        """Whether a create offered this worker a task since its last claim: it creates
-        tasks itself, so its next claim leaves slots for their eager starts."""
+        """Whether a create of the local user offered this worker a task since its last
+        claim: it creates such tasks itself, so its next claim leaves slots for their
+        eager starts (a named owner's create never starts during a claim)."""
         self._ended_in_claim: Counter[str] = Counter()
         """Runs of named owners that ended while the claim under way was being made."""
         self._unread: dict[TaskId, None] = {}
@@ -204,7 +205,8 @@ class Worker:
     def reserve(self, task: Task) -> "EagerSlot | None":
         """A slot to run *task*, about to be created, at once (eager start: see
         ``WorkerSettings.eager_start``), or ``None``: it goes through the queue."""
-        self._offered = True
+        if task.owner is None:
+            self._offered = True  # a claim leaves slots out for such creates (ADR 0075)
         if not self._idle or self._task_group is None:
             return None
         if self._free_slots() <= self._claim_limit:
