@@ -84,8 +84,9 @@ class WorkerSettings(BaseModel):
     owner is under ``max_runs_per_owner`` and no older run waits for the slot;
     otherwise the task is queued as any other (ADR 0046). While the worker claims, a
     create of the local user may take a free slot the claim did not ask for: a worker
-    that creates tasks claims at most half its free slots when it last found the queue
-    empty (ADR 0075)."""
+    that creates the local user's tasks leaves half its free slots (rounded down) out of
+    a claim when its last claim found fewer runs than it asked for and nothing woke it
+    since (ADR 0075)."""
     input_recheck_s: float | None = Field(default=1.0, gt=0)
     """Unused since ADR 0021 (kept so existing configurations still load): no node waits
     in a worker; a parked run is claimed again when its answer arrives (this process's
@@ -296,7 +297,7 @@ class Worker:
             self._idle = False
             self._saturated = True
             return
-        # An idle worker that creates tasks leaves half its free slots out of the claim,
+        # An idle worker that creates local tasks leaves half its free slots out of a claim,
         # for creates to start eagerly while it is under way; otherwise each claim would
         # queue the creates made meanwhile, whose wakes make the next claim, and under a
         # steady load eager start would stay off (ADR 0075).
