@@ -503,3 +503,67 @@ async def test_a_reservation_an_idempotent_replay_gives_back_wakes_the_owners_wa
             release.set()
             await manager.wait_until_terminal(busy.id)
             task_group.cancel_scope.cancel()
+
+
+async def test_a_local_create_during_a_polls_claim_takes_only_a_slot_it_left_out(
+    manager: TaskManager, store: TaskStore
+) -> None:
+    """ADR 0075 on each store: a poll's claim of an idle worker that creates tasks asks
+    for 2 of its 3 free slots; a create of the local user committing while the claim is
+    under way takes the third, the next create is queued, and the worker never runs more
+    than ``max_runs`` although more older runs wait than the claim asked for."""
+    release = anyio.Event()
+    worker, runs = _watched(manager, store, _flow(release), max_runs=4)
+    manager = worker.manager
+    flow = cast(Workflow[Hold], worker.workflows["job"])
+    committing, go_on, created = anyio.Event(), anyio.Event(), anyio.Event()
+    create_claimed = runs.create_claimed
+
+    async def held_at_commit(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
+        committing.set()
+        await go_on.wait()
+        return await create_claimed(task, claim, now)
+
+    in_flight: list[Task] = []
+
+    async def create_in_flight() -> None:
+        in_flight.append(await submit(manager, flow, {"hold": True}))
+        created.set()
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as task_group:
+            try:  # a failure must not leave the shielded commit waiting
+                await task_group.start(worker.run)
+                await runs.looked.wait()  # found nothing: idle
+                busy = await submit(manager, flow, {"hold": True})
+                assert busy.state is TaskState.RUNNING  # eager: 3 slots free
+                older = []
+                for _ in range(3):  # as another process would: no wake
+                    draft = manager.draft("job", {"hold": True}, workflow_version="1")
+                    older.append((await store.create(draft, draft.created_at))[0])
+                runs.gate, runs.looked = anyio.Event(), anyio.Event()
+                worker._wake.set()  # the poll (no wake: nothing announced work)
+                await runs.waiting.wait()  # the poll's claim, for 2 of the 3 free slots
+                runs.create_claimed = held_at_commit  # type: ignore[method-assign]
+                task_group.start_soon(create_in_flight)
+                await committing.wait()  # the third slot reserved, its create committing
+                runs.create_claimed = create_claimed  # type: ignore[method-assign]
+                late = await submit(manager, flow, {"hold": True})
+                assert late.state is TaskState.QUEUED  # every free slot is taken or asked for
+                runs.gate.set()
+                go_on.set()  # the claim and the create commit together
+                await created.wait()
+                await runs.looked.wait()
+                [eager] = in_flight
+                assert eager.state is TaskState.RUNNING
+                states = [(await manager.get(task.id)).state for task in (*older, late)]
+                assert states.count(TaskState.RUNNING) == 2, states
+                assert worker.active_runs == 4
+                release.set()
+                for task in (busy, eager, *older, late):
+                    done = await manager.wait_until_terminal(task.id)
+                    assert done.state is TaskState.COMPLETED
+                task_group.cancel_scope.cancel()
+            finally:
+                go_on.set()
+    assert runs.eager == [busy.id, eager.id]
