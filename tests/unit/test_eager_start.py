@@ -1,7 +1,9 @@
 """Eager start on the in-memory store (ADR 0046): what the manager tells a reservation,
 and which tasks a worker reserves a slot for."""
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
@@ -243,62 +245,7 @@ class LimitedClaims(GatedClaims):
         return await super().claim_runs(**arguments)
 
 
-async def test_a_worker_that_creates_tasks_starts_them_eagerly_while_it_claims() -> None:
-    """A poll's claim leaves half the free slots to the creates made meanwhile (ADR 0075):
-    they start at once, as many as the claim did not ask for, and the claim never takes
-    a slot they hold. Before, every create during a claim was queued, and the wake each
-    one made started the next claim: under a steady load eager start stayed off."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = LimitedClaims(store)
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=0.05)
-    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            first = await manager.create("noop", {}, workflow_version="1")
-            assert first.state is TaskState.RUNNING  # eager: 3 slots free now
-            await runs.holding.wait()  # the next poll's claim is under way
-            assert runs.limits[-1] == 2  # of 3 free, one left out for creates
-            ann = manager.draft("noop", {}, owner="ann", workflow_version="1")
-            assert worker.reserve(ann) is None  # the claim may fill ann's cap
-            spare = await manager.create("noop", {}, workflow_version="1")
-            assert spare.state is TaskState.RUNNING  # the slot the claim left out
-            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
-            late = await manager.create("noop", {}, workflow_version="1")
-            assert late.state is TaskState.QUEUED  # the rest may be the claim's
-            named = await manager.create("noop", {}, workflow_version="1", owner="ann")
-            runs.go.set()
-
-            async def full() -> bool:
-                return worker.active_runs == 4
-
-            await eventually(full, within_s=5, every_s=0.01)
-            states = {(await manager.get(t.id)).state for t in (first, named, spare, late)}
-            assert states == {TaskState.RUNNING}
-            assert worker.active_runs == 4  # never more than max_runs
-            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
-            gate.set()
-            task_group.cancel_scope.cancel()
-
-
-async def test_a_worker_that_creates_nothing_claims_every_free_slot() -> None:
-    store, clock = InMemoryTaskStore(), FakeClock()
-    runs = LimitedClaims(store)
-    runs.go.set()
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=0.05)
-    worker = Worker(manager, {"noop": _noop()}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.holding.wait()  # the second claim, after an idle first one
-            task_group.cancel_scope.cancel()
-    assert runs.limits[:2] == [4, 4]
-
-
-class FailingSecondClaim(GatedClaims):
+class FailingSecondClaim(LimitedClaims):
     """The gated run store whose second claim fails once let go (``failed`` is set)."""
 
     def __init__(self, runs: RunStore) -> None:
@@ -313,179 +260,184 @@ class FailingSecondClaim(GatedClaims):
         return claimed
 
 
-async def test_no_eager_start_after_a_claim_failed() -> None:
-    """A failed claim says nothing of the queue: eager start waits for one that answers."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = FailingSecondClaim(store)
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=0.1)
+@dataclass
+class Rig:
+    """A worker of 4 slots on the in-memory store, whose runs hold until ``gate`` is set,
+    after its first claim (which found nothing: the worker is idle)."""
+
+    store: InMemoryTaskStore
+    manager: TaskManager
+    runs: LimitedClaims
+    worker: Worker
+    gate: anyio.Event
+
+    async def create(self, owner: str | None = None) -> Task:
+        """A task created in this process (offered to the worker for an eager start)."""
+        return await self.manager.create("noop", {}, workflow_version="1", owner=owner)
+
+    def draft(self, owner: str | None = None) -> Task:
+        return self.manager.draft("noop", {}, owner=owner, workflow_version="1")
+
+    async def queue_elsewhere(self) -> Task:
+        """A run queued as another process would: nothing wakes the worker."""
+        draft = self.draft()
+        return (await self.store.create(draft, draft.created_at))[0]
+
+    async def poll(self) -> None:
+        """Look for work as the worker's poll does and wait for that claim to return
+        (``poll_s`` is an hour, so that no poll comes at a moment of its own): no
+        ``Worker.wake``, which says that work may be waiting and so switches eager start
+        off. The claim must not be held (``runs.go`` set)."""
+        self.runs.looked = anyio.Event()
+        self.worker._wake.set()
+        await self.runs.looked.wait()
+
+    async def let_go(self) -> None:
+        """Let the claim held at ``runs.go`` return, and wait until it has."""
+        self.runs.looked = anyio.Event()
+        self.runs.go.set()
+        await self.runs.looked.wait()
+
+
+@asynccontextmanager
+async def _idle_worker(
+    runs_type: type[LimitedClaims] = LimitedClaims, *, poll_s: float = 3600, held: bool = False
+) -> AsyncIterator[Rig]:
+    """A :class:`Rig`; claims after the first wait at ``runs.go`` when *held*."""
+    store, gate = InMemoryTaskStore(), anyio.Event()
+    runs = runs_type(store)
+    if not held:
+        runs.go.set()
+    manager = TaskManager(store, runs=cast(RunStore, runs), clock=FakeClock())
+    settings = WorkerSettings(max_runs=4, poll_s=poll_s)
     worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as task_group:
             await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            assert (await manager.create("noop", {}, workflow_version="1")).state is (
-                TaskState.RUNNING
-            )
-            await runs.holding.wait()  # the next poll's claim, with a slot left out
-            runs.go.set()
-            await runs.failed.wait()
-            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
+            await runs.looked.wait()
+            yield Rig(store, manager, runs, worker, gate)
             gate.set()
             task_group.cancel_scope.cancel()
 
 
-def _poll(worker: Worker) -> None:
-    """Look for work as the worker's poll does (``poll_s`` is an hour in these tests, so
-    that no poll comes at a moment of its own): no ``Worker.wake``, which says that work
-    may be waiting and so switches eager start off."""
-    worker._wake.set()
+async def _full(worker: Worker) -> None:
+    async def full() -> bool:
+        return worker.active_runs == 4
+
+    await eventually(full, within_s=5, every_s=0.01)
+
+
+async def test_a_worker_that_creates_tasks_starts_them_eagerly_while_it_claims() -> None:
+    """A poll's claim leaves half the free slots to the creates made meanwhile (ADR 0075):
+    they start at once, as many as the claim did not ask for, and the claim never takes
+    a slot they hold. Before, every create during a claim was queued, and the wake each
+    one made started the next claim: under a steady load eager start stayed off."""
+    async with _idle_worker(poll_s=0.05, held=True) as rig:
+        first = await rig.create()
+        assert first.state is TaskState.RUNNING  # eager: 3 slots free now
+        await rig.runs.holding.wait()  # the next poll's claim is under way
+        assert rig.runs.limits[-1] == 2  # of 3 free, one left out for creates
+        assert rig.worker.reserve(rig.draft("ann")) is None  # the claim may fill ann's cap
+        spare = await rig.create()
+        assert spare.state is TaskState.RUNNING  # the slot the claim left out
+        assert rig.worker.reserve(rig.draft()) is None
+        late = await rig.create()
+        assert late.state is TaskState.QUEUED  # the rest may be the claim's
+        named = await rig.create("ann")
+        rig.runs.go.set()
+        await _full(rig.worker)
+        states = {(await rig.manager.get(t.id)).state for t in (first, named, spare, late)}
+        assert states == {TaskState.RUNNING}
+        assert rig.worker.active_runs == 4  # never more than max_runs
+        assert rig.worker.reserve(rig.draft()) is None
+
+
+async def test_a_worker_that_creates_nothing_claims_every_free_slot() -> None:
+    async with _idle_worker() as rig:
+        await rig.poll()
+    assert rig.runs.limits[:2] == [4, 4]
+
+
+async def test_no_eager_start_after_a_claim_failed() -> None:
+    """A failed claim says nothing of the queue: eager start waits for one that answers."""
+    async with _idle_worker(FailingSecondClaim, poll_s=0.1, held=True) as rig:
+        assert (await rig.create()).state is TaskState.RUNNING
+        await rig.runs.holding.wait()  # the next poll's claim, with a slot left out
+        rig.runs.go.set()
+        await cast(FailingSecondClaim, rig.runs).failed.wait()
+        assert rig.worker.reserve(rig.draft()) is None
 
 
 async def test_a_claim_that_fills_what_it_asked_for_claims_the_rest_at_once() -> None:
     """A poll's claim that leaves a slot out and finds more runs than it asked for wakes
     the worker (ADR 0075, decision 3): the older run it left is claimed at once, not at
     the next poll, and no create starts eagerly before it."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = LimitedClaims(store)
-    runs.go.set()
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=3600)
-    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            first = await manager.create("noop", {}, workflow_version="1")
-            assert first.state is TaskState.RUNNING  # eager: 3 slots free, and offered
-            older = []
-            for _ in range(3):  # as another process would: no wake
-                draft = manager.draft("noop", {}, workflow_version="1")
-                older.append((await store.create(draft, draft.created_at))[0])
-            runs.looked = anyio.Event()
-            _poll(worker)
-            await runs.looked.wait()  # the poll's claim: 2 of the 3 free slots
-            assert worker.reserve(manager.draft("noop", {}, workflow_version="1")) is None
-
-            async def full() -> bool:
-                return worker.active_runs == 4
-
-            await eventually(full, within_s=5, every_s=0.01)
-            assert runs.limits[1:3] == [2, 1]  # the rest at once, with eager start off
-            assert {(await manager.get(t.id)).state for t in older} == {TaskState.RUNNING}
-            gate.set()
-            task_group.cancel_scope.cancel()
+    async with _idle_worker() as rig:
+        first = await rig.create()
+        assert first.state is TaskState.RUNNING  # eager: 3 slots free, and offered
+        older = [await rig.queue_elsewhere() for _ in range(3)]
+        await rig.poll()  # the poll's claim: 2 of the 3 free slots
+        assert rig.worker.reserve(rig.draft()) is None
+        await _full(rig.worker)
+        assert rig.runs.limits[1:3] == [2, 1]  # the rest at once, with eager start off
+        assert {(await rig.manager.get(t.id)).state for t in older} == {TaskState.RUNNING}
 
 
 async def test_a_create_during_a_polls_claim_may_take_the_slot_an_older_run_waits_for() -> None:
     """What ADR 0075 gives up: a create made during a poll's claim takes the slot the
     claim left out, although the claim finds more older runs than it asked for; the
     one it left waits for a slot to free up (a run's end), not for one more claim."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = LimitedClaims(store)
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=3600)
-    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            first = await manager.create("noop", {}, workflow_version="1")
-            assert first.state is TaskState.RUNNING
-            _poll(worker)
-            await runs.holding.wait()  # the poll's claim, one slot left out
-            older = []
-            for _ in range(3):  # as another process would: no wake
-                draft = manager.draft("noop", {}, workflow_version="1")
-                older.append((await store.create(draft, draft.created_at))[0])
-            newer = await manager.create("noop", {}, workflow_version="1")
-            assert newer.state is TaskState.RUNNING  # ahead of the three older runs
-            runs.looked = anyio.Event()
-            runs.go.set()
-            await runs.looked.wait()
-            assert worker.active_runs == 4
-            states = [(await manager.get(t.id)).state for t in older]
-            assert states == [TaskState.RUNNING, TaskState.RUNNING, TaskState.QUEUED]
-            gate.set()  # runs end: the older run left is claimed first
+    async with _idle_worker(held=True) as rig:
+        first = await rig.create()
+        assert first.state is TaskState.RUNNING
+        rig.worker._wake.set()  # a poll
+        await rig.runs.holding.wait()  # the poll's claim, one slot left out
+        older = [await rig.queue_elsewhere() for _ in range(3)]
+        newer = await rig.create()
+        assert newer.state is TaskState.RUNNING  # ahead of the three older runs
+        await rig.let_go()
+        assert rig.worker.active_runs == 4
+        states = [(await rig.manager.get(t.id)).state for t in older]
+        assert states == [TaskState.RUNNING, TaskState.RUNNING, TaskState.QUEUED]
+        rig.gate.set()  # runs end: the older run left is claimed first
 
-            async def claimed() -> bool:
-                return (await manager.get(older[2].id)).state is not TaskState.QUEUED
+        async def claimed() -> bool:
+            return (await rig.manager.get(older[2].id)).state is not TaskState.QUEUED
 
-            await eventually(claimed, within_s=5, every_s=0.01)
-            task_group.cancel_scope.cancel()
+        await eventually(claimed, within_s=5, every_s=0.01)
 
 
 async def test_a_wake_makes_the_claim_take_every_free_slot() -> None:
     """A wake says work may be waiting: the claim it starts takes every free slot even for
     a worker that creates tasks, and no create starts eagerly while it is under way."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = LimitedClaims(store)
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=3600)
-    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            first = await manager.create("noop", {}, workflow_version="1")
-            assert first.state is TaskState.RUNNING  # offered a task: it creates tasks
-            draft = manager.draft("noop", {}, workflow_version="1")
-            older = (await store.create(draft, draft.created_at))[0]
-            worker.wake()  # as the announcement of another process's run does
-            await runs.holding.wait()
-            assert runs.limits[-1] == 3
-            newer = await manager.create("noop", {}, workflow_version="1")
-            assert newer.state is TaskState.QUEUED  # the older run goes first
-            runs.looked = anyio.Event()
-            runs.go.set()
-            await runs.looked.wait()
-            assert {(await manager.get(t.id)).state for t in (older, newer)} == {TaskState.RUNNING}
-            gate.set()
-            task_group.cancel_scope.cancel()
+    async with _idle_worker(held=True) as rig:
+        first = await rig.create()
+        assert first.state is TaskState.RUNNING  # offered a task: it creates tasks
+        older = await rig.queue_elsewhere()
+        rig.worker.wake()  # as the announcement of another process's run does
+        await rig.runs.holding.wait()
+        assert rig.runs.limits[-1] == 3
+        newer = await rig.create()
+        assert newer.state is TaskState.QUEUED  # the older run goes first
+        await rig.let_go()
+        states = {(await rig.manager.get(t.id)).state for t in (older, newer)}
+        assert states == {TaskState.RUNNING}
 
 
 async def test_a_worker_that_stopped_creating_claims_every_free_slot_again() -> None:
     """Only a create since its last claim makes a worker leave slots out of a claim."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = LimitedClaims(store)
-    runs.go.set()
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=3600)
-    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            first = await manager.create("noop", {}, workflow_version="1")
-            assert first.state is TaskState.RUNNING
-            for _ in range(2):  # a poll after the create, then one with none since
-                runs.looked = anyio.Event()
-                _poll(worker)
-                await runs.looked.wait()
-            assert runs.limits == [4, 2, 3]
-            gate.set()
-            task_group.cancel_scope.cancel()
+    async with _idle_worker() as rig:
+        assert (await rig.create()).state is TaskState.RUNNING
+        await rig.poll()  # a poll after the create
+        await rig.poll()  # then one with none since
+        assert rig.runs.limits == [4, 2, 3]
 
 
 async def test_a_worker_offered_only_named_owners_tasks_claims_every_free_slot() -> None:
     """A named owner's create never starts during a claim (the claim may fill its cap):
     a worker whose creates are all of named owners (HTTP with tokens) leaves no slot
     out of a claim for them, which would only delay the older runs the claim finds."""
-    store, clock, gate = InMemoryTaskStore(), FakeClock(), anyio.Event()
-    runs = LimitedClaims(store)
-    runs.go.set()
-    manager = TaskManager(store, runs=cast(RunStore, runs), clock=clock)
-    settings = WorkerSettings(max_runs=4, poll_s=3600)
-    worker = Worker(manager, {"noop": _held(gate)}, settings=settings)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(worker.run)
-            await runs.looked.wait()  # found nothing: idle
-            first = await manager.create("noop", {}, workflow_version="1", owner="ann")
-            assert first.state is TaskState.RUNNING
-            runs.looked = anyio.Event()
-            _poll(worker)
-            await runs.looked.wait()
-            assert runs.limits == [4, 3]
-            gate.set()
-            task_group.cancel_scope.cancel()
+    async with _idle_worker() as rig:
+        assert (await rig.create("ann")).state is TaskState.RUNNING
+        await rig.poll()
+        assert rig.runs.limits == [4, 3]
