@@ -312,26 +312,34 @@ async def test_a_failed_commit_frees_the_slot_and_hands_the_lease_back(
     assert runs.eager == [again.id]
 
 
+class HeldCommit:
+    """Stands in for ``create_claimed`` of a run store: a create that gets to its commit
+    sets ``committing`` and commits (through the store's own ``create_claimed``, kept as
+    ``commit``) once ``go_on`` is set."""
+
+    def __init__(self, runs: Any) -> None:
+        self.committing, self.go_on = anyio.Event(), anyio.Event()
+        self.commit = runs.create_claimed
+
+    async def __call__(self, task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
+        self.committing.set()
+        await self.go_on.wait()
+        return await self.commit(task, claim, now)
+
+
 async def test_a_caller_cancelled_during_the_commit_leaves_the_run_running(
     manager: TaskManager, store: TaskStore
 ) -> None:
     worker, runs = _watched(manager, store, _flow(anyio.Event()), max_runs=2)
     manager = worker.manager
     flow = cast(Workflow[Hold], worker.workflows["job"])
-    committing, go_on = anyio.Event(), anyio.Event()
-    create_claimed = runs.create_claimed
-
-    async def slow(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
-        committing.set()
-        await go_on.wait()
-        return await create_claimed(task, claim, now)
-
-    runs.create_claimed = slow  # type: ignore[method-assign]
+    hold = HeldCommit(runs)
+    runs.create_claimed = hold  # type: ignore[method-assign]
     async with anyio.create_task_group() as task_group:
         await task_group.start(worker.run)
         await runs.looked.wait()
         with anyio.CancelScope() as caller:
-            task_group.start_soon(_cancel_when, committing, caller, go_on)
+            task_group.start_soon(_cancel_when, hold, caller)
             await submit(manager, flow)
             await anyio.sleep_forever()
         assert caller.cancelled_caught
@@ -344,13 +352,11 @@ async def test_a_caller_cancelled_during_the_commit_leaves_the_run_running(
     assert runs.claims == 1
 
 
-async def _cancel_when(
-    committing: anyio.Event, caller: anyio.CancelScope, go_on: anyio.Event
-) -> None:
-    await committing.wait()
+async def _cancel_when(hold: HeldCommit, caller: anyio.CancelScope) -> None:
+    await hold.committing.wait()
     caller.cancel()
     await anyio.lowlevel.checkpoint()
-    go_on.set()
+    hold.go_on.set()
 
 
 @pytest.mark.parametrize("held", ["owner", "slots"])
@@ -369,13 +375,7 @@ async def test_a_claim_counts_the_slots_of_eager_creates_in_flight(
     worker, runs = _watched(manager, store, _flow(release), **settings)
     manager = worker.manager
     flow = cast(Workflow[Hold], worker.workflows["job"])
-    committing, go_on = anyio.Event(), anyio.Event()
-    create_claimed = runs.create_claimed
-
-    async def held_at_commit(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
-        committing.set()
-        await go_on.wait()
-        return await create_claimed(task, claim, now)
+    hold = HeldCommit(runs)
 
     in_flight: list[Task] = []
     created = anyio.Event()
@@ -390,9 +390,9 @@ async def test_a_claim_counts_the_slots_of_eager_creates_in_flight(
             await runs.looked.wait()
             busy = await submit(manager, flow, {"hold": True}, owner=owner)
             assert busy.state is TaskState.RUNNING  # eager: one slot taken
-            runs.create_claimed = held_at_commit  # type: ignore[method-assign]
+            runs.create_claimed = hold  # type: ignore[method-assign]
             task_group.start_soon(create_in_flight)
-            await committing.wait()  # a second slot reserved, its create committing
+            await hold.committing.wait()  # a second slot reserved, its create committing
             queued = []
             for _ in range(2):  # as another process would: no wake, no reservation
                 draft = manager.draft("job", {"hold": True}, owner=owner, workflow_version="1")
@@ -400,7 +400,7 @@ async def test_a_claim_counts_the_slots_of_eager_creates_in_flight(
             runs.looked = anyio.Event()
             worker.wake()
             await runs.looked.wait()  # the claim made while the create commits
-            go_on.set()
+            hold.go_on.set()
             await created.wait()
             [eager] = in_flight
             assert eager.state is TaskState.RUNNING
@@ -462,13 +462,7 @@ async def test_a_reservation_an_idempotent_replay_gives_back_wakes_the_owners_wa
     worker, runs = _watched(manager, store, _flow(release), max_runs=4, max_runs_per_owner=2)
     manager = worker.manager
     flow = cast(Workflow[Hold], worker.workflows["job"])
-    committing, go_on = anyio.Event(), anyio.Event()
-    create_claimed = runs.create_claimed
-
-    async def held_at_commit(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
-        committing.set()
-        await go_on.wait()
-        return await create_claimed(task, claim, now)
+    hold = HeldCommit(runs)
 
     async def replay() -> None:
         again = await submit(manager, flow, {}, owner="ann", idempotency_key="k")
@@ -488,16 +482,16 @@ async def test_a_reservation_an_idempotent_replay_gives_back_wakes_the_owners_wa
             await eventually(no_runs)
             busy = await submit(manager, flow, {"hold": True}, owner="ann")
             assert busy.state is TaskState.RUNNING  # one of ann's two
-            runs.create_claimed = held_at_commit  # type: ignore[method-assign]
+            runs.create_claimed = hold  # type: ignore[method-assign]
             task_group.start_soon(replay)
-            await committing.wait()  # ann's second slot reserved for the replay
+            await hold.committing.wait()  # ann's second slot reserved for the replay
             draft = manager.draft("job", {}, owner="ann", workflow_version="1")
             queued = (await store.create(draft, draft.created_at))[0]  # another process's
             runs.looked = anyio.Event()
             worker.wake()
             await runs.looked.wait()  # ann is at her cap: the queued run is left
             assert (await manager.get(queued.id)).state is TaskState.QUEUED
-            go_on.set()  # the replay creates nothing and gives its slot back
+            hold.go_on.set()  # the replay creates nothing and gives its slot back
             done = await manager.wait_until_terminal(queued.id)
             assert done.state is TaskState.COMPLETED
             release.set()
@@ -516,13 +510,8 @@ async def test_a_local_create_during_a_polls_claim_takes_only_a_slot_it_left_out
     worker, runs = _watched(manager, store, _flow(release), max_runs=4)
     manager = worker.manager
     flow = cast(Workflow[Hold], worker.workflows["job"])
-    committing, go_on, created = anyio.Event(), anyio.Event(), anyio.Event()
-    create_claimed = runs.create_claimed
-
-    async def held_at_commit(task: Task, claim: ClaimAtCreate, now: Instant) -> Any:
-        committing.set()
-        await go_on.wait()
-        return await create_claimed(task, claim, now)
+    created = anyio.Event()
+    hold = HeldCommit(runs)
 
     in_flight: list[Task] = []
 
@@ -544,14 +533,14 @@ async def test_a_local_create_during_a_polls_claim_takes_only_a_slot_it_left_out
                 runs.gate, runs.looked = anyio.Event(), anyio.Event()
                 worker._wake.set()  # the poll (no wake: nothing announced work)
                 await runs.waiting.wait()  # the poll's claim, for 2 of the 3 free slots
-                runs.create_claimed = held_at_commit  # type: ignore[method-assign]
+                runs.create_claimed = hold  # type: ignore[method-assign]
                 task_group.start_soon(create_in_flight)
-                await committing.wait()  # the third slot reserved, its create committing
-                runs.create_claimed = create_claimed  # type: ignore[method-assign]
+                await hold.committing.wait()  # the third slot reserved, its create committing
+                runs.create_claimed = hold.commit  # type: ignore[method-assign]
                 late = await submit(manager, flow, {"hold": True})
                 assert late.state is TaskState.QUEUED  # every free slot is taken or asked for
                 runs.gate.set()
-                go_on.set()  # the claim and the create commit together
+                hold.go_on.set()  # the claim and the create commit together
                 await created.wait()
                 await runs.looked.wait()
                 [eager] = in_flight
@@ -565,5 +554,5 @@ async def test_a_local_create_during_a_polls_claim_takes_only_a_slot_it_left_out
                     assert done.state is TaskState.COMPLETED
                 task_group.cancel_scope.cancel()
             finally:
-                go_on.set()
+                hold.go_on.set()
     assert runs.eager == [busy.id, eager.id]
