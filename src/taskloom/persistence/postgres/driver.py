@@ -26,6 +26,7 @@ from taskloom.engine.errors import (
     StoreUnavailableError,
 )
 from taskloom.persistence.outage import Outage
+from taskloom.persistence.postgres import arrays
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
 from taskloom.persistence.retries import transient_retries
@@ -239,6 +240,7 @@ class Database:
 
     async def _configure(self, connection: Connection) -> None:
         connection.adapters.register_loader("json", TextLoader)  # pydantic parses task bodies
+        arrays.register(connection.adapters)  # the batches' arrays bound as typed (ADR 0074)
         await connection.execute(
             "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false),"
             " set_config('taskloom.origin', %s, false)",

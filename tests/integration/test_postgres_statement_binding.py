@@ -1,0 +1,71 @@
+"""How the store's connections bind a statement (ADR 0074): the batches' arrays bound
+as their declared types without psycopg reading each list for its element type."""
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.array import BaseListDumper
+
+from taskloom.persistence.postgres import PostgresTaskStore
+from taskloom.persistence.postgres.arrays import (
+    BoolArray,
+    IntArray,
+    TextArray,
+    TimeArray,
+    array_class,
+    typed,
+)
+from tests import postgres
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresTaskStore]:
+    async with postgres.fresh_store() as opened:
+        yield opened
+
+
+async def test_typed_arrays_are_bound_as_their_types(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def never(*_: object) -> Any:
+        raise AssertionError("a typed array was read for its element type")
+
+    monkeypatch.setattr(BaseListDumper, "_find_list_element", never)
+    moment = datetime(2026, 11, 27, 15, 0, 1, 250, tzinfo=UTC)
+    async with store._db.pool.connection() as connection:
+        cursor = await connection.execute(
+            "SELECT pg_typeof(%(t)b)::text, %(t)b::text[], pg_typeof(%(i)b)::text, %(i)b::int8[],"
+            " %(m)b::timestamptz[], %(b)b::bool[], %(n)b::int[], %(e)b::text[]",
+            {
+                "t": TextArray(["a", None, "é'\"{}"]),
+                "i": IntArray([1, None, 2**40]),
+                "m": TimeArray([moment, None]),
+                "b": BoolArray([True, False, None]),
+                "n": typed("int", [None, None]),
+                "e": array_class("text")(),
+            },
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    assert row[0] == "text[]"
+    assert row[1] == ["a", None, "é'\"{}"]
+    assert row[2] == "bigint[]"
+    assert row[3] == [1, None, 2**40]
+    assert row[4] == [moment, None]
+    assert row[5] == [True, False, None]
+    assert row[6] == [None, None]
+    assert row[7] == []
+
+
+async def test_an_int_beyond_the_cast_is_refused_by_the_server(
+    store: PostgresTaskStore,
+) -> None:
+    """As with psycopg's own choice of integer type: the server's cast refuses it."""
+    async with store._db.pool.connection() as connection:
+        cursor = await connection.execute("SELECT %(s)b::int[]", {"s": IntArray([7, None])})
+        assert await cursor.fetchone() == ([7, None],)
+        with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+            await connection.execute("SELECT %(i)b::int[]", {"i": IntArray([2**40])})
