@@ -1,5 +1,6 @@
-"""How the store's connections bind a statement (ADR 0074): the batches' arrays bound
-as their declared types without psycopg reading each list for its element type."""
+"""How the store's connections bind a statement (ADR 0074): its text converted once
+whatever its length, and the batches' arrays bound as their declared types without
+psycopg reading each list for its element type."""
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -7,9 +8,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg._queries import _query2pg_nocache
 from psycopg.types.array import BaseListDumper
 
-from taskloom.persistence.postgres import PostgresTaskStore
+from taskloom.persistence.postgres import PostgresTaskStore, cursors
 from taskloom.persistence.postgres.arrays import (
     BoolArray,
     IntArray,
@@ -69,3 +71,28 @@ async def test_an_int_beyond_the_cast_is_refused_by_the_server(
         assert await cursor.fetchone() == ([7, None],)
         with pytest.raises(psycopg.errors.NumericValueOutOfRange):
             await connection.execute("SELECT %(i)b::int[]", {"i": IntArray([2**40])})
+
+
+async def test_a_long_statement_is_converted_once(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    converted: list[bytes] = []
+    convert = _query2pg_nocache
+
+    def counted(query: bytes, encoding: str) -> Any:
+        converted.append(query)
+        return convert(query, encoding)
+
+    monkeypatch.setattr(cursors, "_query2pg_nocache", counted)
+    cursors._converted.cache_clear()
+    padding = ", ".join(f"%(a)s::int + {index}" for index in range(600))  # some 9,000 bytes
+    text = f"SELECT %(a)s::int + %(b)s::int, greatest({padding}) AS far"
+    assert len(text) > 4096
+    async with store._db.pool.connection() as connection:
+        assert connection.cursor_factory is cursors.Cursor
+        for a in range(3):
+            cursor = await connection.execute(text, {"a": a, "b": 10})
+            assert await cursor.fetchone() == (a + 10, a + 599)
+        cursor = await connection.execute("SELECT %s::int", (5,))  # positional: as psycopg's
+        assert await cursor.fetchone() == (5,)
+    assert len([query for query in converted if len(query) > 4096]) == 1

@@ -27,6 +27,7 @@ from taskloom.engine.errors import (
 )
 from taskloom.persistence.outage import Outage
 from taskloom.persistence.postgres import arrays
+from taskloom.persistence.postgres.cursors import Cursor
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
 from taskloom.persistence.retries import transient_retries
@@ -115,9 +116,11 @@ def application_name(origin: str) -> str:
 def connection_options(origin: str) -> dict[str, Any]:
     """libpq options of every connection: autocommit (each port method opens its own
     transaction), a name, and TCP keepalives so that a silently lost server is noticed
-    within about a minute rather than never."""
+    within about a minute rather than never; and the cursor that converts a statement's
+    text once (ADR 0074)."""
     return {
         "autocommit": True,
+        "cursor_factory": Cursor,
         "application_name": application_name(origin),
         "keepalives": 1,
         "keepalives_idle": 30,

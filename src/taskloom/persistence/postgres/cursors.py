@@ -1,0 +1,53 @@
+"""The cursor of the store's connections: a statement's text converted once (ADR 0074).
+
+psycopg turns a statement's ``%(name)s`` placeholders into PostgreSQL's ``$1`` at every
+execution: it encodes the text and splits it with a regular expression, caching the
+result only for a text of at most 4,096 bytes and 50 parameters (meant for an ORM's
+statements of varying lengths). The claim's statement (``sql/leases.py``) is some
+9,000 bytes, so each claim paid for the split, and for hashing a new 9,000-byte key to
+find its prepared statement. The store's statements are a small set of texts: here
+every text with parameters is converted once and kept (the last ``CONVERSIONS`` texts),
+whatever its length; the conversion itself is psycopg's.
+
+This leans on two private names of psycopg 3.3 (pinned below 3.4 in ``pyproject.toml``):
+a cursor's ``_query_cls``, and ``_queries._query2pg_nocache``, the conversion psycopg
+caches itself. ``tests/persistence/test_postgres_cursors.py`` checks both.
+"""
+
+from functools import lru_cache
+from typing import Any, Final
+
+import psycopg
+from psycopg._queries import PostgresQuery, _query2pg_nocache
+
+CONVERSIONS: Final = 256
+"""How many statement texts a process keeps converted (psycopg keeps 128 short ones)."""
+
+
+@lru_cache(maxsize=CONVERSIONS)
+def _converted(query: str, encoding: str) -> tuple[bytes, list[Any], list[str] | None, list[Any]]:
+    """*query* encoded and converted by psycopg: the text to send, the parameters'
+    formats, their names in order, and the parts (shared by every execution, as the
+    results of psycopg's own cache are)."""
+    return _query2pg_nocache(query.encode(encoding), encoding)
+
+
+class _Query(PostgresQuery):
+    """psycopg's query, whose text with parameters is converted through :func:`_converted`."""
+
+    __slots__ = ()
+
+    def convert(self, query: Any, vars: Any) -> None:  # (psycopg's signature)
+        if vars is None or type(query) is not str:
+            super().convert(query, vars)
+            return
+        self.query, self._want_formats, self._order, self._parts = _converted(
+            query, self._tx.encoding
+        )
+        self.dump(vars)
+
+
+class Cursor(psycopg.AsyncCursor[Any]):
+    """psycopg's async cursor, converting each statement's text once (see the module)."""
+
+    _query_cls = _Query
