@@ -96,3 +96,10 @@ async def test_a_long_statement_is_converted_once(
         cursor = await connection.execute("SELECT %s::int", (5,))  # positional: as psycopg's
         assert await cursor.fetchone() == (5,)
     assert len([query for query in converted if len(query) > 4096]) == 1
+    converted.clear()
+    many = ", ".join(f"%(a{index})s::int" for index in range(cursors.MOST_PARAMETERS + 1))
+    values = {f"a{index}": index for index in range(cursors.MOST_PARAMETERS + 1)}
+    async with store._db.pool.connection() as connection:
+        cursor = await connection.execute(f"SELECT greatest({many})", values)
+        assert await cursor.fetchone() == (cursors.MOST_PARAMETERS,)
+    assert converted == []  # beyond the bound: psycopg's own conversion, not kept here

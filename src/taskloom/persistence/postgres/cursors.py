@@ -6,12 +6,14 @@ result only for a text of at most 4,096 bytes and 50 parameters (meant for an OR
 statements of varying lengths). The claim's statement (``sql/leases.py``) is some
 9,000 bytes, so each claim paid for the split, and for hashing a new 9,000-byte key to
 find its prepared statement. The store's statements are a small set of texts: here
-every text with parameters is converted once and kept (the last ``CONVERSIONS`` texts),
-whatever its length; the conversion itself is psycopg's.
+every text with parameters is converted once and kept (the last ``CONVERSIONS`` texts)
+up to ``LONGEST`` characters and ``MOST_PARAMETERS`` parameters, which bounds what is
+kept (a text beyond them is converted by psycopg as before); the conversion itself is
+psycopg's.
 
 This leans on two private names of psycopg 3.3 (pinned below 3.4 in ``pyproject.toml``):
 a cursor's ``_query_cls``, and ``_queries._query2pg_nocache``, the conversion psycopg
-caches itself. ``tests/persistence/test_postgres_cursors.py`` checks both.
+caches itself. ``tests/integration/test_postgres_statement_binding.py`` checks both.
 """
 
 from functools import lru_cache
@@ -20,8 +22,12 @@ from typing import Any, Final
 import psycopg
 from psycopg._queries import PostgresQuery, _query2pg_nocache
 
-CONVERSIONS: Final = 256
-"""How many statement texts a process keeps converted (psycopg keeps 128 short ones)."""
+CONVERSIONS: Final = 128
+"""How many statement texts a process keeps converted (as many as psycopg keeps)."""
+LONGEST: Final = 65_536
+"""The longest text kept converted, in characters (psycopg: 4,096 bytes)."""
+MOST_PARAMETERS: Final = 200
+"""The most parameters of a text kept converted (psycopg: 50)."""
 
 
 @lru_cache(maxsize=CONVERSIONS)
@@ -38,7 +44,12 @@ class _Query(PostgresQuery):
     __slots__ = ()
 
     def convert(self, query: Any, vars: Any) -> None:  # (psycopg's signature)
-        if vars is None or type(query) is not str:
+        if (
+            vars is None
+            or type(query) is not str
+            or len(query) > LONGEST
+            or len(vars) > MOST_PARAMETERS
+        ):
             super().convert(query, vars)
             return
         self.query, self._want_formats, self._order, self._parts = _converted(
