@@ -2,6 +2,7 @@
 whatever its length, and the batches' arrays bound as their declared types without
 psycopg reading each list for its element type."""
 
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -11,12 +12,20 @@ import pytest
 from psycopg._queries import _query2pg_nocache
 from psycopg.types.array import BaseListDumper
 
-from taskloom.persistence.postgres import PostgresTaskStore, cursors
+from taskloom.persistence.postgres import (
+    PostgresTaskStore,
+    cursors,
+    finishes,
+    nodes,
+    takes,
+    updates,
+)
 from taskloom.persistence.postgres.arrays import (
     BoolArray,
     IntArray,
     TextArray,
     TimeArray,
+    TypedArray,
     array_class,
     typed,
 )
@@ -88,6 +97,7 @@ async def test_a_long_statement_is_converted_once(
     padding = ", ".join(f"%(a)s::int + {index}" for index in range(600))  # some 9,000 bytes
     text = f"SELECT %(a)s::int + %(b)s::int, greatest({padding}) AS far"
     assert len(text) > 4096
+    assert cursors.CONVERTING, "psycopg's private names changed: see cursors.py"
     async with store._db.pool.connection() as connection:
         assert connection.cursor_factory is cursors.Cursor
         for a in range(3):
@@ -103,3 +113,41 @@ async def test_a_long_statement_is_converted_once(
         cursor = await connection.execute(f"SELECT greatest({many})", values)
         assert await cursor.fetchone() == (cursors.MOST_PARAMETERS,)
     assert converted == []  # beyond the bound: psycopg's own conversion, not kept here
+
+
+async def test_a_text_is_converted_for_each_connection_encoding() -> None:
+    """The conversions are kept by encoding: a text converted for a UTF-8 connection is
+    not sent to a LATIN1 one."""
+    text = "SELECT 'é' || %(a)s::text, length('é')"
+    cursors._converted.cache_clear()
+    url = postgres.require_server()
+    for encoding in ("UTF8", "LATIN1", "UTF8"):
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, cursor_factory=cursors.Cursor
+        ) as connection:
+            await connection.execute(f"SET client_encoding TO '{encoding}'")
+            cursor = await connection.execute(text, {"a": "x"})
+            assert await cursor.fetchone() == ("éx", 1), encoding
+    assert cursors._converted.cache_info().currsize == 2
+
+
+def test_every_binary_array_of_the_batches_is_a_typed_list() -> None:
+    """Each ``%(name)b`` parameter of the batched statements is bound as a typed list (a
+    plain list would still bind, read for its element type at every execution)."""
+    now = datetime(2026, 11, 27, tzinfo=UTC)
+    built = {
+        "node starts": nodes.starts([]),
+        "node ends": nodes.ends([]),
+        "tasks held": finishes.held([]),
+        "final node ends": finishes.node_ends([]),
+        "run ends": finishes.run_ends([], []),
+        "reads": updates.read([]),
+        "writes": updates.writes([], []),
+        "takes": takes._statement([], now, None),
+    }
+    for name, statement in built.items():
+        assert isinstance(statement.parameters, dict)
+        arrays = re.findall(r"%\((\w+)\)b", statement.text)
+        assert arrays, name
+        for array in arrays:
+            assert isinstance(statement.parameters[array], TypedArray), (name, array)

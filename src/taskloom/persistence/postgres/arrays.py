@@ -9,7 +9,9 @@ dumper that declares its array type up front, as psycopg's own ``register_array`
 them: the list is read once, to write it.
 
 The element types are the statements' casts: ``text``, ``int`` (sent as ``int8``, cast
-by the server as psycopg's narrowest integer type was), ``timestamptz`` and ``bool``.
+by the server as psycopg's narrowest integer type was; a value beyond ``int8`` raises
+``OverflowError`` here, where psycopg sent it as ``numeric``), ``timestamptz`` (aware
+datetimes only) and ``bool``.
 ``None`` elements are ``NULL``\\ s. On a connection without :func:`register`, a typed list
 is a list and psycopg reads it as before.
 """
