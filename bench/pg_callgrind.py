@@ -82,19 +82,24 @@ def instructions(src: Path | None, runs: int, slots: int) -> int:
             cwd=BENCH,
             env=environment,
         )
-        assert child.stdin is not None
-        assert child.stdout is not None
-        said = child.stdout.readline()
-        if said.strip() != "ready":
-            raise RuntimeError(f"the worker did not start (it said {said!r})")
-        callgrind = ["callgrind_control", "-i"]
-        subprocess.run([*callgrind, "on", str(child.pid)], check=True, capture_output=True)
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        anyio.run(_completed, url, runs)
-        subprocess.run([*callgrind, "off", str(child.pid)], check=True, capture_output=True)
-        child.terminate()
-        _, errors = child.communicate(timeout=300)
+        try:  # a worker left behind would run under valgrind until killed
+            assert child.stdin is not None
+            assert child.stdout is not None
+            said = child.stdout.readline()
+            if said.strip() != "ready":
+                raise RuntimeError(f"the worker did not start (it said {said!r})")
+            callgrind = ["callgrind_control", "-i"]
+            subprocess.run([*callgrind, "on", str(child.pid)], check=True, capture_output=True)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            anyio.run(_completed, url, runs)
+            subprocess.run([*callgrind, "off", str(child.pid)], check=True, capture_output=True)
+            child.terminate()
+            _, errors = child.communicate(timeout=300)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
     found = re.search(r"Collected : ([\d,]+)", errors)
     if found is None:
         raise RuntimeError(f"callgrind failed: {errors[-2000:]}")
