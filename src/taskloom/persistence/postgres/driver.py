@@ -26,6 +26,8 @@ from taskloom.engine.errors import (
     StoreUnavailableError,
 )
 from taskloom.persistence.outage import Outage
+from taskloom.persistence.postgres import arrays
+from taskloom.persistence.postgres.cursors import Cursor
 from taskloom.persistence.postgres.settings import PostgresSettings
 from taskloom.persistence.postgres.sqlstate import is_contention, is_transient
 from taskloom.persistence.retries import transient_retries
@@ -114,9 +116,11 @@ def application_name(origin: str) -> str:
 def connection_options(origin: str) -> dict[str, Any]:
     """libpq options of every connection: autocommit (each port method opens its own
     transaction), a name, and TCP keepalives so that a silently lost server is noticed
-    within about a minute rather than never."""
+    within about a minute rather than never; and the cursor that converts a statement's
+    text once (ADR 0074)."""
     return {
         "autocommit": True,
+        "cursor_factory": Cursor,
         "application_name": application_name(origin),
         "keepalives": 1,
         "keepalives_idle": 30,
@@ -239,6 +243,7 @@ class Database:
 
     async def _configure(self, connection: Connection) -> None:
         connection.adapters.register_loader("json", TextLoader)  # pydantic parses task bodies
+        arrays.register(connection.adapters)  # the batches' arrays bound as typed (ADR 0074)
         await connection.execute(
             "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false),"
             " set_config('taskloom.origin', %s, false)",

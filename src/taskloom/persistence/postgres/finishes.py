@@ -29,6 +29,7 @@ from taskloom.engine.models import Task, TaskMutation
 from taskloom.engine.runs import Lease, NodeEnd
 from taskloom.engine.states import TERMINAL_STATES
 from taskloom.persistence.postgres import nodes
+from taskloom.persistence.postgres.arrays import TextArray, TimeArray
 from taskloom.persistence.postgres.rows import task_from_body
 from taskloom.persistence.postgres.task_arrays import (
     Columns,
@@ -43,7 +44,7 @@ from taskloom.persistence.sql.script import Statement
 Payload = tuple[Lease, NodeEnd, datetime, TaskMutation]
 Outcome = tuple[bool, Any]
 
-_TERMINAL: Final = sorted(state.value for state in TERMINAL_STATES)
+_TERMINAL: Final = TextArray(sorted(state.value for state in TERMINAL_STATES))
 _LEADING: Final[Columns] = (("task", "text"), ("token", "text"), ("now", "timestamptz"))
 
 
@@ -55,8 +56,8 @@ def held(payloads: Sequence[Payload]) -> Statement:
     return Statement(
         _held_sql(),
         {
-            "task": [lease.task_id for lease, _, _, _ in payloads],
-            "now": [now for _, _, now, _ in payloads],
+            "task": TextArray(lease.task_id for lease, _, _, _ in payloads),
+            "now": TimeArray(now for _, _, now, _ in payloads),
             "e": _TERMINAL,
         },
     )

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from taskloom.engine.runs import Lease, NodeEnd, NodeRun, NodeStart
 from taskloom.engine.states import TERMINAL_STATES
+from taskloom.persistence.postgres.arrays import TextArray, TypedArray, array_class
 from taskloom.persistence.sql import rows, runs
 from taskloom.persistence.sql.dialect import POSTGRES
 from taskloom.persistence.sql.script import Statement
@@ -28,7 +29,7 @@ Outcome = tuple[bool, Any]
 StartPayload = tuple[Lease, NodeStart, object]
 EndPayload = tuple[Lease, NodeEnd, object]
 
-_TERMINAL: Final = sorted(state.value for state in TERMINAL_STATES)
+_TERMINAL: Final = TextArray(sorted(state.value for state in TERMINAL_STATES))
 _START_COLUMNS: Final = (
     ("task", "text"),
     ("token", "text"),
@@ -58,7 +59,7 @@ _END_COLUMNS: Final = (
 
 def starts(payloads: Sequence[StartPayload]) -> Statement:
     """The statement that starts every node of *payloads* its own fence allows."""
-    columns: list[list[object]] = [[] for _ in _START_COLUMNS]
+    columns: list[TypedArray] = [array_class(kind)() for _, kind in _START_COLUMNS]
     for lease, start, now in payloads:
         row = (
             lease.task_id,
@@ -91,7 +92,7 @@ def ends(payloads: Sequence[EndPayload]) -> Statement:
     """The statement that ends every node attempt of *payloads* its own fence allows and
     that is running."""
     names = [name for name, _ in _END_COLUMNS]
-    columns: list[list[object]] = [[] for _ in names]
+    columns: list[TypedArray] = [array_class(kind)() for _, kind in _END_COLUMNS]
     for lease, end, now in payloads:
         each = runs.end_parameters(POSTGRES, lease, end, now)
         for column, name in zip(columns, names, strict=True):

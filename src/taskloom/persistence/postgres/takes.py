@@ -21,6 +21,7 @@ from typing import Final
 
 from taskloom.engine.models import TaskId
 from taskloom.engine.runs import NodeRun
+from taskloom.persistence.postgres.arrays import TextArray
 from taskloom.persistence.postgres.task_arrays import (
     Columns,
     TaskArrays,
@@ -60,7 +61,7 @@ def take_all(
     resumed = [task_id for task_id in taken if task_id not in fresh]
     if not resumed:
         return nodes
-    checkpoints = yield Statement(_checkpoints_sql(), {"taken": resumed})
+    checkpoints = yield Statement(_checkpoints_sql(), {"taken": TextArray(resumed)})
     for task_id, *row in checkpoints.rows:
         run = rows.node_run(POSTGRES, tuple(row))
         nodes[task_id][run.node] = run

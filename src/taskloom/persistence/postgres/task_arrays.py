@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from taskloom.engine.history import MAX_STATUS_ROWS
 from taskloom.engine.models import Task
+from taskloom.persistence.postgres.arrays import TypedArray, array_class
 from taskloom.persistence.sql import history, rows
 from taskloom.persistence.sql.dialect import POSTGRES
 
@@ -38,7 +39,7 @@ class TaskArrays:
 
     def __init__(self, leading: Columns) -> None:
         self.columns: Final = (*leading, *TASK_COLUMNS)
-        self._values: list[list[object]] = [[] for _ in self.columns]
+        self._values: list[TypedArray] = [array_class(kind)() for _, kind in self.columns]
 
     def add(
         self, leading: tuple[object, ...], before: Task, after: Task, *, written: bool = True

@@ -25,6 +25,7 @@ from taskloom.engine import cascade
 from taskloom.engine.errors import LeaseLostError, TaskNotFoundError
 from taskloom.engine.models import TaskId, TaskMutation
 from taskloom.engine.runs import Lease
+from taskloom.persistence.postgres.arrays import TextArray, TimeArray
 from taskloom.persistence.postgres.rows import task_from_body
 from taskloom.persistence.postgres.task_arrays import (
     Columns,
@@ -50,8 +51,8 @@ _LEADING: Final[Columns] = (
 def read(payloads: Sequence[Payload]) -> Statement:
     """The bodies of the live tasks of *payloads* and their lease tokens (no lock: the
     write checks the fence again and compares versions)."""
-    ids = [task_id for task_id, _, _, _ in payloads]
-    nows = [now for _, now, _, _ in payloads]
+    ids = TextArray(task_id for task_id, _, _, _ in payloads)
+    nows = TimeArray(now for _, now, _, _ in payloads)
     return Statement(_read_sql(), {"task": ids, "now": nows})
 
 
