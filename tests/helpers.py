@@ -1,5 +1,6 @@
 """Small shared test utilities."""
 
+import json
 import os
 import signal
 import socket
@@ -52,6 +53,16 @@ async def all_at_once(
             for index in range(len(calls)):
                 group.start_soon(one, index)
     return got
+
+
+def initialize_line(client: str) -> str:
+    """A 2025-11-25 ``initialize`` request (id 1) from *client*, as one stdio line."""
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": client, "version": "0"},
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) + "\n"
 
 
 def free_port() -> int:

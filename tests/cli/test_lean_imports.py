@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from taskloom.cli import main
-from tests.helpers import checkout_env
+from tests.helpers import checkout_env, initialize_line
 
 HEAVY = (
     "mcp",
@@ -211,16 +211,6 @@ STDIO_SERVE_LEAVES_OUT = (
     "psycopg_pool",
 )
 """What a stdio ``serve`` does not use, with every module under each (ADR 0071)."""
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "lean", "version": "0"},
-    },
-}
 
 
 def test_a_stdio_serve_answers_without_what_only_other_transports_and_commands_use(
@@ -253,7 +243,7 @@ def test_a_stdio_serve_answers_without_what_only_other_transports_and_commands_u
         assert server.stdout is not None
         assert server.stderr is not None
         try:
-            server.stdin.write(json.dumps(INITIALIZE) + "\n")
+            server.stdin.write(initialize_line("lean"))
             server.stdin.flush()
             ready, _, _ = select.select([server.stdout], [], [], 50)
             assert ready, "no answer to initialize within 50 s"

@@ -54,7 +54,7 @@ from packaging.requirements import Requirement
 
 from tests import postgres
 from tests.docs.snippets import Snippet, snippets
-from tests.helpers import CHECKOUT
+from tests.helpers import CHECKOUT, initialize_line
 
 LANGUAGES: Final = ("console", "shell", "sh", "bash")
 PROJECT: Final = Path(__file__).resolve().parent / "project"
@@ -65,16 +65,6 @@ ABBREVIATED: Final = re.compile(r"(?<![\w.-])([A-Za-z0-9_-]{4})\.\.\.")
 TASK_ID: Final = r"[A-Za-z0-9_-]{8,}"
 ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 POSTGRES_URL: Final = re.compile(r"postgres(?:ql)?://[^\s'\"]+")
-INITIALIZE: Final = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "docs", "version": "0"},
-    },
-}
 
 
 class CommandFailed(Exception):
@@ -292,7 +282,7 @@ async def _until_ready(
         ready: Callable[[], bool] = lambda: phrase in output
     else:  # a stdio server: it speaks when spoken to
         assert process.stdin is not None
-        await process.stdin.send(json.dumps(INITIALIZE).encode() + b"\n")
+        await process.stdin.send(initialize_line("docs").encode())
         ready = lambda: b'"id":1' in output and b'"result"' in output
     try:
         await _read_until(process, output, ready, command)
